@@ -1,0 +1,129 @@
+/* base: errors, cleanup helpers, logging and small utilities shared by every
+ * module. No libuv here: oci/, net/ and image/ code runs in child processes
+ * and worker threads as well as on the loop. */
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- ownership ---------------------------------------------------------- */
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _warn_unused_ __attribute__((warn_unused_result))
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+static inline void fclosep(FILE **f)
+{
+    if (*f)
+        fclose(*f);
+}
+
+/* Hand over ownership: returns the value and resets the variable. */
+#define TAKE_PTR(p)                                                                                \
+    ({                                                                                             \
+        __typeof__(p) _p = (p);                                                                    \
+        (p) = NULL;                                                                                \
+        _p;                                                                                        \
+    })
+#define TAKE_FD(fd)                                                                                \
+    ({                                                                                             \
+        int _fd = (fd);                                                                            \
+        (fd) = -1;                                                                                 \
+        _fd;                                                                                       \
+    })
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* An error object: an errno-style code plus a message that callers extend
+ * with context on the way up ("create container `x`: mount `/proc`: ...").
+ * Fixed size so that reporting an error never needs an allocation. */
+#define ERR_MSG_MAX 512
+struct err {
+    int code; /* positive errno value; 0 = no error */
+    char msg[ERR_MSG_MAX];
+};
+
+/* Records `code` (an errno value, sign ignored) and the message; appends
+ * strerror(code) when code is not 0. Returns -code (or -EIO for 0) so that
+ * `return err_set(err, errno, "open `%s`", path);` works. err may be NULL. */
+int err_set(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
+/* Prefixes context to an error already set; returns -err->code. */
+int err_wrap(struct err *err, const char *fmt, ...) _printf_(2, 3);
+void err_clear(struct err *err);
+
+/* ---- logging ------------------------------------------------------------ */
+
+enum log_level { LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
+
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+/* Parses "error", "warn"/"warning", "info", "debug"; -EINVAL otherwise. */
+int log_level_parse(const char *s, enum log_level *ret);
+/* "text" (default) or "json" lines; an optional FILE replaces stderr. */
+void log_set_json(bool json);
+void log_set_file(FILE *f);
+void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
+
+#define log_enabled(l) ((l) <= log_get_level())
+#define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...)                                                                             \
+    do {                                                                                           \
+        if (log_enabled(LOG_LEVEL_DEBUG))                                                          \
+            log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__);                                                 \
+    } while (0)
+
+/* ---- small utilities ---------------------------------------------------- */
+
+/* Monotonic and wall clocks in nanoseconds. */
+uint64_t now_mono_ns(void);
+uint64_t now_real_ns(void);
+
+/* Whole-file helpers (blocking: never call them on the event loop).
+ * read_file_at reads at most max bytes (-EFBIG beyond); the result is
+ * NUL-terminated. write_file_atomic writes a temporary, fsyncs it, renames it
+ * over path and fsyncs the directory. */
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
+
+/* mkdir -p with mode for each created component. */
+int mkdir_p(const char *path, int mode);
+
+/* Growable byte buffer. */
+struct buf {
+    uint8_t *data;
+    size_t len, cap;
+};
+int buf_reserve(struct buf *b, size_t extra);
+int buf_append(struct buf *b, const void *data, size_t len);
+int buf_printf(struct buf *b, const char *fmt, ...) _printf_(2, 3);
+void buf_free(struct buf *b);
+/* Drop the first n bytes. */
+void buf_consume(struct buf *b, size_t n);
+
+/* String helpers. */
+bool str_has_prefix(const char *s, const char *prefix);
+/* JSON string escaping into a buffer (for logs and verbose info). */
+int buf_append_json_string(struct buf *b, const char *s);

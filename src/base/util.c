@@ -1,0 +1,222 @@
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base.h"
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+uint64_t now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct buf b = {0};
+    for (;;) {
+        if (buf_reserve(&b, 4096) < 0) {
+            buf_free(&b);
+            return -ENOMEM;
+        }
+        ssize_t n = read(fd, b.data + b.len, b.cap - b.len - 1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = -errno;
+            buf_free(&b);
+            return e;
+        }
+        if (n == 0)
+            break;
+        b.len += (size_t)n;
+        if (b.len > max) {
+            buf_free(&b);
+            return -EFBIG;
+        }
+    }
+    if (buf_reserve(&b, 1) < 0) {
+        buf_free(&b);
+        return -ENOMEM;
+    }
+    b.data[b.len] = '\0';
+    if (ret_len)
+        *ret_len = b.len;
+    *ret = (char *)b.data;
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    _cleanup_close_ int fd =
+        openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    int r = write_all(fd, data, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (r == 0 && renameat(dirfd, tmp, dirfd, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlinkat(dirfd, tmp, 0);
+        return r;
+    }
+    /* Make the rename itself durable. */
+    const char *slash = strrchr(path, '/');
+    _cleanup_close_ int dfd = -1;
+    if (slash) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path);
+        dfd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (dfd >= 0)
+        fsync(dfd);
+    return 0;
+}
+
+int mkdir_p(const char *path, int mode)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return -ENAMETOOLONG;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int buf_reserve(struct buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra && b->data)
+        return 0;
+    size_t need = b->len + extra;
+    if (need < b->len)
+        return -ENOMEM;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2)
+            return -ENOMEM;
+        cap *= 2;
+    }
+    uint8_t *d = realloc(b->data, cap);
+    if (!d)
+        return -ENOMEM;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len)
+{
+    if (buf_reserve(b, len) < 0)
+        return -ENOMEM;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    if (buf_reserve(b, (size_t)n + 1) < 0)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+void buf_free(struct buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void buf_consume(struct buf *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+bool str_has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int buf_append_json_string(struct buf *b, const char *s)
+{
+    int r = buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
+        switch (*p) {
+        case '"':
+            r = buf_append(b, "\\\"", 2);
+            break;
+        case '\\':
+            r = buf_append(b, "\\\\", 2);
+            break;
+        case '\n':
+            r = buf_append(b, "\\n", 2);
+            break;
+        case '\r':
+            r = buf_append(b, "\\r", 2);
+            break;
+        case '\t':
+            r = buf_append(b, "\\t", 2);
+            break;
+        default:
+            if (*p < 0x20)
+                r = buf_printf(b, "\\u%04x", *p);
+            else
+                r = buf_append(b, p, 1);
+        }
+    }
+    return r ? r : buf_append(b, "\"", 1);
+}

@@ -1,0 +1,3 @@
+noinst_LIBRARIES += libkgrpc.a
+libkgrpc_a_CFLAGS = $(AM_CFLAGS) $(UV_CFLAGS) $(NGHTTP2_CFLAGS)
+libkgrpc_a_SOURCES = src/grpc/grpc.h

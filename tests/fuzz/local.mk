@@ -1,0 +1,1 @@
+# libFuzzer targets, built only with --enable-fuzzing (CC=clang).
