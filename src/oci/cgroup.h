@@ -1,0 +1,47 @@
+/* oci/cgroup: cgroup v2 for containers (internal to src/oci).
+ *
+ * Finds the cgroup2 mount wherever it is (/sys/fs/cgroup on unified hosts,
+ * /sys/fs/cgroup/unified on hybrid ones), creates the container's cgroup from
+ * the OCI `linux.cgroupsPath`, applies `linux.resources` (cpu, cpuset, memory,
+ * pids, io, hugetlb, unified, and devices through an eBPF cgroup device
+ * program) and offers freeze, kill and listing. Where a controller is not
+ * available the container still runs: that limit is skipped and one warning
+ * (through log_warn) says so. Blocking: call from the CLI or a child, never
+ * from the event loop. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+
+struct oci_cgroup;
+
+/* Creates (or reuses, when it already exists and is empty) the cgroup for
+ * `cgroups_path` (absolute below the cgroup2 root, or relative to kinglet's
+ * default parent; NULL/"" gives "<default parent>/<id>") and applies
+ * `resources` (the OCI linux.resources object; may be NULL). */
+int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resources,
+                      struct oci_cgroup **ret, struct err *err);
+/* Opens an existing container cgroup by the absolute path that
+ * oci_cgroup_path() returned earlier (kept in the container's state). */
+int oci_cgroup_open(const char *abs_path, struct oci_cgroup **ret, struct err *err);
+/* Moves pid into the cgroup. */
+int oci_cgroup_enter(struct oci_cgroup *cg, pid_t pid, struct err *err);
+/* Re-applies resources (`kinglet oci update`). */
+int oci_cgroup_update(struct oci_cgroup *cg, json_t *resources, struct err *err);
+/* cgroup.freeze, waiting until the kernel reports the new state. */
+int oci_cgroup_freeze(struct oci_cgroup *cg, bool frozen, struct err *err);
+/* Sends sig to every process in the cgroup (cgroup.kill for SIGKILL). */
+int oci_cgroup_kill(struct oci_cgroup *cg, int sig, struct err *err);
+/* Lists the pids in the cgroup (cgroup.procs); *ret is malloc'd. */
+int oci_cgroup_pids(struct oci_cgroup *cg, pid_t **ret, size_t *ret_n, struct err *err);
+/* Reads memory.events: oom_kill count (0 when the file is missing). */
+int oci_cgroup_oom_kills(struct oci_cgroup *cg, uint64_t *ret, struct err *err);
+/* Removes the (empty) cgroup. Idempotent: a missing cgroup is success. */
+int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err);
+/* An O_PATH|O_DIRECTORY fd of the cgroup (for clone3 CLONE_INTO_CGROUP). */
+int oci_cgroup_fd(struct oci_cgroup *cg);
+const char *oci_cgroup_path(struct oci_cgroup *cg);
+void oci_cgroup_free(struct oci_cgroup *cg);
