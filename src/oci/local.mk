@@ -1,3 +1,6 @@
 noinst_LIBRARIES += libkoci.a
 libkoci_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
-libkoci_a_SOURCES = src/oci/oci.h src/oci/cli.c
+libkoci_a_SOURCES = src/oci/oci.h src/oci/cli.c \
+	src/oci/cgroup.h src/oci/cgroup_internal.h src/oci/cgroup.c src/oci/cgroup_resources.c \
+	src/oci/bpf_devices.c \
+	src/oci/seccomp.h src/oci/seccomp.c
