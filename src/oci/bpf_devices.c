@@ -195,8 +195,13 @@ int oci_bpf_devices_build(const struct oci_dev_rule *rules, size_t n, struct bpf
         for (size_t j = start; j < start + t; j++)
             if (BPF_CLASS(p[j].code) == BPF_JMP)
                 p[j].off = (int16_t)(k - j - 1);
-        if (t == 0)
-            break; /* matches everything: earlier rules are unreachable */
+        /* A rule that matches everything makes earlier rules and the
+         * final deny unreachable, which the verifier refuses. */
+        if (t == 0) {
+            *ret_n = k;
+            *ret = TAKE_PTR(p);
+            return 0;
+        }
     }
     p[k++] = INSN(BPF_ALU | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0);
     p[k++] = INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
