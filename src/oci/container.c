@@ -143,6 +143,9 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
 {
     const struct oci_spec *spec = c->spec;
     close(c->sync_fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     int ep[2];
@@ -186,6 +189,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
             .sync_fd = init_sync,
             .fifo_fd = fifo_fd,
             .console_fd = console_fd,
+            .exec_fd = ep[1],
             .preserve_fds = o->preserve_fds,
             .joined_userns = joined_user,
         };
@@ -573,7 +577,14 @@ int oci_container_state(const char *root, const char *id, struct oci_state *ret,
     ret->pid = ret->status == OCI_STATUS_STOPPED ? 0 : rec.pid;
     ret->annotations_json = TAKE_PTR(rec.annotations_json);
     struct oci_exit ex;
-    if (ret->status == OCI_STATUS_STOPPED && oci_exit_read(dirfd, &ex) == 0) {
+    r = ret->status == OCI_STATUS_STOPPED ? oci_exit_read(dirfd, &ex) : -ENOENT;
+    if (r == -ENOENT && ret->status == OCI_STATUS_STOPPED) {
+        /* The init is gone and the monitor is writing its record: give it
+         * a moment, so that a stopped state comes with its exit code. */
+        wait_gone(rec.monitor, rec.monitor_start, 2000);
+        r = oci_exit_read(dirfd, &ex);
+    }
+    if (r == 0) {
         ret->exited = true;
         ret->exit_code = ex.exit_code;
         ret->exit_signal = ex.signal;

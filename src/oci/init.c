@@ -9,6 +9,7 @@
  * to the container's stderr. Never returns. */
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
@@ -148,6 +149,13 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     /* Nothing in the container may ptrace us or open our /proc/PID/exe
      * (the kinglet binary) while we still run it. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* Nothing blocked or ignored by the runtime reaches the container. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL);
     if (setup(a, &host_pid, &tty_slave, &exe, &err) < 0) {
         oci_sync_send(a->sync_fd, OCI_SYNC_ERROR, err.code, err.msg);
         _exit(1);
@@ -174,6 +182,11 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     if (run_hooks_here(a, OCI_HOOK_START_CONTAINER, "startContainer", host_pid, &err) < 0) {
         dprintf(2, "kinglet: %s\n", err.msg);
         _exit(127);
+    }
+    /* The monitor takes this as the start time. */
+    if (a->exec_fd >= 0) {
+        ssize_t w = write(a->exec_fd, "s", 1);
+        (void)w;
     }
     oci_process_exec(&a->spec->process, exe, a->spec->seccomp, a->preserve_fds, tty_slave, &err);
     dprintf(2, "kinglet: %s\n", err.msg);

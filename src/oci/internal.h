@@ -262,6 +262,7 @@ struct oci_init_args {
     int sync_fd;    /* socketpair end to the creating process */
     int fifo_fd;    /* exec.fifo (O_RDWR) or -1 for run */
     int console_fd; /* connected console socket or -1 */
+    int exec_fd;    /* the monitor's pipe: one byte right before execve */
     int preserve_fds;
     bool joined_userns; /* userns joined by path: unshare the rest here */
 };

@@ -2,7 +2,7 @@
  *
  * A fork of the creating process (no exec), in its own session, a child
  * subreaper, the parent of the container init. It waits for the init's
- * execve (EOF on a close-on-exec pipe: the start time) and its exit, then
+ * execve (a byte on a pipe right before it: the start time) and its exit, then
  * writes exit.json (write + fsync + rename + directory fsync) with the
  * exit code, signal, start and finish times and whether the cgroup saw an
  * OOM kill, tells a waiting `run` over its socket, reaps whatever else was
@@ -251,17 +251,15 @@ _Noreturn void oci_monitor_main(const struct oci_monitor_args *a)
     if (RAW_SYSCALLS)
         shed_code_pages();
 
-    /* The init's execve closes the pipe: that is the start time. EOF also
-     * comes when it dies first; then there is no start time. */
+    /* The init writes one byte right before execve: the start time. EOF
+     * means it died first, and there is no start time. */
     uint64_t started = 0;
     if (a->exec_fd >= 0) {
         char c;
-        while (SYS(SYS_read, a->exec_fd, &c, 1) == -EINTR)
+        long n;
+        while ((n = SYS(SYS_read, a->exec_fd, &c, 1)) == -EINTR)
             ;
-        siginfo_t si;
-        si.si_pid = 0;
-        long r = sys6(SYS_waitid, P_PID, a->init, (long)&si, WEXITED | WNOHANG | WNOWAIT, 0, 0);
-        if (r == 0 && si.si_pid == 0)
+        if (n == 1)
             started = real_ns();
         SYS(SYS_close, a->exec_fd, 0, 0);
     }
