@@ -31,9 +31,43 @@ static int openat2_in_root(int rootfd, const char *path, int flags)
     return fd < 0 ? -errno : fd;
 }
 
+static int open_in_root(int rootfd, const char *path, bool create, bool as_dir, int depth,
+                        struct err *err);
+
 int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir,
                           struct err *err)
 {
+    return open_in_root(rootfd, path, create, as_dir, 0, err);
+}
+
+/* p names a dangling symlink (inside the root): the path its target gives,
+ * followed by the rest of the original path. */
+static int follow_dangling(int rootfd, const char *p, const char *rest, char *out, size_t size)
+{
+    char link[PATH_MAX];
+    _cleanup_close_ int fd = openat2_in_root(rootfd, p, O_PATH | O_NOFOLLOW);
+    if (fd < 0)
+        return fd;
+    ssize_t n = readlinkat(fd, "", link, sizeof(link) - 1);
+    if (n < 0)
+        return -errno;
+    link[n] = '\0';
+    int w;
+    if (link[0] == '/') {
+        w = snprintf(out, size, "%s/%s", link, rest);
+    } else {
+        const char *slash = strrchr(p, '/');
+        int plen = slash ? (int)(slash - p) : 0;
+        w = snprintf(out, size, "%.*s/%s/%s", plen, p, link, rest);
+    }
+    return w >= (int)size ? -ENAMETOOLONG : 0;
+}
+
+static int open_in_root(int rootfd, const char *path, bool create, bool as_dir, int depth,
+                        struct err *err)
+{
+    if (depth > 40)
+        return err_set(err, ELOOP, "`%s` in the rootfs", path);
     int fd = openat2_in_root(rootfd, path, O_PATH);
     if (fd >= 0 || fd != -ENOENT || !create) {
         if (fd < 0)
@@ -91,8 +125,15 @@ int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir
             close(pfd);
             fd = openat2_in_root(rootfd, p, O_PATH);
             if (fd == -ENOENT) {
+                /* A dangling symlink: create what it points to, resolved
+                 * inside the root like everything else. */
+                char next[PATH_MAX];
+                const char *rest = last ? "" : e + 1;
+                int q = follow_dangling(rootfd, p, rest, next, sizeof(next));
                 *e = saved;
-                return err_set(err, ENOENT, "`%s` in the rootfs: a dangling symlink", p);
+                if (q < 0)
+                    return err_set(err, -q, "`%s` in the rootfs: a dangling symlink", p);
+                return open_in_root(rootfd, next, create, as_dir, depth + 1, err);
             }
         }
         *e = saved;

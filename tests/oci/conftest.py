@@ -37,6 +37,7 @@ def rootfs(tmp_path_factory):
     if out.returncode == 0 and "statically linked" not in out.stdout:
         pytest.skip("/bin/busybox is not the static build (install busybox-static)")
     root = tmp_path_factory.mktemp("rootfs")
+    root.chmod(0o755)  # pytest makes it 0700: non-root users could not exec
     for d in ["bin", "proc", "dev", "sys", "tmp", "etc", "root", "mnt"]:
         (root / d).mkdir()
     shutil.copy(BUSYBOX, root / "bin" / "busybox")
