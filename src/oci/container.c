@@ -148,6 +148,14 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    /* The init resolves relative bind sources from the bundle; chdir here,
+     * where the host's permissions still apply to us. */
+    if (chdir(o->bundle) < 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "bundle: %s", strerror(errno));
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
+        _exit(1);
+    }
     int ep[2];
     if (pipe2(ep, O_CLOEXEC) < 0) {
         oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "pipe");

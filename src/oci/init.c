@@ -96,8 +96,6 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
         return err_set(err, errno, "`domainname`: `%s`", spec->domainname);
 
     umask(0);
-    if (chdir(a->bundle) < 0)
-        return err_set(err, errno, "bundle `%s`", a->bundle);
     _cleanup_close_ int rootfd = -1;
     if ((r = oci_rootfs_prepare(spec, &rootfd, err)) < 0)
         return r;
