@@ -311,6 +311,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
     if (c.spec->process.terminal && !o->console_socket)
         return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
     oci_process_clamp_oom(&c.spec->process);
+    log_debug("create `%s`: spec loaded", o->id);
 
     if ((r = mkdir_p(root, 0700)) < 0)
         return err_set(err, r, "--root `%s`", root);
@@ -346,6 +347,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
         goto fail;
     }
     c.cg = cg;
+    log_debug("create `%s`: cgroup `%s` ready", o->id, cg ? oci_cgroup_path(cg) : "");
     if (!run) {
         if (mkfifoat(dirfd, "exec.fifo", 0600) < 0 ||
             (fifo_fd = openat(dirfd, "exec.fifo", O_RDWR | O_CLOEXEC)) < 0) {
@@ -400,9 +402,11 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
         goto fail;
     }
     c.init = m.value;
+    log_debug("create `%s`: init pid %d cloned", o->id, (int)c.init);
     if ((r = serve_init(&c, &opts, bundle, err)) < 0)
         goto fail;
 
+    log_debug("create `%s`: init ready", o->id);
     struct oci_record rec = {.pid = c.init, .monitor = mon, .created_ns = now_real_ns()};
     snprintf(rec.id, sizeof(rec.id), "%s", o->id);
     snprintf(rec.bundle, sizeof(rec.bundle), "%s", bundle);
@@ -554,6 +558,7 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
         }
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
+    log_debug("run `%s`: exit status %d", opts->id, status);
     struct err derr = {0};
     if (oci_container_delete(opts->root, opts->id, true, &derr) < 0)
         log_warn("%s", derr.msg);
@@ -743,6 +748,7 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
     }
     /* The monitor records the exit and goes; wait for it so that the
      * cgroup is empty and exit.json is complete. */
+    log_debug("delete `%s`: waiting for the monitor", id);
     if (wait_gone(rec.monitor, rec.monitor_start, 10000) < 0)
         log_warn("container `%s`: the monitor (pid %d) did not exit", id, (int)rec.monitor);
     if (cg) {
@@ -762,6 +768,7 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
     r = oci_rm_rf_at(rootfd, id);
     if (r < 0)
         return err_set(err, r, "remove `%s/%s`", root, id);
+    log_debug("delete `%s`: done", id);
     return 0;
 }
 

@@ -151,9 +151,11 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, SIG_DFL);
+    /* Handlers do not survive execve; ignored signals would. */
+    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2,
+                               SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+        signal(sigs[i], SIG_DFL);
     if (setup(a, &host_pid, &tty_slave, &exe, &err) < 0) {
         oci_sync_send(a->sync_fd, OCI_SYNC_ERROR, err.code, err.msg);
         _exit(1);
