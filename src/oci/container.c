@@ -200,6 +200,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
             .exec_fd = ep[1],
             .preserve_fds = o->preserve_fds,
             .joined_userns = joined_user,
+            .no_pivot = o->no_pivot,
         };
         oci_init_main(&a);
     }
@@ -305,7 +306,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
     size_t raw_len = 0;
     if ((r = oci_spec_load(bundle, &c.spec, &raw, &raw_len, err)) < 0)
         return r;
-    _cleanup_(oci_spec_freep) struct oci_spec *spec_owner = c.spec;
+    _cleanup_(oci_spec_freep) _unused_ struct oci_spec *spec_owner = c.spec;
     if (!c.spec->has_process)
         return err_set(err, EINVAL, "`process`: missing");
     if (c.spec->process.terminal && !o->console_socket)

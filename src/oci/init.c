@@ -119,7 +119,7 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
         return r;
     if ((r = oci_process_rlimits(&spec->process, err)) < 0)
         return r;
-    if ((r = oci_rootfs_pivot(rootfd, err)) < 0)
+    if ((r = oci_rootfs_pivot(rootfd, a->no_pivot, err)) < 0)
         return r;
     if ((r = oci_rootfs_finalize(spec, err)) < 0)
         return r;

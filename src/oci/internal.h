@@ -222,7 +222,7 @@ int oci_dev_links(int rootfd, struct err *err);
 
 /* rootfs.c */
 int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err);
-int oci_rootfs_pivot(int rootfd, struct err *err);
+int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err);
 int oci_rootfs_finalize(const struct oci_spec *spec, struct err *err);
 
 /* caps.c */
@@ -265,6 +265,7 @@ struct oci_init_args {
     int exec_fd;    /* the monitor's pipe: one byte right before execve */
     int preserve_fds;
     bool joined_userns; /* userns joined by path: unshare the rest here */
+    bool no_pivot;      /* MS_MOVE + chroot instead of pivot_root */
 };
 _Noreturn void oci_init_main(const struct oci_init_args *a);
 

@@ -28,18 +28,18 @@ int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err 
     return 0;
 }
 
-int oci_rootfs_pivot(int rootfd, struct err *err)
+int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err)
 {
     if (fchdir(rootfd) < 0)
         return err_set(err, errno, "chdir to the rootfs");
-    if (oci_pivot_root(".", ".") == 0) {
+    if (!no_pivot && oci_pivot_root(".", ".") == 0) {
         /* The old root is now stacked under "."; detach it without
          * propagating the unmount to the host. */
         if (mount(NULL, ".", NULL, MS_SLAVE | MS_REC, NULL) < 0)
             return err_set(err, errno, "make the old root slave");
         if (umount2(".", MNT_DETACH) < 0)
             return err_set(err, errno, "detach the old root");
-    } else if (errno == EINVAL) {
+    } else if (no_pivot || errno == EINVAL) {
         /* An initramfs root cannot be pivoted away from. */
         if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
             return err_set(err, errno, "move the rootfs to `/`");

@@ -182,7 +182,7 @@ int oci_signal_parse(const char *s, int *ret)
         *ret = (int)n;
         return 0;
     }
-    if (str_has_prefix(s, "SIG"))
+    if (strncasecmp(s, "SIG", 3) == 0)
         s += 3;
     for (size_t i = 0; i < ARRAY_SIZE(signal_names); i++)
         if (strcasecmp(s, signal_names[i].name) == 0) {
@@ -484,6 +484,8 @@ int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *fi
         }
         free(m->data);
         m->data = (char *)data.data;
+    } else {
+        buf_free(&data); /* only empty options: allocated, nothing kept */
     }
     return 0;
 }

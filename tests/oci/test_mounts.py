@@ -249,3 +249,13 @@ def test_rootfs_propagation(runtime, make_bundle, cid):
     r = run(runtime, make_bundle(["sh", "-c", "head -1 /proc/self/mountinfo"], edit=edit), cid)
     assert r.returncode == 0, r.stderr
     assert "shared:" not in r.stdout and "master:" not in r.stdout
+
+
+def test_no_pivot(runtime, make_bundle, cid):
+    # MS_MOVE + chroot (the initramfs path): the root is still the rootfs
+    # and the process cannot see the host's files.
+    b = make_bundle(["sh", "-c", "ls /; test -e /etc/passwd && echo has-passwd"])
+    r = runtime("run", "--no-pivot", "--bundle", b, cid)
+    assert r.returncode == 0, r.stderr
+    assert "busybox" not in r.stdout and "bin" in r.stdout.split()
+    assert "has-passwd" in r.stdout

@@ -11,3 +11,9 @@ tests_unit_test_cgroup_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_cgroup_LDADD = $(KUNIT_OCI_LIBS)
 tests_unit_test_seccomp_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_seccomp_LDADD = $(KUNIT_OCI_LIBS)
+
+# oci: the spec parser and the executor's pure helpers.
+check_PROGRAMS += tests/unit/test_oci
+TESTS += tests/unit/test_oci
+tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_oci_LDADD = $(KUNIT_OCI_LIBS)
