@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -242,6 +243,40 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     oci_monitor_main(&ma);
 }
 
+/* For each idmap mount, a detached copy of the source tree idmapped to the
+ * container's user namespace, handed to the init to attach. */
+static int send_idmapped_trees(struct create_ctx *c, struct err *err)
+{
+    _cleanup_close_ int userns = -1;
+    for (size_t i = 0; i < c->spec->n_mounts; i++) {
+        const struct oci_mount *m = &c->spec->mounts[i];
+        if (!m->idmap)
+            continue;
+        if (userns < 0) {
+            char p[64];
+            snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)c->init);
+            userns = open(p, O_RDONLY | O_CLOEXEC);
+            if (userns < 0)
+                return err_set(err, errno, "open the container's user namespace");
+        }
+        bool rec = m->flags & MS_REC;
+        _cleanup_close_ int tree =
+            open_tree(AT_FDCWD, m->source ? m->source : "",
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+        if (tree < 0)
+            return err_set(err, errno, "`mounts[%zu].source`: `%s`", i, m->source ? m->source : "");
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (mount_setattr(tree, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &attr,
+                          sizeof(attr)) < 0)
+            return err_set(err, errno, "`mounts[%zu]`: idmap `%s` (does its filesystem support "
+                           "idmapped mounts?)", i, m->source);
+        int r = oci_sync_send_fd(c->sync_fd, OCI_SYNC_IDMAP, (int)i, tree);
+        if (r < 0)
+            return err_set(err, r, "send the idmapped tree");
+    }
+    return 0;
+}
+
 static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, const char *bundle,
                       struct err *err)
 {
@@ -252,7 +287,8 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
             return err_set(err, r == -EPIPE ? ECHILD : r, "the container init exited during setup");
         switch (m.type) {
         case OCI_SYNC_USERMAP:
-            if ((r = oci_idmap_write(c->init, c->spec, err)) < 0) {
+            if ((r = oci_idmap_write(c->init, c->spec, err)) < 0 ||
+                (r = send_idmapped_trees(c, err)) < 0) {
                 oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
                 return r;
             }

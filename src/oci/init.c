@@ -65,6 +65,11 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
     const struct oci_spec *spec = a->spec;
     struct oci_sync_msg m;
     int r;
+    _cleanup_free_ int *idmap_fds = calloc(spec->n_mounts + 1, sizeof(int));
+    if (!idmap_fds)
+        return err_set(err, ENOMEM, "mounts");
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        idmap_fds[i] = -1;
 
     bool new_user = spec->ns[OCI_NS_USER].enabled && !spec->ns[OCI_NS_USER].path;
     if (a->joined_userns) {
@@ -78,11 +83,28 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
             return err_set(err, errno, "`linux.namespaces`: unshare");
     }
     if (new_user) {
-        if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_USERMAP, 0, NULL)) < 0 ||
-            (r = oci_sync_recv(a->sync_fd, &m, -1)) < 0)
+        if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_USERMAP, 0, NULL)) < 0)
             return err_set(err, r, "wait for the id mappings");
-        if (m.type != OCI_SYNC_ACK)
-            return err_set(err, EPROTO, "id mappings not written");
+        /* Idmapped trees for idmap mounts come first, then the ACK. */
+        for (;;) {
+            int fd = -1;
+            if ((r = oci_sync_recv_fd(a->sync_fd, &m, &fd)) < 0)
+                return err_set(err, r, "wait for the id mappings");
+            if (m.type == OCI_SYNC_IDMAP && fd >= 0 && m.value >= 0 &&
+                (size_t)m.value < spec->n_mounts) {
+                if (idmap_fds[m.value] >= 0)
+                    close(idmap_fds[m.value]);
+                idmap_fds[m.value] = fd;
+                continue;
+            }
+            if (fd >= 0)
+                close(fd);
+            if (m.type == OCI_SYNC_ERROR)
+                return err_set(err, m.value ? m.value : EIO, "%s", m.text);
+            if (m.type != OCI_SYNC_ACK)
+                return err_set(err, EPROTO, "id mappings not written");
+            break;
+        }
     }
     if (spec->ns[OCI_NS_USER].enabled) {
         if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
@@ -99,7 +121,7 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
     _cleanup_close_ int rootfd = -1;
     if ((r = oci_rootfs_prepare(spec, &rootfd, err)) < 0)
         return r;
-    if ((r = oci_mounts_setup(spec, rootfd, err)) < 0)
+    if ((r = oci_mounts_setup(spec, rootfd, idmap_fds, err)) < 0)
         return r;
     if ((r = oci_dev_setup(spec, rootfd, spec->ns[OCI_NS_USER].enabled, err)) < 0)
         return r;

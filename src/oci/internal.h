@@ -213,7 +213,10 @@ int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
  * is resolved with openat2(RESOLVE_IN_ROOT). Returns an O_PATH fd. */
 int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir,
                           struct err *err);
-int oci_mounts_setup(const struct oci_spec *spec, int rootfd, struct err *err);
+/* idmap_fds[i]: a detached idmapped tree for mounts[i] (made by the
+ * parent, see container.c), or -1. */
+int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
+                     struct err *err);
 int oci_mount_fd_remount(int fd, unsigned long flags, struct err *err);
 
 /* devices.c */
@@ -278,6 +281,7 @@ enum oci_sync_type {
     OCI_SYNC_ACK,         /* parent → init */
     OCI_SYNC_PID,         /* monitor → parent: init pid */
     OCI_SYNC_EXIT,        /* monitor → parent: exit status */
+    OCI_SYNC_IDMAP,       /* parent → init: idmapped tree for mounts[value] */
 };
 struct oci_sync_msg {
     int type;
@@ -285,6 +289,10 @@ struct oci_sync_msg {
     char text[ERR_MSG_MAX];
 };
 int oci_sync_send(int fd, int type, int value, const char *text);
+/* The same with one file descriptor attached (SCM_RIGHTS). */
+int oci_sync_send_fd(int sock, int type, int value, int fd);
+/* Receives a message and the fd attached to it, if any (*ret_fd = -1). */
+int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd);
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
 
 /* monitor.c */

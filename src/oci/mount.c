@@ -190,7 +190,8 @@ int oci_mount_fd_remount(int fd, unsigned long flags, struct err *err)
     return 0;
 }
 
-static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, struct err *err)
+static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idmap_fd,
+                     struct err *err)
 {
     const char *type = m->type ? m->type : "none";
     bool is_dir = true;
@@ -210,9 +211,21 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, struct e
     char dst[64], src[64];
     fd_path(dst, sizeof(dst), dfd);
     unsigned long flags = m->flags & ~MS_REMOUNT;
-    if (m->idmap)
-        return err_set(err, ENOTSUP, "`mounts[%zu]`: idmapped mounts are not supported yet", idx);
-    if (m->bind) {
+    if (m->idmap) {
+        /* The parent made the idmapped tree (it needs privileges over the
+         * source's filesystem that we, in the user namespace, lack). */
+        if (idmap_fd < 0)
+            return err_set(err, ENOTSUP, "`mounts[%zu]`: idmap needs a new user namespace", idx);
+        if (move_mount(idmap_fd, "", dfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            return err_set(err, errno, "`mounts[%zu]`: attach the idmapped `%s` on `%s`", idx,
+                           m->source, m->destination);
+        unsigned long extra = flags & ~(MS_REC | MS_BIND);
+        if (extra) {
+            _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
+            if (nfd < 0 || oci_mount_fd_remount(nfd, extra, err) < 0)
+                return err_wrap(err, "`mounts[%zu]`: `%s`", idx, m->destination);
+        }
+    } else if (m->bind) {
         fd_path(src, sizeof(src), srcfd);
         if (mount(src, dst, NULL, MS_BIND | (flags & MS_REC), NULL) < 0)
             return err_set(err, errno, "`mounts[%zu]`: bind `%s` on `%s`", idx, m->source,
@@ -259,10 +272,11 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, struct e
     return 0;
 }
 
-int oci_mounts_setup(const struct oci_spec *spec, int rootfd, struct err *err)
+int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
+                     struct err *err)
 {
     for (size_t i = 0; i < spec->n_mounts; i++) {
-        int r = mount_one(&spec->mounts[i], i, rootfd, err);
+        int r = mount_one(&spec->mounts[i], i, rootfd, idmap_fds ? idmap_fds[i] : -1, err);
         if (r < 0)
             return r;
     }

@@ -258,6 +258,62 @@ int oci_sync_send(int fd, int type, int value, const char *text)
     }
 }
 
+int oci_sync_send_fd(int sock, int type, int value, int fd)
+{
+    struct oci_sync_msg m = {.type = type, .value = value};
+    struct iovec iov = {.iov_base = &m, .iov_len = offsetof(struct oci_sync_msg, text)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : 0;
+}
+
+int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
+{
+    memset(m, 0, sizeof(*m));
+    *ret_fd = -1;
+    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -EPIPE;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+    if ((size_t)n < offsetof(struct oci_sync_msg, text)) {
+        if (*ret_fd >= 0)
+            close(*ret_fd);
+        *ret_fd = -1;
+        return -EPROTO;
+    }
+    m->text[sizeof(m->text) - 1] = '\0';
+    return 0;
+}
+
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms)
 {
     memset(m, 0, sizeof(*m));

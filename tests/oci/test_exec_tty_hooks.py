@@ -201,3 +201,38 @@ def test_user_namespace_with_mappings(runtime, world_readable_rootfs, cid):
     assert lines[0] == ["0", "100000", "65536"]
     assert lines[1] == ["0", "100000", "65536"]
     assert lines[2] == ["0"]
+
+
+def test_idmapped_bind_mount(runtime, world_readable_rootfs, cid):
+    # A host directory owned by root, mounted idmapped into a container
+    # whose root is host uid 100000: inside, the files belong to root; the
+    # same directory bound without idmap shows them as nobody.
+    data = world_readable_rootfs / "data"
+    data.mkdir()
+    (data / "f").write_text("x")
+    os.chmod(data, 0o755)
+    for d in ("idmapped", "plain"):  # the mapped root may not create them
+        (world_readable_rootfs / "rootfs" / d).mkdir()
+
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "user"})
+        c["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        c["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        c["mounts"].append({"destination": "/idmapped", "type": "bind", "source": str(data),
+                            "options": ["rbind", "idmap"]})
+        c["mounts"].append({"destination": "/plain", "type": "bind", "source": str(data),
+                            "options": ["rbind"]})
+    cfg = base_config(world_readable_rootfs / "rootfs",
+                      ["sh", "-c", "stat -c %u:%g /idmapped/f /plain/f; "
+                       "touch /idmapped/new && echo wrote"])
+    edit(cfg)
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = runtime("run", "--bundle", b, cid)
+    if runtime.name == "crun" and r.returncode != 0:
+        pytest.skip(f"crun 1.8.1: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0:0", "65534:65534", "wrote"]
+    st = os.stat(data / "new")
+    assert (st.st_uid, st.st_gid) == (0, 0)  # written as the container's root = host root
