@@ -184,6 +184,10 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         }
         if (joined_user && k != OCI_NS_PID)
             continue;
+        /* A new time namespace is unshared by the init, which writes its
+         * offsets before anything enters it (at execve). */
+        if (k == OCI_NS_TIME)
+            continue;
         flags |= (uint64_t)oci_ns_clone_flag(k);
     }
     int cgfd = c->cg ? oci_cgroup_fd(c->cg) : -1;

@@ -35,6 +35,24 @@ static int join_namespaces(const struct oci_spec *spec, bool user_too, struct er
     return 0;
 }
 
+/* Our children, and we ourselves at execve, enter it: its offsets must be
+ * written before that. */
+static int new_time_namespace(const struct oci_spec *spec, struct err *err)
+{
+    if (unshare(CLONE_NEWTIME) < 0)
+        return err_set(err, errno, "`linux.namespaces`: new time namespace");
+    if (!spec->has_time_offsets)
+        return 0;
+    char buf[160];
+    int n = snprintf(buf, sizeof(buf), "monotonic %lld %u\nboottime %lld %u\n",
+                     (long long)spec->monotonic_secs, spec->monotonic_nsecs,
+                     (long long)spec->boottime_secs, spec->boottime_nsecs);
+    _cleanup_close_ int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, buf, (size_t)n) != n)
+        return err_set(err, errno ? errno : EIO, "`linux.timeOffsets`: write timens_offsets");
+    return 0;
+}
+
 static char *hook_state(const struct oci_init_args *a, pid_t pid)
 {
     json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:s}", "ociVersion", OCI_VERSION, "id", a->id,
@@ -77,7 +95,8 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
             return r;
         int flags = 0;
         for (int k = 0; k < OCI_NS_COUNT; k++)
-            if (k != OCI_NS_PID && k != OCI_NS_USER && spec->ns[k].enabled && !spec->ns[k].path)
+            if (k != OCI_NS_PID && k != OCI_NS_USER && k != OCI_NS_TIME && spec->ns[k].enabled &&
+                !spec->ns[k].path)
                 flags |= oci_ns_clone_flag(k);
         if (flags && unshare(flags) < 0)
             return err_set(err, errno, "`linux.namespaces`: unshare");
@@ -111,6 +130,9 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
             return err_set(err, errno, "`linux.uidMappings`: become root in the user namespace");
     }
     if ((r = join_namespaces(spec, false, err)) < 0)
+        return r;
+    if (spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path &&
+        (r = new_time_namespace(spec, err)) < 0)
         return r;
     if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0)
         return err_set(err, errno, "`hostname`: `%s`", spec->hostname);

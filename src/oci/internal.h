@@ -144,6 +144,10 @@ struct oci_spec {
     json_t *resources; /* borrowed from json */
     json_t *seccomp;   /* borrowed from json */
     json_t *annotations;
+    /* linux.timeOffsets for a new time namespace. */
+    bool has_time_offsets;
+    int64_t boottime_secs, monotonic_secs;
+    uint32_t boottime_nsecs, monotonic_nsecs;
     bool has_personality;
     unsigned long personality;
     struct oci_hooks hooks;

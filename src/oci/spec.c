@@ -798,6 +798,35 @@ static int parse_linux(json_t *linux_obj, struct oci_spec *spec, struct err *err
     spec->seccomp = json_object_get(linux_obj, "seccomp");
     if (spec->seccomp && !json_is_object(spec->seccomp) && !json_is_null(spec->seccomp))
         return type_error(err, "linux.seccomp", "an object");
+    json_t *to = json_object_get(linux_obj, "timeOffsets");
+    if (to && !json_is_null(to)) {
+        if (!json_is_object(to))
+            return type_error(err, "linux.timeOffsets", "an object");
+        static const char *const clocks[] = {"boottime", "monotonic"};
+        for (int i = 0; i < 2; i++) {
+            json_t *c = json_object_get(to, clocks[i]);
+            if (!c || json_is_null(c))
+                continue;
+            json_t *secs = json_object_get(c, "secs"), *ns = json_object_get(c, "nanosecs");
+            if ((secs && !json_is_integer(secs)) ||
+                (ns && (!json_is_integer(ns) || json_integer_value(ns) < 0 ||
+                        json_integer_value(ns) >= 1000000000)))
+                return err_set(err, EINVAL, "`linux.timeOffsets.%s`: expected integer secs and "
+                               "nanosecs below 1e9", clocks[i]);
+            int64_t s = secs ? (int64_t)json_integer_value(secs) : 0;
+            uint32_t n = ns ? (uint32_t)json_integer_value(ns) : 0;
+            if (i == 0) {
+                spec->boottime_secs = s;
+                spec->boottime_nsecs = n;
+            } else {
+                spec->monotonic_secs = s;
+                spec->monotonic_nsecs = n;
+            }
+            spec->has_time_offsets = true;
+        }
+        if (spec->has_time_offsets && !(spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path))
+            return err_set(err, EINVAL, "`linux.timeOffsets`: needs a new time namespace");
+    }
     json_t *pers = json_object_get(linux_obj, "personality");
     if (pers && !json_is_null(pers)) {
         json_t *d = json_object_get(pers, "domain");

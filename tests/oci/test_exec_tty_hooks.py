@@ -1,5 +1,6 @@
 """exec, the console socket, hooks, user namespaces."""
 import array
+import subprocess
 import json
 import os
 import pathlib
@@ -236,3 +237,28 @@ def test_idmapped_bind_mount(runtime, world_readable_rootfs, cid):
     assert r.stdout.split() == ["0:0", "65534:65534", "wrote"]
     st = os.stat(data / "new")
     assert (st.st_uid, st.st_gid) == (0, 0)  # written as the container's root = host root
+
+
+def test_exec_tty(runtime, running, cid, tmp_path):
+    running()
+    sock_path = str(tmp_path / "exec-console.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(1)
+    srv.settimeout(10)
+    with open(tmp_path / "exec-out", "w") as out:
+        p = subprocess.Popen(runtime.cmd("exec", "--tty", "--console-socket", sock_path, cid,
+                                         "sh", "-c", "tty; test -t 1 && echo istty"),
+                             stdout=out, stderr=out)
+    conn, _ = srv.accept()
+    master = recv_fd(conn)
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"istty" not in data and time.monotonic() < deadline:
+        try:
+            data += os.read(master, 4096)
+        except OSError:
+            break
+    assert p.wait(timeout=10) == 0, (tmp_path / "exec-out").read_text()
+    os.close(master)
+    assert b"/dev/pts/" in data and b"istty" in data

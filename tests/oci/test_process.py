@@ -157,3 +157,17 @@ def test_seccomp_errno(runtime, make_bundle, cid):
     assert "Seccomp:\t2" in r.stdout
     assert "made" not in r.stdout
     assert "not permitted" in r.stderr
+
+
+def test_time_namespace_offsets(runtime, make_bundle, cid):
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "time"})
+        c["linux"]["timeOffsets"] = {"boottime": {"secs": 864000, "nanosecs": 0},
+                                     "monotonic": {"secs": 7200, "nanosecs": 5}}
+    b = make_bundle(["cat", "/proc/uptime"], edit=edit)
+    r = runtime("run", "--bundle", b, cid)
+    if runtime.name == "crun" and r.returncode != 0:
+        pytest.skip(f"crun 1.8.1: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    host_uptime = float(open("/proc/uptime").read().split()[0])
+    assert float(r.stdout.split()[0]) >= host_uptime + 864000 - 5

@@ -243,6 +243,11 @@ static void test_errors_name_the_field(void **state)
     parse_err(BASE ", \"hooks\": {\"poststop\": [{\"path\": \"/x\", \"timeout\": 0}]}",
               "`hooks.poststop[0].timeout`");
     parse_err(BASE ", \"hostname\": \"h\"", "`hostname`");
+    parse_err(BASE ", \"linux\": {\"timeOffsets\": {\"boottime\": {\"secs\": 1}}}",
+              "`linux.timeOffsets`");
+    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"time\"}], \"timeOffsets\": "
+                   "{\"monotonic\": {\"nanosecs\": 1000000000}}}",
+              "`linux.timeOffsets.monotonic`");
     parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
               "[\"a\"], \"cwd\": \"/\", \"env\": [\"NOEQUALS\"]}",
               "`process.env[0]`");
