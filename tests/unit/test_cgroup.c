@@ -2,24 +2,13 @@
  * cgroupsPath resolution, mountinfo parsing and the eBPF device program,
  * which is run here by a small interpreter of the instructions it uses and
  * handed to the kernel's verifier where bpf() is permitted. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "harness.h"
 
-#include <cmocka.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 
 #include "oci/cgroup_internal.h"
-
-static int per_test_timeout(void **state)
-{
-    (void)state;
-    alarm(20); /* a hung case kills the run instead of stalling CI */
-    return 0;
-}
 
 static json_t *J(const char *text)
 {
@@ -597,24 +586,21 @@ static void test_devices_errors(void **state)
     devices_fail("[{\"allow\":true,\"minor\":\"1\"}]", "linux.resources.devices[0].minor");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_shares_to_weight, per_test_timeout),
-        cmocka_unit_test_setup(test_blkio_weight, per_test_timeout),
-        cmocka_unit_test_setup(test_swap_conversion, per_test_timeout),
-        cmocka_unit_test_setup(test_cpu, per_test_timeout),
-        cmocka_unit_test_setup(test_memory, per_test_timeout),
-        cmocka_unit_test_setup(test_pids, per_test_timeout),
-        cmocka_unit_test_setup(test_io, per_test_timeout),
-        cmocka_unit_test_setup(test_hugetlb_rdma, per_test_timeout),
-        cmocka_unit_test_setup(test_unified, per_test_timeout),
-        cmocka_unit_test_setup(test_null_and_types, per_test_timeout),
-        cmocka_unit_test_setup(test_mountinfo, per_test_timeout),
-        cmocka_unit_test_setup(test_path_resolve, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_default, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_rules, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_errors, per_test_timeout),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shares_to_weight),
+    cmocka_unit_test(test_blkio_weight),
+    cmocka_unit_test(test_swap_conversion),
+    cmocka_unit_test(test_cpu),
+    cmocka_unit_test(test_memory),
+    cmocka_unit_test(test_pids),
+    cmocka_unit_test(test_io),
+    cmocka_unit_test(test_hugetlb_rdma),
+    cmocka_unit_test(test_unified),
+    cmocka_unit_test(test_null_and_types),
+    cmocka_unit_test(test_mountinfo),
+    cmocka_unit_test(test_path_resolve),
+    cmocka_unit_test(test_devices_default),
+    cmocka_unit_test(test_devices_rules),
+    cmocka_unit_test(test_devices_errors),
+};
+UNIT_MAIN(tests)

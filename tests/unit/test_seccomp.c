@@ -2,12 +2,8 @@
  * checked through libseccomp's own PFC export, errors that name the field,
  * and filters loaded in forked children to prove they act (errno returned,
  * SIGSYS, Seccomp: 2 in /proc/self/status). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "harness.h"
 
-#include <cmocka.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -18,13 +14,6 @@
 #include <sys/wait.h>
 
 #include "oci/seccomp.h"
-
-static int per_test_timeout(void **state)
-{
-    (void)state;
-    alarm(20);
-    return 0;
-}
 
 static json_t *J(const char *text)
 {
@@ -390,19 +379,16 @@ static void test_load_null(void **state)
     json_decref(n);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_actions, per_test_timeout),
-        cmocka_unit_test_setup(test_args, per_test_timeout),
-        cmocka_unit_test_setup(test_arches_flags, per_test_timeout),
-        cmocka_unit_test_setup(test_unknown_syscall_skipped, per_test_timeout),
-        cmocka_unit_test_setup(test_errors, per_test_timeout),
-        cmocka_unit_test_setup(test_load_errno, per_test_timeout),
-        cmocka_unit_test_setup(test_load_kill_process, per_test_timeout),
-        cmocka_unit_test_setup(test_load_default_errno, per_test_timeout),
-        cmocka_unit_test_setup(test_load_args, per_test_timeout),
-        cmocka_unit_test_setup(test_load_null, per_test_timeout),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_actions),
+    cmocka_unit_test(test_args),
+    cmocka_unit_test(test_arches_flags),
+    cmocka_unit_test(test_unknown_syscall_skipped),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_load_errno),
+    cmocka_unit_test(test_load_kill_process),
+    cmocka_unit_test(test_load_default_errno),
+    cmocka_unit_test(test_load_args),
+    cmocka_unit_test(test_load_null),
+};
+UNIT_MAIN(tests)
