@@ -441,7 +441,14 @@ static int apply(struct oci_cgroup *cg, json_t *resources, bool creating, struct
         if (r == -ENOENT && x->alt_file)
             r = write_at(cg->fd, x->alt_file, x->alt_value);
         if (r == -ENOENT && x->optional) {
-            log_debug("cgroup `%s`: no `%s`: skipped", cg->rel, x->file);
+            /* A swap limit without swap accounting cannot hold: say so. */
+            if (strcmp(x->file, "memory.swap.max") == 0 && strcmp(x->value, "max") != 0 &&
+                warn_once(&warned, "memory.swap.max"))
+                log_warn("cgroup `%s`: no memory.swap.max (swap accounting is off): the swap "
+                         "limit is not applied",
+                         cg->rel);
+            else
+                log_debug("cgroup `%s`: no `%s`: skipped", cg->rel, x->file);
             continue;
         }
         if (r < 0)

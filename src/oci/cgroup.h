@@ -41,7 +41,19 @@ int oci_cgroup_pids(struct oci_cgroup *cg, pid_t **ret, size_t *ret_n, struct er
 int oci_cgroup_oom_kills(struct oci_cgroup *cg, uint64_t *ret, struct err *err);
 /* Removes the (empty) cgroup. Idempotent: a missing cgroup is success. */
 int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err);
-/* An O_PATH|O_DIRECTORY fd of the cgroup (for clone3 CLONE_INTO_CGROUP). */
+/* A directory fd of the cgroup (O_RDONLY|O_DIRECTORY, close-on-exec; usable
+ * for clone3 CLONE_INTO_CGROUP and openat). Owned by cg. */
 int oci_cgroup_fd(struct oci_cgroup *cg);
 const char *oci_cgroup_path(struct oci_cgroup *cg);
 void oci_cgroup_free(struct oci_cgroup *cg);
+
+/* Returns a copy of `resources` (may be NULL) whose `devices` rules end with
+ * an allow rule ("rwm") for every entry of the spec's `linux.devices`, so
+ * that the devices the runtime creates in the container's /dev can be used,
+ * as runc does. Pass the result to oci_cgroup_create. Errors name the
+ * field. */
+int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, json_t **ret,
+                                      struct err *err);
+/* The `linux.cgroup` object of `kinglet oci features` (OCI features.md):
+ * v2, no v1, no systemd, rdma. */
+json_t *oci_cgroup_features(void);

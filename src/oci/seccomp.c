@@ -345,3 +345,49 @@ int oci_seccomp_load(json_t *seccomp, struct err *err)
     }
     return 0;
 }
+
+json_t *oci_seccomp_features(void)
+{
+    static const char *const actions[] = {
+        "SCMP_ACT_ALLOW",        "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
+        "SCMP_ACT_KILL_THREAD",  "SCMP_ACT_LOG",   "SCMP_ACT_TRACE", "SCMP_ACT_TRAP",
+    };
+    static const char *const known_flags[] = {
+        "SECCOMP_FILTER_FLAG_TSYNC",
+        "SECCOMP_FILTER_FLAG_LOG",
+        "SECCOMP_FILTER_FLAG_SPEC_ALLOW",
+    };
+    json_t *o = json_object();
+    json_t *a = json_array(), *ops_ = json_array(), *ar = json_array(), *kf = json_array(),
+           *sf = json_array();
+    if (!o || !a || !ops_ || !ar || !kf || !sf)
+        goto fail;
+    for (size_t i = 0; i < ARRAY_SIZE(actions); i++)
+        json_array_append_new(a, json_string(actions[i]));
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+        json_array_append_new(ops_, json_string(ops[i].name));
+    for (size_t i = 1; i < ARRAY_SIZE(archs); i++) /* not NATIVE */
+        json_array_append_new(ar, json_string(archs[i].name));
+    /* libseccomp API level: 2 TSYNC, 3 LOG, 4 SPEC_ALLOW (SSB). */
+    unsigned int api = seccomp_api_get();
+    for (size_t i = 0; i < ARRAY_SIZE(known_flags); i++) {
+        json_array_append_new(kf, json_string(known_flags[i]));
+        if (api >= 2 + i)
+            json_array_append_new(sf, json_string(known_flags[i]));
+    }
+    json_object_set_new(o, "enabled", json_true());
+    json_object_set_new(o, "actions", a);
+    json_object_set_new(o, "operators", ops_);
+    json_object_set_new(o, "archs", ar);
+    json_object_set_new(o, "knownFlags", kf);
+    json_object_set_new(o, "supportedFlags", sf);
+    return o;
+fail:
+    json_decref(o);
+    json_decref(a);
+    json_decref(ops_);
+    json_decref(ar);
+    json_decref(kf);
+    json_decref(sf);
+    return NULL;
+}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "oci/cgroup.h"
 #include "oci/cgroup_internal.h"
 
 static json_t *J(const char *text)
@@ -586,6 +587,55 @@ static void test_devices_errors(void **state)
     devices_fail("[{\"allow\":true,\"minor\":\"1\"}]", "linux.resources.devices[0].minor");
 }
 
+static void test_with_linux_devices(void **state)
+{
+    struct err e = {0};
+    json_t *res = J("{\"devices\":[{\"allow\":false,\"access\":\"rwm\"}],\"pids\":{\"limit\":3}}");
+    json_t *devs = J("[{\"path\":\"/dev/fuse\",\"type\":\"c\",\"major\":10,\"minor\":229},"
+                     "{\"path\":\"/dev/fifo\",\"type\":\"p\"},"
+                     "{\"path\":\"/dev/loop9\",\"type\":\"b\",\"major\":7,\"minor\":9}]");
+    json_t *out = NULL;
+    if (oci_cgroup_resources_with_devices(res, devs, &out, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(json_array_size(json_object_get(res, "devices")), 1); /* input untouched */
+    json_t *rules = json_object_get(out, "devices");
+    assert_int_equal(json_array_size(rules), 3);
+    assert_non_null(json_object_get(out, "pids"));
+
+    struct oci_dev_rule *r = NULL;
+    size_t n = 0;
+    struct prog p = {0};
+    assert_int_equal(oci_cgroup_devices_parse(rules, &r, &n, &e), 0);
+    assert_int_equal(oci_bpf_devices_build(r, n, &p.insns, &p.n, &e), 0);
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 10, 229, "rw"), 1);
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 7, 9, "rw"), 1);
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 7, 8, "r"), 0);
+    free(p.insns);
+    free(r);
+    json_decref(out);
+
+    /* No resources at all: a devices list of the created devices. */
+    assert_int_equal(oci_cgroup_resources_with_devices(NULL, devs, &out, &e), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "devices")), 2);
+    json_decref(out);
+
+    json_t *bad = J("[{\"path\":\"/dev/x\",\"type\":\"x\",\"major\":1,\"minor\":1}]");
+    assert_true(oci_cgroup_resources_with_devices(res, bad, &out, &e) < 0);
+    assert_non_null(strstr(e.msg, "linux.devices[0].type"));
+    json_decref(bad);
+    json_decref(res);
+    json_decref(devs);
+}
+
+static void test_features(void **state)
+{
+    json_t *f = oci_cgroup_features();
+    assert_true(json_is_true(json_object_get(f, "v2")));
+    assert_true(json_is_false(json_object_get(f, "v1")));
+    assert_true(json_is_false(json_object_get(f, "systemd")));
+    json_decref(f);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shares_to_weight),
     cmocka_unit_test(test_blkio_weight),
@@ -602,5 +652,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_devices_default),
     cmocka_unit_test(test_devices_rules),
     cmocka_unit_test(test_devices_errors),
+    cmocka_unit_test(test_with_linux_devices),
+    cmocka_unit_test(test_features),
 };
 UNIT_MAIN(tests)

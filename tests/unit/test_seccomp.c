@@ -338,7 +338,12 @@ static void test_load_default_errno(void **state)
 {
     (void)state;
     int st = in_child("{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":99,"
-                      "\"syscalls\":[{\"names\":[\"exit_group\",\"exit\",\"write\"],"
+                      /* what libc and the sanitizers' runtimes need to finish */
+                      "\"syscalls\":[{\"names\":[\"exit_group\",\"exit\",\"write\",\"read\","
+                      "\"mmap\",\"munmap\",\"mprotect\",\"madvise\",\"brk\",\"sigaltstack\","
+                      "\"rt_sigaction\",\"rt_sigprocmask\",\"futex\",\"getpid\",\"gettid\","
+                      "\"tgkill\",\"prctl\",\"sched_yield\",\"openat\",\"close\",\"fstat\","
+                      "\"newfstatat\",\"readlink\",\"ioctl\"],"
                       "\"action\":\"SCMP_ACT_ALLOW\"}]}",
                       child_default_errno);
     assert_true(WIFEXITED(st));
@@ -379,6 +384,43 @@ static void test_load_null(void **state)
     json_decref(n);
 }
 
+static bool has_string(json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+        return true;
+    return false;
+}
+
+static void test_features(void **state)
+{
+    json_t *f = oci_seccomp_features();
+    assert_non_null(f);
+    assert_true(json_is_true(json_object_get(f, "enabled")));
+    json_t *actions = json_object_get(f, "actions");
+    assert_true(has_string(actions, "SCMP_ACT_KILL_PROCESS"));
+    assert_true(has_string(actions, "SCMP_ACT_ERRNO"));
+    assert_false(has_string(actions, "SCMP_ACT_NOTIFY"));
+    assert_int_equal(json_array_size(json_object_get(f, "operators")), 7);
+    assert_true(has_string(json_object_get(f, "archs"), "SCMP_ARCH_X86_64"));
+    assert_false(has_string(json_object_get(f, "archs"), "SCMP_ARCH_NATIVE"));
+    assert_true(has_string(json_object_get(f, "supportedFlags"), "SECCOMP_FILTER_FLAG_TSYNC"));
+    /* Every advertised action and flag is accepted by the builder. */
+    size_t i;
+    json_t *v;
+    json_array_foreach(actions, i, v)
+    {
+        char json[256];
+        snprintf(json, sizeof(json),
+                 "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":[\"mkdir\"],"
+                 "\"action\":\"%s\"}]}",
+                 json_string_value(v));
+        free(pfc_of(json));
+    }
+    json_decref(f);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_actions),
     cmocka_unit_test(test_args),
@@ -390,5 +432,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_load_default_errno),
     cmocka_unit_test(test_load_args),
     cmocka_unit_test(test_load_null),
+    cmocka_unit_test(test_features),
 };
 UNIT_MAIN(tests)
