@@ -30,6 +30,7 @@ struct oci_cgroup {
 
 #define CG_FILE_MAX (1 << 20)
 #define CG_WAIT_MS 30000 /* the test VM is 20-40x slower than a host */
+#define CG_DESTROY_WAIT_MS 10000
 
 /* ---- pure helpers ---------------------------------------------------------- */
 
@@ -338,6 +339,12 @@ static int cg_new(const char *rel, bool create, struct oci_cgroup **ret, struct 
     }
     if ((r = walk(cg->root_fd, rel, create, &cg->fd, err)) < 0)
         return r;
+    /* Nothing mounted over a cgroup directory takes us elsewhere. */
+    struct statfs sfs;
+    if (fstatfs(cg->fd, &sfs) < 0)
+        return err_set(err, errno, "statfs cgroup `%s`", cg->abs);
+    if (sfs.f_type != CGROUP2_SUPER_MAGIC)
+        return err_set(err, EXDEV, "cgroup `%s` is not on the cgroup2 file system", cg->abs);
     *ret = TAKE_PTR(cg);
     return 0;
 }
@@ -650,9 +657,12 @@ int oci_cgroup_kill(struct oci_cgroup *cg, int sig, struct err *err)
             return err_set(err, r, "kill cgroup `%s`", cg->abs);
         /* Kernels before 5.14: signal each process. */
     }
-    /* Frozen, nothing can fork past the list; thawed again afterwards. */
+    /* Frozen, nothing can fork past the list; thawed again afterwards,
+     * unless it was paused to begin with (a kill must not resume it). */
     struct err ferr = {0};
-    bool frozen = oci_cgroup_freeze(cg, true, &ferr) == 0;
+    _cleanup_free_ char *was = NULL;
+    bool paused = read_at(cg->fd, "cgroup.freeze", &was) == 0 && was[0] == '1';
+    bool frozen = !paused && oci_cgroup_freeze(cg, true, &ferr) == 0;
     _cleanup_free_ pid_t *pids = NULL;
     size_t n = 0;
     int r = oci_cgroup_pids(cg, &pids, &n, err);
@@ -716,7 +726,9 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
     if (fstatat(cg->root_fd, cg->rel, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
         return 0;
     /* Processes that were just killed leave the cgroup asynchronously. */
-    int r = events_wait(cg, "populated", 0, CG_WAIT_MS, err);
+    int r = events_wait(cg, "populated", 0, CG_DESTROY_WAIT_MS, err);
+    if (r == -ETIMEDOUT)
+        return err_set(err, EBUSY, "remove cgroup `%s`: it still has processes", cg->abs);
     if (r < 0)
         return err_wrap(err, "remove cgroup");
     if ((r = rmdir_children(cg->fd, 0)) < 0)

@@ -195,3 +195,18 @@ def test_devices_mknod(cgroups, busybox, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert "made" in out
     assert proc.returncode != 0 and "Operation not permitted" in err
+
+
+def test_kill_paused_stays_paused(cgroups, busybox):
+    abs_path = cgroups.create("paused").stdout.strip()
+    # A handled signal waits for the thaw (a fatal one would kill at once).
+    proc = cgroups.spawn(abs_path, busybox, "sh", "-c", f'trap "exit 3" TERM; {busybox} sleep 1000 & wait')
+    wait_for(lambda: len(cgroups.run("pids", abs_path).stdout.split()) == 2, "two processes")
+    cgroups.run("freeze", abs_path)
+    cgroups.run("kill", abs_path, "TERM")
+    # A kill does not resume a paused container.
+    assert read(abs_path + "/cgroup.freeze").strip() == "1"
+    assert keyed(abs_path + "/cgroup.events")["frozen"] == "1"
+    assert proc.poll() is None
+    cgroups.run("thaw", abs_path)
+    assert proc.wait(timeout=60) == 3
