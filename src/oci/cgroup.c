@@ -741,3 +741,37 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
 int oci_cgroup_fd(struct oci_cgroup *cg) { return cg->fd; }
 
 const char *oci_cgroup_path(struct oci_cgroup *cg) { return cg->abs; }
+
+int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err)
+{
+    struct oci_cgroup_stats st = {0};
+    _cleanup_free_ char *cpu = NULL;
+    int r = read_at(cg->fd, "cpu.stat", &cpu);
+    if (r < 0)
+        return err_set(err, r, "read cpu.stat of `%s`", cg->abs);
+    (void)keyed_value(cpu, "usage_usec", &st.cpu_usage_usec);
+    (void)keyed_value(cpu, "user_usec", &st.cpu_user_usec);
+    (void)keyed_value(cpu, "system_usec", &st.cpu_system_usec);
+
+    _cleanup_free_ char *cur = NULL, *mstat = NULL, *mmax = NULL;
+    if (read_at(cg->fd, "memory.current", &cur) == 0) {
+        st.has_memory = true;
+        st.memory_current = strtoull(cur, NULL, 10);
+        uint64_t inactive = 0;
+        if (read_at(cg->fd, "memory.stat", &mstat) == 0)
+            (void)keyed_value(mstat, "inactive_file", &inactive);
+        st.memory_working_set = inactive < st.memory_current ? st.memory_current - inactive : 0;
+        st.memory_max = UINT64_MAX;
+        if (read_at(cg->fd, "memory.max", &mmax) == 0 && strncmp(mmax, "max", 3) != 0)
+            st.memory_max = strtoull(mmax, NULL, 10);
+        if ((r = oci_cgroup_oom_kills(cg, &st.oom_kills, err)) < 0)
+            return r;
+    }
+    _cleanup_free_ char *pids = NULL;
+    if (read_at(cg->fd, "pids.current", &pids) == 0) {
+        st.has_pids = true;
+        st.pids_current = strtoull(pids, NULL, 10);
+    }
+    *ret = st;
+    return 0;
+}

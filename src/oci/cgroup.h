@@ -57,3 +57,18 @@ int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, 
 /* The `linux.cgroup` object of `kinglet oci features` (OCI features.md):
  * v2, no v1, no systemd, rdma. */
 json_t *oci_cgroup_features(void);
+
+/* Usage figures for ContainerStats and `kinglet oci events --stats`. CPU
+ * times come from cpu.stat, which cgroup2 keeps even without the cpu
+ * controller (hybrid hosts); memory and pids only where their controller
+ * is enabled (has_memory, has_pids). The working set is memory.current
+ * minus inactive_file, as kubelet and cAdvisor count it. */
+struct oci_cgroup_stats {
+    uint64_t cpu_usage_usec, cpu_user_usec, cpu_system_usec;
+    bool has_memory;
+    uint64_t memory_current, memory_working_set, memory_max; /* max: UINT64_MAX */
+    uint64_t oom_kills;
+    bool has_pids;
+    uint64_t pids_current;
+};
+int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err);

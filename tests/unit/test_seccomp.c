@@ -384,6 +384,74 @@ static void test_load_null(void **state)
     json_decref(n);
 }
 
+static volatile sig_atomic_t trapped_nr = -1;
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    trapped_nr = si->si_syscall;
+}
+
+static int child_trap_trace_log(void)
+{
+    /* TRAP: SIGSYS with the syscall number; the call itself returns. */
+    struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
+    if (sigaction(SIGSYS, &sa, NULL) < 0)
+        return 10;
+    syscall(SYS_getppid);
+    if (trapped_nr != SYS_getppid)
+        return 2;
+    /* TRACE with no tracer attached: the kernel fails the call with
+     * ENOSYS. */
+    if (syscall(SYS_getpgrp) != -1 || errno != ENOSYS)
+        return 3;
+    /* LOG: allowed (and logged). */
+    if (syscall(SYS_getsid, 0) < 0)
+        return 4;
+    return 0;
+}
+
+static void test_load_trap_trace_log_flags(void **state)
+{
+    /* With every supported flag, so that the kernel takes them too. */
+    int st = in_child("{\"defaultAction\":\"SCMP_ACT_ALLOW\","
+                      "\"flags\":[\"SECCOMP_FILTER_FLAG_TSYNC\",\"SECCOMP_FILTER_FLAG_LOG\","
+                      "\"SECCOMP_FILTER_FLAG_SPEC_ALLOW\"],\"syscalls\":["
+                      "{\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_TRAP\"},"
+                      "{\"names\":[\"getpgrp\"],\"action\":\"SCMP_ACT_TRACE\"},"
+                      "{\"names\":[\"getsid\"],\"action\":\"SCMP_ACT_LOG\"}]}",
+                      child_trap_trace_log);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_load_kill_thread(void **state)
+{
+    int st = in_child("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{"
+                      "\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_KILL\"}]}",
+                      child_getppid);
+    /* The only thread dies: the process ends by SIGSYS. */
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGSYS);
+}
+
+static void test_unknown_syscall_logged(void **state)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    log_set_file(f);
+    log_set_level(LOG_LEVEL_DEBUG);
+    free(pfc_of("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{"
+                "\"names\":[\"no_such_syscall_xyz\"],\"action\":\"SCMP_ACT_ERRNO\"}]}"));
+    log_set_file(NULL);
+    fclose(f);
+    expect_in(text, "unknown syscall `no_such_syscall_xyz` skipped");
+    free(text);
+}
+
 static bool has_string(json_t *arr, const char *s)
 {
     size_t i;
@@ -433,5 +501,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_load_args),
     cmocka_unit_test(test_load_null),
     cmocka_unit_test(test_features),
+    cmocka_unit_test(test_load_trap_trace_log_flags),
+    cmocka_unit_test(test_load_kill_thread),
+    cmocka_unit_test(test_unknown_syscall_logged),
 };
 UNIT_MAIN(tests)

@@ -67,3 +67,21 @@ def test_hybrid_update_warns_and_succeeds(cgroups):
     assert len(warnings) == 2, warnings
     assert any("the pids controller" in w for w in warnings)
     assert any("the memory controller" in w for w in warnings)
+
+
+def stats(cgroups, abs_path):
+    out = cgroups.run("stats", abs_path).stdout
+    return dict((k, int(v)) for k, v in (line.split() for line in out.splitlines()))
+
+
+def test_hybrid_cpu_accounting(cgroups, busybox):
+    # cpu.stat is kept by cgroup2 itself: CPU usage is known without the
+    # cpu controller; memory and pids figures are absent, not zero.
+    abs_path = cgroups.create("hybrid-cpu").stdout.strip()
+    assert stats(cgroups, abs_path)["cpu_usage_usec"] == 0
+    proc = cgroups.spawn(abs_path, busybox, "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+    proc.communicate(timeout=120)
+    st = stats(cgroups, abs_path)
+    assert st["cpu_usage_usec"] > 10000, st
+    assert st["cpu_user_usec"] > 0
+    assert "memory_current" not in st and "pids_current" not in st

@@ -8,9 +8,14 @@ import time
 
 import pytest
 
-from cghelpers import keyed, read, wait_for
+from cghelpers import cgroup2_mount, keyed, read, wait_for
 
 pytestmark = pytest.mark.vm
+
+
+def stats(cgroups, abs_path):
+    out = cgroups.run("stats", abs_path).stdout
+    return dict((k, int(v)) for k, v in (line.split() for line in out.splitlines()))
 
 
 def test_pids_max_stops_forks(cgroups, busybox):
@@ -39,6 +44,8 @@ def test_memory_max_oom_kills_and_counts(cgroups, busybox):
     assert proc.returncode == -signal.SIGKILL
     assert int(keyed(abs_path + "/memory.events")["oom_kill"]) >= 1
     assert int(cgroups.run("oom", abs_path).stdout.strip()) >= 1
+    st = stats(cgroups, abs_path)
+    assert st["oom_kills"] >= 1 and st["memory_max"] == 32 << 20
 
 
 def test_memory_swap_is_memory_plus_swap(cgroups):
@@ -135,4 +142,27 @@ def test_unified_and_update(cgroups, busybox, tmp_path):
                     input=json.dumps({"memory": {"limit": 4096, "checkBeforeUpdate": True}}))
     assert p.returncode != 0 and "checkBeforeUpdate" in p.stderr
     assert read(abs_path + "/memory.max").strip() == str(64 << 20)
+    proc.kill()
+
+
+def test_kubelet_cgroupfs_layout(cgroups, busybox):
+    # kubelet (cgroupfs driver) on v2: kubepods/burstable/pod<uid>/<container>.
+    # The controllers are enabled all along the path, the limits land in the
+    # leaf, and the stats see the process.
+    name = "kubepods/burstable/pod0b7c6a5e-1c9d-4c43-9f0e-5a7b3e2f1d00/ctr1"
+    res = {"memory": {"limit": 64 << 20}, "pids": {"limit": 16}, "cpu": {"shares": 512, "quota": 50000, "period": 100000}}
+    abs_path = cgroups.create(name, res).stdout.strip()
+    mount = cgroup2_mount()
+    parent = mount + cgroups.parent
+    for sub in ("", "/kubepods", "/kubepods/burstable", "/kubepods/burstable/pod0b7c6a5e-1c9d-4c43-9f0e-5a7b3e2f1d00"):
+        enabled = set(read(parent + sub + "/cgroup.subtree_control").split())
+        assert {"cpu", "memory", "pids"} <= enabled, (sub, enabled)
+    assert read(abs_path + "/cgroup.subtree_control").strip() == ""
+    assert read(abs_path + "/memory.max").strip() == str(64 << 20)
+    assert read(abs_path + "/cpu.weight").strip() == "20"
+    proc = cgroups.spawn(abs_path, busybox, "sleep", "1000")
+    wait_for(lambda: stats(cgroups, abs_path).get("pids_current") == 1, "pids.current == 1")
+    st = stats(cgroups, abs_path)
+    assert st["memory_current"] > 0 and st["memory_working_set"] <= st["memory_current"]
+    assert st["memory_max"] == 64 << 20
     proc.kill()
