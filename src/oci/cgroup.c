@@ -26,6 +26,7 @@ struct oci_cgroup {
     char *abs;   /* mount/rel */
     int root_fd; /* the mount */
     int fd;      /* the cgroup, O_RDONLY|O_DIRECTORY */
+    bool created; /* by this oci_cgroup_create */
 };
 
 #define CG_FILE_MAX (1 << 20)
@@ -281,8 +282,10 @@ static void enable_controllers(int dfd)
 }
 
 /* Opens rel below root, creating the missing components when create. */
-static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct err *err)
+static int walk(int root_fd, const char *rel, bool create, int *ret_fd, bool *ret_created,
+                struct err *err)
 {
+    bool created = false;
     _cleanup_close_ int cur = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
         return err_set(err, errno, "dup");
@@ -293,7 +296,8 @@ static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct e
     for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
         if (create) {
             enable_controllers(cur);
-            if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
+            created = mkdirat(cur, c, 0755) == 0;
+            if (!created && errno != EEXIST)
                 return err_set(err, errno, "create cgroup `%s` (at `%s`)", rel, c);
         }
         int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -303,6 +307,8 @@ static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct e
         cur = next;
     }
     *ret_fd = TAKE_FD(cur);
+    if (ret_created)
+        *ret_created = created; /* the leaf is new */
     return 0;
 }
 
@@ -337,7 +343,7 @@ static int cg_new(const char *rel, bool create, struct oci_cgroup **ret, struct 
         cg->abs = NULL;
         return err_set(err, ENOMEM, "cgroup");
     }
-    if ((r = walk(cg->root_fd, rel, create, &cg->fd, err)) < 0)
+    if ((r = walk(cg->root_fd, rel, create, &cg->fd, &cg->created, err)) < 0)
         return r;
     /* Nothing mounted over a cgroup directory takes us elsewhere. */
     struct statfs sfs;
@@ -393,7 +399,7 @@ static int apply_devices(struct oci_cgroup *cg, json_t *devices, struct warned *
         return r;
     _cleanup_close_ int dfd = openat(cg->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return err_set(err, errno, "open cgroup `%s`", cg->rel);
+        return err_set(err, errno, "open cgroup directory");
     struct err e = {0};
     r = oci_bpf_devices_apply(dfd, insns, n_insns, &e);
     if (r == -EPERM || r == -ENOSYS || r == -EINVAL || r == -EOPNOTSUPP) {
@@ -433,7 +439,7 @@ static int apply(struct oci_cgroup *cg, json_t *resources, bool creating, struct
 
     _cleanup_free_ char *avail = NULL;
     if (w.n && (r = read_at(cg->fd, "cgroup.controllers", &avail)) < 0)
-        return err_set(err, r, "read cgroup.controllers of `%s`", cg->rel);
+        return err_set(err, r, "read cgroup.controllers");
 
     for (size_t i = 0; i < w.n; i++) {
         struct cg_write *x = &w.v[i];
@@ -459,7 +465,7 @@ static int apply(struct oci_cgroup *cg, json_t *resources, bool creating, struct
             continue;
         }
         if (r < 0)
-            return err_set(err, r, "cgroup `%s`: write `%s` to %s", cg->rel, x->value,
+            return err_set(err, r, "write `%s` to %s", x->value,
                            r == -ENOENT && x->alt_file ? x->alt_file : x->file);
     }
     return 0;
@@ -483,8 +489,12 @@ int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resource
         return err_set(err, r, "read cgroup.procs of `%s`", cg->abs);
     if (procs[0])
         return err_set(err, EBUSY, "cgroup `%s` already has processes", cg->abs);
-    if ((r = apply(cg, resources, true, err)) < 0)
+    if ((r = apply(cg, resources, true, err)) < 0) {
+        /* Leave nothing behind that this call made. */
+        if (cg->created)
+            (void)unlinkat(cg->root_fd, cg->rel, AT_REMOVEDIR);
         return err_wrap(err, "cgroup `%s`", cg->abs);
+    }
     *ret = TAKE_PTR(cg);
     return 0;
 }

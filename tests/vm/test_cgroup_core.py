@@ -210,3 +210,15 @@ def test_kill_paused_stays_paused(cgroups, busybox):
     assert proc.poll() is None
     cgroups.run("thaw", abs_path)
     assert proc.wait(timeout=60) == 3
+
+
+def test_failed_create_leaves_nothing(cgroups):
+    p = cgroups.create("badvalue", {"unified": {"cgroup.max.depth": "many"}}, check=False)
+    assert p.returncode != 0
+    assert "write `many` to cgroup.max.depth" in p.stderr, p.stderr
+    assert not os.path.exists(cgroups.path("badvalue"))
+    # A cgroup that existed before is left in place.
+    cgroups.create("badvalue")
+    p = cgroups.create("badvalue", {"unified": {"cgroup.max.depth": "many"}}, check=False)
+    assert p.returncode != 0
+    assert os.path.isdir(cgroups.path("badvalue"))
