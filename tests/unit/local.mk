@@ -2,7 +2,7 @@
 # tests/unit/harness.h (each case in its own process with a time limit).
 KUNIT_CFLAGS_ALL = $(AM_CFLAGS) $(DEP_CFLAGS) $(CMOCKA_CFLAGS) -I$(srcdir)/tests/unit
 KUNIT_LIBS_ALL = $(KINGLET_LIBS) $(DEP_LIBS) $(CMOCKA_LIBS)
-EXTRA_DIST += tests/unit/harness.h
+EXTRA_DIST += tests/unit/harness.h tests/unit/failalloc.h
 
 check_PROGRAMS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
 TESTS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri

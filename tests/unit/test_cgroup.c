@@ -3,6 +3,7 @@
  * which is run here by a small interpreter of the instructions it uses and
  * handed to the kernel's verifier where bpf() is permitted. */
 #include "harness.h"
+#include "failalloc.h"
 
 #include <signal.h>
 #include <string.h>
@@ -636,6 +637,62 @@ static void test_features(void **state)
     json_decref(f);
 }
 
+static void test_alloc_failures(void **state)
+{
+    if (!FAILALLOC_ENABLED)
+        skip();
+    json_t *res = J("{\"cpu\":{\"shares\":1024,\"quota\":50000,\"period\":100000,\"cpus\":\"0\"},"
+                    "\"memory\":{\"limit\":1048576,\"swap\":2097152,\"disableOOMKiller\":true},"
+                    "\"pids\":{\"limit\":3},\"blockIO\":{\"weight\":100,"
+                    "\"throttleReadBpsDevice\":[{\"major\":8,\"minor\":0,\"rate\":1}]},"
+                    "\"hugepageLimits\":[{\"pageSize\":\"2MB\",\"limit\":0}],"
+                    "\"rdma\":{\"mlx5\":{\"hcaHandles\":1}},\"unified\":{\"memory.high\":\"1\"},"
+                    "\"devices\":[{\"allow\":false},{\"allow\":true,\"type\":\"c\",\"major\":1}]}");
+    json_t *devs = J("[{\"type\":\"c\",\"major\":10,\"minor\":229}]");
+    size_t k, failures = 0;
+    for (k = 0; k < 100000; k++) {
+        long before = failalloc_in_use();
+        struct err e = {0};
+        struct cg_writes w = {0};
+        struct oci_dev_rule *rules = NULL;
+        struct bpf_insn *insns = NULL;
+        size_t n = 0, ni = 0;
+        char *path = NULL;
+        json_t *with = NULL;
+        failalloc_arm((long)k);
+        int r = oci_cgroup_resources_convert(res, 0, &w, &e);
+        if (r == 0)
+            r = oci_cgroup_devices_parse(json_object_get(res, "devices"), &rules, &n, &e);
+        if (r == 0)
+            r = oci_bpf_devices_build(rules, n, &insns, &ni, &e);
+        if (r == 0)
+            r = oci_cgroup_path_resolve("/kubepods/pod1/c1", "c1", &path, &e);
+        if (r == 0)
+            r = oci_cgroup_resources_with_devices(res, devs, &with, &e);
+        failalloc_disarm();
+        bool hit = failalloc_hit();
+        if (r < 0) {
+            if (!hit)
+                fail_msg("k=%zu: failed without an allocation failure: %s", k, e.msg);
+            if (e.code != ENOMEM)
+                fail_msg("k=%zu: allocation failure reported as `%s`", k, e.msg);
+            failures++;
+        }
+        oci_cgroup_writes_free(&w);
+        free(rules);
+        free(insns);
+        free(path);
+        json_decref(with);
+        if (failalloc_in_use() != before)
+            fail_msg("k=%zu: %ld bytes leaked", k, failalloc_in_use() - before);
+        if (r == 0 && !hit)
+            break;
+    }
+    assert_true(failures > 10);
+    json_decref(res);
+    json_decref(devs);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shares_to_weight),
     cmocka_unit_test(test_blkio_weight),
@@ -654,5 +711,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_devices_errors),
     cmocka_unit_test(test_with_linux_devices),
     cmocka_unit_test(test_features),
+    cmocka_unit_test(test_alloc_failures),
 };
 UNIT_MAIN(tests)

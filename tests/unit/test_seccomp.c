@@ -3,6 +3,7 @@
  * and filters loaded in forked children to prove they act (errno returned,
  * SIGSYS, Seccomp: 2 in /proc/self/status). */
 #include "harness.h"
+#include "failalloc.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -489,6 +490,45 @@ static void test_features(void **state)
     json_decref(f);
 }
 
+static void test_alloc_failures(void **state)
+{
+    if (!FAILALLOC_ENABLED)
+        skip();
+    json_t *j = J("{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\","
+                  "\"SCMP_ARCH_X86\"],\"flags\":[\"SECCOMP_FILTER_FLAG_LOG\"],\"syscalls\":["
+                  "{\"names\":[\"read\",\"write\",\"nope_nope\"],\"action\":\"SCMP_ACT_ALLOW\"},"
+                  "{\"names\":[\"personality\"],\"action\":\"SCMP_ACT_ALLOW\",\"args\":["
+                  "{\"index\":0,\"value\":0,\"op\":\"SCMP_CMP_EQ\"},"
+                  "{\"index\":0,\"value\":8,\"op\":\"SCMP_CMP_EQ\"}]},"
+                  "{\"names\":[\"socket\"],\"action\":\"SCMP_ACT_ALLOW\",\"args\":["
+                  "{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_EQ\"},"
+                  "{\"index\":1,\"value\":1,\"op\":\"SCMP_CMP_MASKED_EQ\",\"valueTwo\":1}]}]}");
+    size_t k, failures = 0;
+    for (k = 0; k < 100000; k++) {
+        long before = failalloc_in_use();
+        struct err e = {0};
+        scmp_filter_ctx ctx = NULL;
+        failalloc_arm((long)k);
+        int r = oci_seccomp_build(j, &ctx, &e);
+        failalloc_disarm();
+        bool hit = failalloc_hit();
+        if (r < 0) {
+            if (!hit)
+                fail_msg("k=%zu: failed without an allocation failure: %s", k, e.msg);
+            failures++;
+        } else {
+            seccomp_release(ctx);
+        }
+        if (failalloc_in_use() != before)
+            fail_msg("k=%zu: %ld bytes leaked (%s)", k, failalloc_in_use() - before,
+                     r < 0 ? e.msg : "built");
+        if (r == 0 && !hit)
+            break;
+    }
+    assert_true(failures > 5);
+    json_decref(j);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_actions),
     cmocka_unit_test(test_args),
@@ -501,6 +541,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_load_args),
     cmocka_unit_test(test_load_null),
     cmocka_unit_test(test_features),
+    cmocka_unit_test(test_alloc_failures),
     cmocka_unit_test(test_load_trap_trace_log_flags),
     cmocka_unit_test(test_load_kill_thread),
     cmocka_unit_test(test_unknown_syscall_logged),
