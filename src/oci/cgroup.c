@@ -409,8 +409,9 @@ static int apply_devices(struct oci_cgroup *cg, json_t *devices, struct warned *
         return 0;
     }
     if (r < 0) {
-        *err = e;
-        return err_wrap(err, "linux.resources.devices");
+        if (err)
+            *err = e;
+        return err ? err_wrap(err, "linux.resources.devices") : r;
     }
     return 0;
 }
@@ -493,7 +494,7 @@ int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resource
         /* Leave nothing behind that this call made. */
         if (cg->created)
             (void)unlinkat(cg->root_fd, cg->rel, AT_REMOVEDIR);
-        return err_wrap(err, "cgroup `%s`", cg->abs);
+        return err ? err_wrap(err, "cgroup `%s`", cg->abs) : r;
     }
     *ret = TAKE_PTR(cg);
     return 0;
@@ -546,7 +547,7 @@ int oci_cgroup_update(struct oci_cgroup *cg, json_t *resources, struct err *err)
     }
     int r = apply(cg, resources, false, err);
     if (r < 0)
-        return err_wrap(err, "update cgroup `%s`", cg->abs);
+        return err ? err_wrap(err, "update cgroup `%s`", cg->abs) : r;
     return 0;
 }
 
@@ -740,7 +741,7 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
     if (r == -ETIMEDOUT)
         return err_set(err, EBUSY, "remove cgroup `%s`: it still has processes", cg->abs);
     if (r < 0)
-        return err_wrap(err, "remove cgroup");
+        return err ? err_wrap(err, "remove cgroup") : r;
     if ((r = rmdir_children(cg->fd, 0)) < 0)
         return err_set(err, r, "remove cgroups below `%s`", cg->abs);
     if (unlinkat(cg->root_fd, cg->rel, AT_REMOVEDIR) < 0 && errno != ENOENT)
