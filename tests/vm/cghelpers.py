@@ -1,10 +1,21 @@
-"""Helpers shared by the cgroup tests (imported by conftest and the tests)."""
+"""Helpers and fixtures of the cgroup tests: the kcgroup driver
+(tests/vm/kcgroup.c, which calls src/oci/cgroup.c), the cgroup2 mount, and
+cgroups that are killed and removed after each test.
+
+Test modules import the fixtures from here (there is no conftest.py in
+tests/vm: a second module named `conftest` would shadow the one that other
+test directories import from). Tests that need cgroup v2 controllers carry
+`needs_controllers`; tests/vm/run-cgroup-tests runs them directly where the
+host has the controllers and inside ../shared/vm/run otherwise."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import time
+
+import pytest
 
 SRCDIR = pathlib.Path(os.environ.get("KINGLET_SRCDIR", pathlib.Path(__file__).resolve().parent.parent.parent))
 TIMEOUT = float(os.environ.get("KINGLET_TEST_TIMEOUT", "60"))  # the VM is 20-40x slower
@@ -122,3 +133,42 @@ class Cgroups:
             os.rmdir(mount + self.parent)
 
 
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="cgroup tests need root")
+needs_controllers = pytest.mark.skipif(
+    not has_v2_controllers(),
+    reason="needs cgroup v2 controllers (cpu, cpuset, memory, pids, io): this host has "
+    f"{sorted(root_controllers()) or 'none'}; run tests/vm/run-cgroup-tests",
+)
+
+
+@pytest.fixture(scope="session")
+def kcgroup():
+    candidates = []
+    if os.environ.get("KCGROUP"):
+        candidates.append(os.environ["KCGROUP"])
+    if os.environ.get("KINGLET_BUILDDIR"):
+        candidates.append(os.path.join(os.environ["KINGLET_BUILDDIR"], "tests/vm/kcgroup"))
+    if os.environ.get("KINGLET_BIN"):
+        candidates.append(os.path.join(os.path.dirname(os.environ["KINGLET_BIN"]), "tests/vm/kcgroup"))
+    candidates.append(str(SRCDIR / "build" / "default" / "tests" / "vm" / "kcgroup"))
+    for c in candidates:
+        if os.access(c, os.X_OK):
+            return c
+    pytest.fail(f"kcgroup driver not found (tried {candidates}): make tests/vm/kcgroup")
+
+
+@pytest.fixture(scope="session")
+def busybox():
+    path = shutil.which("busybox") or "/bin/busybox"
+    if not os.access(path, os.X_OK):
+        pytest.fail("busybox not found: install the Debian package busybox-static")
+    return path
+
+
+@pytest.fixture
+def cgroups(kcgroup):
+    if not cgroup2_mount():
+        pytest.skip("no cgroup2 file system mounted")
+    c = Cgroups(kcgroup)
+    yield c
+    c.cleanup()

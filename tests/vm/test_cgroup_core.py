@@ -8,7 +8,18 @@ import signal
 
 import pytest
 
-from cghelpers import cgroup2_mount, keyed, read, wait_for
+from cghelpers import (  # noqa: F401 (fixtures)
+    busybox,
+    cgroup2_mount,
+    cgroups,
+    kcgroup,
+    keyed,
+    needs_root,
+    read,
+    wait_for,
+)
+
+pytestmark = needs_root
 
 
 def proc_cgroup(pid):

@@ -8,12 +8,22 @@ import signal
 
 import pytest
 
-from cghelpers import cgroup2_mount, has_v2_controllers, keyed, read, wait_for
+from cghelpers import (  # noqa: F401 (fixtures)
+    busybox,
+    cgroup2_mount,
+    cgroups,
+    has_v2_controllers,
+    kcgroup,
+    keyed,
+    needs_root,
+    read,
+    wait_for,
+)
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [needs_root, pytest.mark.skipif(
     has_v2_controllers(),
     reason="this host has cgroup v2 controllers: the hybrid fallback is not reachable here",
-)
+)]
 
 RESOURCES = {
     "cpu": {"shares": 1024, "quota": 50000, "period": 100000, "cpus": "0", "mems": "0"},

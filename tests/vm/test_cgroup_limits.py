@@ -8,9 +8,19 @@ import time
 
 import pytest
 
-from cghelpers import cgroup2_mount, keyed, read, wait_for
+from cghelpers import (  # noqa: F401 (fixtures)
+    busybox,
+    cgroup2_mount,
+    cgroups,
+    kcgroup,
+    keyed,
+    needs_controllers,
+    needs_root,
+    read,
+    wait_for,
+)
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, needs_root, needs_controllers]
 
 
 def stats(cgroups, abs_path):
