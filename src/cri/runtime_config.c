@@ -18,6 +18,9 @@ bool cri_pod_cidr_valid(const char *s)
         return false;
     if (!*s)
         return true;
+    /* strtok_r below would skip empty items silently. */
+    if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+        return false;
     char copy[MAX_POD_CIDR_LEN + 1];
     snprintf(copy, sizeof(copy), "%s", s);
     int n = 0;
@@ -44,7 +47,7 @@ bool cri_pod_cidr_valid(const char *s)
             return false;
         }
     }
-    return n > 0 && s[strlen(s) - 1] != ',';
+    return n > 0;
 }
 
 /* Finds the cgroup2 mount and whether it has controllers: on hybrid hosts

@@ -295,7 +295,8 @@ void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
     if (call->in.len < 5) {
         uint8_t head[5];
         size_t have = call->in.len, take = len < 5 - have ? len : 5 - have;
-        memcpy(head, call->in.data, have);
+        if (have)
+            memcpy(head, call->in.data, have);
         memcpy(head + have, data, take);
         enum grpc_frame_result fr = grpc_frame_peek(head, have + take, GRPC_MAX_RECV_MESSAGE, &n);
         if (fr == GRPC_FRAME_TOO_LARGE) {
