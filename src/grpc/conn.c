@@ -173,8 +173,8 @@ int conn_callbacks_new(nghttp2_session_callbacks **ret)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = h->data;
-    buf->base = (char *)c->rbuf;
-    buf->len = sizeof(c->rbuf);
+    buf->base = (char *)c->srv->rbuf;
+    buf->len = sizeof(c->srv->rbuf);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);

@@ -53,6 +53,10 @@ struct grpc_server {
     void *done_data;
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *h2opts;
+    /* One read buffer for every connection: nghttp2 consumes what was
+     * read before on_read returns, and the loop reads one stream at a
+     * time. */
+    uint8_t rbuf[64 * 1024];
 };
 
 struct conn {
@@ -75,7 +79,6 @@ struct conn {
     bool got_frame; /* the preface and a first frame arrived */
     bool reading_stopped;
     size_t buffered; /* request bytes held by this connection's calls */
-    uint8_t rbuf[64 * 1024];
 };
 
 struct grpc_call {
