@@ -3,6 +3,9 @@
  * time; while it is, nghttp2 keeps further frames queued, and reading stops
  * when the client leaves too much output unread (backpressure). */
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "grpc/internal.h"
 
@@ -374,5 +377,15 @@ static void conn_handle_closed(uv_handle_t *h)
     struct grpc_server *srv = c->srv;
     buf_free(&c->wbuf);
     free(c);
+#ifdef __GLIBC__
+    /* The last connection is gone: hand the pages its sessions, streams
+     * and buffers used back to the kernel. glibc's free() only returns
+     * memory at the top of the heap, so after a burst of connections the
+     * idle daemon would otherwise keep ~1-2 MB it no longer uses. Cheap
+     * at this point (few free chunks), and rare for kubelet, which keeps
+     * one connection open. */
+    if (srv->n_conns == 0)
+        malloc_trim(0);
+#endif
     server_handle_closed(srv);
 }
