@@ -16,8 +16,10 @@
  * during the warm-up are not counted. Prints one line of key=value pairs:
  *   ok=N errors=N rps=X p50_us=X p90_us=X p99_us=X max_us=X mean_us=X
  *   client_cpu_pct=X (CPU used by this process, in % of one core, during the
- *   measured window) and, with -P, server_cpu_pct=X (the same for that
- *   process, all its threads)
+ *   measured window), host_busy_pct=X (the whole machine's CPUs, in % of
+ *   all of them: near 100 means client + server + others saturated it)
+ *   and, with -P, server_cpu_pct=X (like client_cpu_pct, for that process,
+ *   all its threads)
  * Exits 1 on a usage or connection error.
  *
  * Built by bench/grpc-bench with: cc -O2 -o grpc-load grpc-load.c -lnghttp2 -lpthread */
@@ -402,6 +404,24 @@ static double proc_cpu_s(int pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Busy and total jiffies of all CPUs, from /proc/stat. */
+static void host_cpu(unsigned long long *busy, unsigned long long *total)
+{
+    unsigned long long v[8] = {0};
+    *busy = *total = 0;
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        return;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8)
+        return;
+    for (int i = 0; i < 8; i++)
+        *total += v[i];
+    *busy = *total - v[3] - v[4]; /* minus idle and iowait */
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: grpc-load -a unix:PATH|tcp:HOST:PORT [-p METHOD_PATH] [-c CONNS] "
@@ -459,6 +479,8 @@ int main(int argc, char **argv)
     }
     double cpu0 = cpu_s();
     double scpu0 = opt_server_pid ? proc_cpu_s(opt_server_pid) : -1;
+    unsigned long long hb0, ht0, hb1, ht1;
+    host_cpu(&hb0, &ht0);
     uint64_t w0 = now_ns();
     t = now_ns();
     if (t < end) {
@@ -467,6 +489,7 @@ int main(int argc, char **argv)
     }
     double cpu1 = cpu_s();
     double scpu1 = opt_server_pid ? proc_cpu_s(opt_server_pid) : -1;
+    host_cpu(&hb1, &ht1);
     double wall = (double)(now_ns() - w0) / 1e9;
     for (int i = 0; i < opt_threads; i++)
         pthread_join(ws[i].thread, NULL);
@@ -500,6 +523,7 @@ int main(int argc, char **argv)
            total, (unsigned long long)errors, (double)total / opt_duration, PCT(0.50), PCT(0.90),
            PCT(0.99), total ? (double)all[total - 1] / 1e3 : 0.0, total ? sum / total / 1e3 : 0.0,
            (cpu1 - cpu0) / wall * 100);
+    printf(" host_busy_pct=%.0f", ht1 > ht0 ? 100.0 * (double)(hb1 - hb0) / (double)(ht1 - ht0) : -1.0);
     if (opt_server_pid)
         printf(" server_cpu_pct=%.0f", scpu0 >= 0 && scpu1 >= 0 ? (scpu1 - scpu0) / wall * 100 : -1.0);
     printf("\n");
