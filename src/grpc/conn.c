@@ -9,9 +9,9 @@
 
 #include "grpc/internal.h"
 
-#define WRITE_BATCH (256 * 1024)
+#define WRITE_BATCH           (256 * 1024)
 #define INITIAL_STREAM_WINDOW (1 << 20)
-#define CONN_WINDOW (16 << 20)
+#define CONN_WINDOW           (16 << 20)
 
 static void conn_handle_closed(uv_handle_t *h);
 
@@ -74,7 +74,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
                                 (valuelen == n || value[n] == '+' || value[n] == ';');
     } else if (header_is(name, namelen, "grpc-timeout")) {
         call->have_timeout = true;
-        call->bad_timeout = grpc_timeout_parse((const char *)value, valuelen, &call->timeout_ns) < 0;
+        call->bad_timeout =
+            grpc_timeout_parse((const char *)value, valuelen, &call->timeout_ns) < 0;
     }
     return 0;
 }
@@ -109,8 +110,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
     return 0;
 }
 
-static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *user_data)
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *user_data)
 {
     struct conn *c = user_data;
     if (c->closing)
@@ -282,21 +283,18 @@ static void handshake_timeout(uv_timer_t *t)
     conn_close(c);
 }
 
-void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
+/* Creates a connection on an accepted (listener) or given (fd) stream. */
+static struct conn *conn_new(struct grpc_server *srv, bool tcp)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (!c)
-        return;
+        return NULL;
     c->srv = srv;
     link_init(&c->calls);
-    int r;
-    if (listener->type == UV_NAMED_PIPE)
-        r = uv_pipe_init(srv->loop, &c->h.pipe, 0);
-    else
-        r = uv_tcp_init(srv->loop, &c->h.tcp);
+    int r = tcp ? uv_tcp_init(srv->loop, &c->h.tcp) : uv_pipe_init(srv->loop, &c->h.pipe, 0);
     if (r < 0) {
         free(c);
-        return;
+        return NULL;
     }
     c->h.stream.data = c;
     uv_timer_init(srv->loop, &c->handshake_timer);
@@ -304,16 +302,23 @@ void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
     c->open_handles = 2;
     link_insert(&srv->conns, &c->node);
     srv->n_conns++;
+    return c;
+}
 
-    if (uv_accept(listener, &c->h.stream) < 0 || srv->n_conns > srv->opts.max_connections ||
-        nghttp2_session_server_new2(&c->session, srv->callbacks, c, srv->h2opts) != 0) {
-        if (srv->n_conns > srv->opts.max_connections)
-            log_warn("grpc: connection limit (%u) reached, refusing a connection",
-                     srv->opts.max_connections);
+static void conn_start(struct conn *c)
+{
+    struct grpc_server *srv = c->srv;
+    if (srv->n_conns > srv->opts.max_connections) {
+        log_warn("grpc: connection limit (%u) reached, refusing a connection",
+                 srv->opts.max_connections);
         conn_close(c);
         return;
     }
-    if (listener->type == UV_TCP)
+    if (nghttp2_session_server_new2(&c->session, srv->callbacks, c, srv->h2opts) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->h.stream.type == UV_TCP)
         uv_tcp_nodelay(&c->h.tcp, 1);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_concurrent_streams},
@@ -325,6 +330,34 @@ void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
     uv_timer_start(&c->handshake_timer, handshake_timeout, srv->opts.handshake_timeout_ms, 0);
     uv_read_start(&c->h.stream, on_alloc, on_read);
     conn_flush(c);
+}
+
+void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
+{
+    struct conn *c = conn_new(srv, listener->type == UV_TCP);
+    if (!c)
+        return;
+    if (uv_accept(listener, &c->h.stream) < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_start(c);
+}
+
+int grpc_server_adopt(struct grpc_server *srv, int fd)
+{
+    if (srv->shutting_down)
+        return -ESHUTDOWN;
+    struct conn *c = conn_new(srv, false);
+    if (!c)
+        return -ENOMEM;
+    int r = uv_pipe_open(&c->h.pipe, fd);
+    if (r < 0) {
+        conn_close(c);
+        return r;
+    }
+    conn_start(c);
+    return 0;
 }
 
 void conn_goaway(struct conn *c)

@@ -26,7 +26,7 @@ static inline void link_remove(struct link *l)
     l->next->prev = l->prev;
     link_init(l);
 }
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct method {
     char *path;
@@ -98,12 +98,12 @@ struct grpc_call {
     struct buf in; /* request body as received */
     bool remote_closed;
 
-    int refs;         /* the stream, the handler, and short holds */
-    bool dispatched;  /* the handler owns a reference */
-    bool responded;   /* status sent (or being sent): no more output */
+    int refs;        /* the stream, the handler, and short holds */
+    bool dispatched; /* the handler owns a reference */
+    bool responded;  /* status sent (or being sent): no more output */
     bool headers_sent;
-    bool finished;    /* trailers queued behind the output */
-    bool deferred;    /* data provider is waiting for output */
+    bool finished; /* trailers queued behind the output */
+    bool deferred; /* data provider is waiting for output */
     bool cancelled;
     bool stream_open; /* nghttp2 stream not closed yet */
     int status;

@@ -69,7 +69,8 @@ const struct method *server_find_method(const struct grpc_server *srv, const cha
 {
     struct method key = {.path = (char *)path};
     const struct method *m =
-        srv->n_methods ? bsearch(&key, srv->methods, srv->n_methods, sizeof(key), method_cmp) : NULL;
+        srv->n_methods ? bsearch(&key, srv->methods, srv->n_methods, sizeof(key), method_cmp)
+                       : NULL;
     *ret_service_known = false;
     if (m) {
         *ret_service_known = true;
@@ -121,8 +122,7 @@ static int check_stale_socket(const char *path, struct err *err)
     return 0;
 }
 
-int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
-                            struct err *err)
+int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode, struct err *err)
 {
     struct sockaddr_un sa;
     if (strlen(path) >= sizeof(sa.sun_path))
