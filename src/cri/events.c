@@ -6,7 +6,7 @@
 
 #include "cri/internal.h"
 
-#define MAX_SUBSCRIBERS 64
+#define MAX_SUBSCRIBERS   64
 #define MAX_PENDING_BYTES (4u << 20)
 
 struct cri_events {

@@ -57,9 +57,9 @@ int cri_send(struct cri_call *call, const ProtobufCMessage *msg);
 void cri_finish(struct cri_call *call, int status, const char *message);
 
 /* Handlers, one file per RPC or family. */
-void cri_version(struct cri_call *call);             /* version.c */
-void cri_status(struct cri_call *call);              /* runtime_config.c */
-void cri_runtime_config(struct cri_call *call);      /* runtime_config.c */
+void cri_version(struct cri_call *call);        /* version.c */
+void cri_status(struct cri_call *call);         /* runtime_config.c */
+void cri_runtime_config(struct cri_call *call); /* runtime_config.c */
 void cri_update_runtime_config(struct cri_call *call);
 void cri_get_container_events(struct cri_call *call); /* events.c */
 

@@ -9,7 +9,7 @@
 #include "cri/internal.h"
 
 #define RUNTIME_CONFIG_FILE "runtime-config.json"
-#define MAX_POD_CIDR_LEN 256
+#define MAX_POD_CIDR_LEN    256
 
 /* One or two comma-separated CIDRs (IPv4 and/or IPv6), or empty. */
 bool cri_pod_cidr_valid(const char *s)
@@ -123,9 +123,8 @@ int cri_runtime_config_load(struct cri *cri, struct err *err)
     return 0;
 }
 
-static Runtime__V1__RuntimeCondition *condition(Runtime__V1__RuntimeCondition *c,
-                                                const char *type, bool ok, const char *reason,
-                                                const char *message)
+static Runtime__V1__RuntimeCondition *condition(Runtime__V1__RuntimeCondition *c, const char *type,
+                                                bool ok, const char *reason, const char *message)
 {
     runtime__v1__runtime_condition__init(c);
     c->type = (char *)type;
@@ -137,8 +136,8 @@ static Runtime__V1__RuntimeCondition *condition(Runtime__V1__RuntimeCondition *c
 
 static void config_json(struct cri *cri, struct buf *b)
 {
-    buf_printf(b, "{\"runtimeName\":\"kinglet\",\"runtimeVersion\":\"%s\",\"socket\":",
-               PACKAGE_VERSION);
+    buf_printf(
+        b, "{\"runtimeName\":\"kinglet\",\"runtimeVersion\":\"%s\",\"socket\":", PACKAGE_VERSION);
     buf_append_json_string(b, cri->socket_path);
     buf_printf(b, ",\"rootDir\":");
     buf_append_json_string(b, cri->root_dir);

@@ -110,9 +110,8 @@ void call_stream_closed(struct grpc_call *call)
     call_unref(call);
 }
 
-static ssize_t out_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-                           size_t length, uint32_t *flags, nghttp2_data_source *source,
-                           void *user_data)
+static ssize_t out_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                           uint32_t *flags, nghttp2_data_source *source, void *user_data)
 {
     struct grpc_call *call = source->ptr;
     size_t avail = call->out.len - call->out_off;
@@ -151,8 +150,8 @@ static int submit_headers(struct grpc_call *call)
 {
     nghttp2_nv nva[] = {NVS(":status", "200"), NVS("content-type", "application/grpc")};
     nghttp2_data_provider prd = {.source.ptr = call, .read_callback = out_read_cb};
-    int r = nghttp2_submit_response(call->conn->session, call->stream_id, nva, ARRAY_SIZE(nva),
-                                    &prd);
+    int r =
+        nghttp2_submit_response(call->conn->session, call->stream_id, nva, ARRAY_SIZE(nva), &prd);
     if (r == 0)
         call->headers_sent = true;
     return r;
@@ -306,8 +305,9 @@ void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
             return;
         }
         if (fr == GRPC_FRAME_COMPRESSED) {
-            call_respond_error(call, GRPC_STATUS_UNIMPLEMENTED,
-                               "compressed messages are not supported (grpc-encoding identity only)");
+            call_respond_error(
+                call, GRPC_STATUS_UNIMPLEMENTED,
+                "compressed messages are not supported (grpc-encoding identity only)");
             return;
         }
         if (fr == GRPC_FRAME_BAD_FLAG) {

@@ -3,12 +3,15 @@
  * time; while it is, nghttp2 keeps further frames queued, and reading stops
  * when the client leaves too much output unread (backpressure). */
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "grpc/internal.h"
 
-#define WRITE_BATCH (256 * 1024)
+#define WRITE_BATCH           (256 * 1024)
 #define INITIAL_STREAM_WINDOW (1 << 20)
-#define CONN_WINDOW (16 << 20)
+#define CONN_WINDOW           (16 << 20)
 
 static void conn_handle_closed(uv_handle_t *h);
 
@@ -71,7 +74,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
                                 (valuelen == n || value[n] == '+' || value[n] == ';');
     } else if (header_is(name, namelen, "grpc-timeout")) {
         call->have_timeout = true;
-        call->bad_timeout = grpc_timeout_parse((const char *)value, valuelen, &call->timeout_ns) < 0;
+        call->bad_timeout =
+            grpc_timeout_parse((const char *)value, valuelen, &call->timeout_ns) < 0;
     }
     return 0;
 }
@@ -106,8 +110,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
     return 0;
 }
 
-static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *user_data)
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *user_data)
 {
     struct conn *c = user_data;
     if (c->closing)
@@ -173,8 +177,8 @@ int conn_callbacks_new(nghttp2_session_callbacks **ret)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = h->data;
-    buf->base = (char *)c->rbuf;
-    buf->len = sizeof(c->rbuf);
+    buf->base = (char *)c->srv->rbuf;
+    buf->len = sizeof(c->srv->rbuf);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -279,21 +283,18 @@ static void handshake_timeout(uv_timer_t *t)
     conn_close(c);
 }
 
-void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
+/* Creates a connection on an accepted (listener) or given (fd) stream. */
+static struct conn *conn_new(struct grpc_server *srv, bool tcp)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (!c)
-        return;
+        return NULL;
     c->srv = srv;
     link_init(&c->calls);
-    int r;
-    if (listener->type == UV_NAMED_PIPE)
-        r = uv_pipe_init(srv->loop, &c->h.pipe, 0);
-    else
-        r = uv_tcp_init(srv->loop, &c->h.tcp);
+    int r = tcp ? uv_tcp_init(srv->loop, &c->h.tcp) : uv_pipe_init(srv->loop, &c->h.pipe, 0);
     if (r < 0) {
         free(c);
-        return;
+        return NULL;
     }
     c->h.stream.data = c;
     uv_timer_init(srv->loop, &c->handshake_timer);
@@ -301,16 +302,23 @@ void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
     c->open_handles = 2;
     link_insert(&srv->conns, &c->node);
     srv->n_conns++;
+    return c;
+}
 
-    if (uv_accept(listener, &c->h.stream) < 0 || srv->n_conns > srv->opts.max_connections ||
-        nghttp2_session_server_new2(&c->session, srv->callbacks, c, srv->h2opts) != 0) {
-        if (srv->n_conns > srv->opts.max_connections)
-            log_warn("grpc: connection limit (%u) reached, refusing a connection",
-                     srv->opts.max_connections);
+static void conn_start(struct conn *c)
+{
+    struct grpc_server *srv = c->srv;
+    if (srv->n_conns > srv->opts.max_connections) {
+        log_warn("grpc: connection limit (%u) reached, refusing a connection",
+                 srv->opts.max_connections);
         conn_close(c);
         return;
     }
-    if (listener->type == UV_TCP)
+    if (nghttp2_session_server_new2(&c->session, srv->callbacks, c, srv->h2opts) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->h.stream.type == UV_TCP)
         uv_tcp_nodelay(&c->h.tcp, 1);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_concurrent_streams},
@@ -322,6 +330,34 @@ void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
     uv_timer_start(&c->handshake_timer, handshake_timeout, srv->opts.handshake_timeout_ms, 0);
     uv_read_start(&c->h.stream, on_alloc, on_read);
     conn_flush(c);
+}
+
+void conn_accept(struct grpc_server *srv, uv_stream_t *listener)
+{
+    struct conn *c = conn_new(srv, listener->type == UV_TCP);
+    if (!c)
+        return;
+    if (uv_accept(listener, &c->h.stream) < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_start(c);
+}
+
+int grpc_server_adopt(struct grpc_server *srv, int fd)
+{
+    if (srv->shutting_down)
+        return -ESHUTDOWN;
+    struct conn *c = conn_new(srv, false);
+    if (!c)
+        return -ENOMEM;
+    int r = uv_pipe_open(&c->h.pipe, fd);
+    if (r < 0) {
+        conn_close(c);
+        return r;
+    }
+    conn_start(c);
+    return 0;
 }
 
 void conn_goaway(struct conn *c)
@@ -374,5 +410,15 @@ static void conn_handle_closed(uv_handle_t *h)
     struct grpc_server *srv = c->srv;
     buf_free(&c->wbuf);
     free(c);
+#ifdef __GLIBC__
+    /* The last connection is gone: hand the pages its sessions, streams
+     * and buffers used back to the kernel. glibc's free() only returns
+     * memory at the top of the heap, so after a burst of connections the
+     * idle daemon would otherwise keep ~1-2 MB it no longer uses. Cheap
+     * at this point (few free chunks), and rare for kubelet, which keeps
+     * one connection open. */
+    if (srv->n_conns == 0)
+        malloc_trim(0);
+#endif
     server_handle_closed(srv);
 }

@@ -49,8 +49,7 @@ struct grpc_call;
 
 /* Called when the request message is complete; msg is valid only during
  * the call. */
-typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *msg, size_t len,
-                                void *data);
+typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *msg, size_t len, void *data);
 typedef void (*grpc_cancel_fn)(struct grpc_call *call, void *data);
 
 struct grpc_server_options {
@@ -66,10 +65,11 @@ int grpc_server_add_method(struct grpc_server *srv, const char *path, grpc_handl
                            void *data);
 /* Listens on a unix socket created with `mode`. A stale socket (nothing
  * accepts on it) is replaced; a live one or a non-socket file is an error. */
-int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
-                            struct err *err);
-int grpc_server_listen_tcp(struct grpc_server *srv, const char *host, int port,
-                           struct err *err);
+int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode, struct err *err);
+int grpc_server_listen_tcp(struct grpc_server *srv, const char *host, int port, struct err *err);
+/* Serves one already-connected unix stream socket (socket activation,
+ * tests, fuzzing); the server owns fd from then on. */
+int grpc_server_adopt(struct grpc_server *srv, int fd);
 /* Stops accepting, sends GOAWAY, cancels calls, lets in-flight calls finish
  * for up to grace_ms, then closes what is left; done runs once everything
  * is closed. */

@@ -26,7 +26,7 @@ static inline void link_remove(struct link *l)
     l->next->prev = l->prev;
     link_init(l);
 }
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 struct method {
     char *path;
@@ -53,6 +53,10 @@ struct grpc_server {
     void *done_data;
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *h2opts;
+    /* One read buffer for every connection: nghttp2 consumes what was
+     * read before on_read returns, and the loop reads one stream at a
+     * time. */
+    uint8_t rbuf[64 * 1024];
 };
 
 struct conn {
@@ -75,7 +79,6 @@ struct conn {
     bool got_frame; /* the preface and a first frame arrived */
     bool reading_stopped;
     size_t buffered; /* request bytes held by this connection's calls */
-    uint8_t rbuf[64 * 1024];
 };
 
 struct grpc_call {
@@ -95,12 +98,12 @@ struct grpc_call {
     struct buf in; /* request body as received */
     bool remote_closed;
 
-    int refs;         /* the stream, the handler, and short holds */
-    bool dispatched;  /* the handler owns a reference */
-    bool responded;   /* status sent (or being sent): no more output */
+    int refs;        /* the stream, the handler, and short holds */
+    bool dispatched; /* the handler owns a reference */
+    bool responded;  /* status sent (or being sent): no more output */
     bool headers_sent;
-    bool finished;    /* trailers queued behind the output */
-    bool deferred;    /* data provider is waiting for output */
+    bool finished; /* trailers queued behind the output */
+    bool deferred; /* data provider is waiting for output */
     bool cancelled;
     bool stream_open; /* nghttp2 stream not closed yet */
     int status;

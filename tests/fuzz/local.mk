@@ -1,18 +1,23 @@
-# libFuzzer targets, built only with --enable-fuzzing (CC=clang).
-#   CC=clang ../../configure --enable-fuzzing --enable-sanitizers \
-#     CFLAGS='-g -O1 -fsanitize=fuzzer-no-link' && make tests/fuzz/fuzz_seccomp
-#   ./tests/fuzz/fuzz_seccomp -max_total_time=60 ../../tests/fuzz/seccomp_corpus
+# libFuzzer targets, built only with --enable-fuzzing (CC=clang); seed
+# corpora live beside them in <target>_corpus/.
 if FUZZING
-KFUZZ_LINK = -fsanitize=fuzzer
+FUZZ_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer
+noinst_PROGRAMS = tests/fuzz/fuzz_grpc_conn
+tests_fuzz_fuzz_grpc_conn_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_grpc_conn_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_grpc_conn_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
 
-check_PROGRAMS += tests/fuzz/fuzz_seccomp tests/fuzz/fuzz_cgroup_resources
-tests_fuzz_fuzz_seccomp_SOURCES = tests/fuzz/fuzz_seccomp.c
-tests_fuzz_fuzz_seccomp_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
-tests_fuzz_fuzz_seccomp_LDFLAGS = $(KFUZZ_LINK)
-tests_fuzz_fuzz_seccomp_LDADD = libkoci.a libkbase.a $(DEP_LIBS)
-tests_fuzz_fuzz_cgroup_resources_SOURCES = tests/fuzz/fuzz_cgroup_resources.c
-tests_fuzz_fuzz_cgroup_resources_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
-tests_fuzz_fuzz_cgroup_resources_LDFLAGS = $(KFUZZ_LINK)
-tests_fuzz_fuzz_cgroup_resources_LDADD = libkoci.a libkbase.a $(DEP_LIBS)
+# config.json parsers of oci/: the sources under test are compiled into
+# the target so that libFuzzer sees their coverage.
+noinst_PROGRAMS += tests/fuzz/fuzz_seccomp tests/fuzz/fuzz_cgroup_resources
+tests_fuzz_fuzz_seccomp_SOURCES = tests/fuzz/fuzz_seccomp.c src/oci/seccomp.c
+tests_fuzz_fuzz_seccomp_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_seccomp_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_seccomp_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_cgroup_resources_SOURCES = tests/fuzz/fuzz_cgroup_resources.c \
+	src/oci/cgroup_resources.c src/oci/bpf_devices.c src/oci/cgroup.c
+tests_fuzz_fuzz_cgroup_resources_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_cgroup_resources_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_cgroup_resources_LDADD = libkbase.a $(DEP_LIBS)
 endif
 EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus
