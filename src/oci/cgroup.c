@@ -21,16 +21,16 @@
 #include "oci/cgroup_internal.h"
 
 struct oci_cgroup {
-    char *mount; /* cgroup2 mount point */
-    char *rel;   /* path below it, no leading slash */
-    char *abs;   /* mount/rel */
-    int root_fd; /* the mount */
-    int fd;      /* the cgroup, O_RDONLY|O_DIRECTORY */
+    char *mount;  /* cgroup2 mount point */
+    char *rel;    /* path below it, no leading slash */
+    char *abs;    /* mount/rel */
+    int root_fd;  /* the mount */
+    int fd;       /* the cgroup, O_RDONLY|O_DIRECTORY */
     bool created; /* by this oci_cgroup_create */
 };
 
-#define CG_FILE_MAX (1 << 20)
-#define CG_WAIT_MS 30000 /* the test VM is 20-40x slower than a host */
+#define CG_FILE_MAX        (1 << 20)
+#define CG_WAIT_MS         30000 /* the test VM is 20-40x slower than a host */
 #define CG_DESTROY_WAIT_MS 10000
 
 /* ---- pure helpers ---------------------------------------------------------- */
@@ -144,8 +144,7 @@ static int rel_normalize(const char *in, char **ret)
     return 0;
 }
 
-int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret,
-                            struct err *err)
+int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret, struct err *err)
 {
     _cleanup_free_ char *joined = NULL;
     if (!cgroups_path || !*cgroups_path) {
@@ -513,8 +512,7 @@ int oci_cgroup_open(const char *abs_path, struct oci_cgroup **ret, struct err *e
                        abs_path ? abs_path : "", mount);
     _cleanup_free_ char *rel = NULL;
     if ((r = rel_normalize(abs_path + ml, &rel)) < 0)
-        return err_set(err, r == -ENOMEM ? ENOMEM : EINVAL, "cgroup `%s`: invalid path",
-                       abs_path);
+        return err_set(err, r == -ENOMEM ? ENOMEM : EINVAL, "cgroup `%s`: invalid path", abs_path);
     return cg_new(rel, false, ret, err);
 }
 

@@ -159,8 +159,7 @@ static int get_int(json_t *obj, const char *key, const char *where, int64_t *ret
     return 1;
 }
 
-static int get_uint(json_t *obj, const char *key, const char *where, uint64_t *ret,
-                    struct err *err)
+static int get_uint(json_t *obj, const char *key, const char *where, uint64_t *ret, struct err *err)
 {
     int64_t v = 0;
     int r = get_int(obj, key, where, &v, err);
@@ -184,8 +183,7 @@ static int get_obj(json_t *obj, const char *key, const char *where, json_t **ret
     return 1;
 }
 
-static int get_array(json_t *obj, const char *key, const char *where, json_t **ret,
-                     struct err *err)
+static int get_array(json_t *obj, const char *key, const char *where, json_t **ret, struct err *err)
 {
     json_t *v = json_object_get(obj, key);
     *ret = NULL;
@@ -352,7 +350,8 @@ static int convert_memory(json_t *mem, int64_t cur_limit, struct cg_writes *w, s
             r = 1;
         }
         /* Before memory.max, as runc does. */
-        if (r > 0 && (r = writes_add(w, "memory", "memory.swap.max", buf, NULL, NULL, true, err)) < 0)
+        if (r > 0 &&
+            (r = writes_add(w, "memory", "memory.swap.max", buf, NULL, NULL, true, err)) < 0)
             return r;
     }
     if (has_limit && limit_str(limit, buf, sizeof(buf)) > 0 &&
@@ -588,7 +587,8 @@ static int convert_unified(json_t *unified, struct cg_writes *w, struct err *err
                            key);
         if (!json_is_string(v))
             return err_set(err, EINVAL, "linux.resources.unified.%.64s: must be a string", key);
-        if (json_string_length(v) > CG_MAX_VALUE || strlen(json_string_value(v)) != json_string_length(v))
+        if (json_string_length(v) > CG_MAX_VALUE ||
+            strlen(json_string_value(v)) != json_string_length(v))
             return err_set(err, EINVAL, "linux.resources.unified.%.64s: invalid value", key);
         if ((r = writes_add(w, ctrl, key, json_string_value(v), NULL, NULL, false, err)) < 0)
             return r;
@@ -687,11 +687,10 @@ int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, 
         json_t *d = json_array_get(linux_devices, i);
         const char *type = json_string_value(json_object_get(d, "type"));
         json_t *major = json_object_get(d, "major"), *minor = json_object_get(d, "minor");
-        if (!type || !(strcmp(type, "c") == 0 || strcmp(type, "b") == 0 ||
-                       strcmp(type, "u") == 0 || strcmp(type, "p") == 0)) {
+        if (!type || !(strcmp(type, "c") == 0 || strcmp(type, "b") == 0 || strcmp(type, "u") == 0 ||
+                       strcmp(type, "p") == 0)) {
             json_decref(copy);
-            return err_set(err, EINVAL, "linux.devices[%zu].type: must be `c`, `b`, `u` or `p`",
-                           i);
+            return err_set(err, EINVAL, "linux.devices[%zu].type: must be `c`, `b`, `u` or `p`", i);
         }
         if (strcmp(type, "p") == 0)
             continue; /* a FIFO is no device */
@@ -699,10 +698,10 @@ int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, 
             json_decref(copy);
             return err_set(err, EINVAL, "linux.devices[%zu]: major and minor are required", i);
         }
-        json_t *rule = json_pack("{s:b, s:s, s:I, s:I, s:s}", "allow", 1, "type",
-                                 strcmp(type, "b") == 0 ? "b" : "c", "major",
-                                 json_integer_value(major), "minor", json_integer_value(minor),
-                                 "access", "rwm");
+        json_t *rule =
+            json_pack("{s:b, s:s, s:I, s:I, s:s}", "allow", 1, "type",
+                      strcmp(type, "b") == 0 ? "b" : "c", "major", json_integer_value(major),
+                      "minor", json_integer_value(minor), "access", "rwm");
         if (!rule || json_array_append_new(rules, rule) < 0) {
             json_decref(copy);
             return err_set(err, ENOMEM, "linux.resources");
@@ -714,6 +713,6 @@ int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, 
 
 json_t *oci_cgroup_features(void)
 {
-    return json_pack("{s:b, s:b, s:b, s:b, s:b}", "v1", 0, "v2", 1, "systemd", 0, "systemdUser",
-                     0, "rdma", 1);
+    return json_pack("{s:b, s:b, s:b, s:b, s:b}", "v1", 0, "v2", 1, "systemd", 0, "systemdUser", 0,
+                     "rdma", 1);
 }

@@ -1,10 +1,9 @@
 /* Failing-allocation loops for unit tests: this header replaces malloc,
  * calloc and realloc (glibc supports replacing them; strdup, asprintf and
- * the libraries then allocate through us; free is replaced to count) so that a test can make exactly
- * the k-th allocation fail, for k = 0, 1, 2... until the operation under
- * test completes without one. Include it in one test program only, never
- * in a sanitizer build (the sanitizers own malloc): FAILALLOC_ENABLED is 0
- * there and tests skip.
+ * the libraries then allocate through us; free is replaced to count) so that a test can make
+ * exactly the k-th allocation fail, for k = 0, 1, 2... until the operation under test completes
+ * without one. Include it in one test program only, never in a sanitizer build (the sanitizers own
+ * malloc): FAILALLOC_ENABLED is 0 there and tests skip.
  *
  *   FAILALLOC_LOOP(k) { failalloc_arm(k); r = op(); failalloc_disarm(); ...
  *                       if (!failalloc_hit()) break; }

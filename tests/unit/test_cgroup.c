@@ -81,7 +81,7 @@ static void test_shares_to_weight(void **state)
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 39); /* docker's default */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 20);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(262144), 10000);
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);          /* clamped */
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);           /* clamped */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1000000), 10000); /* clamped */
 }
 
@@ -154,8 +154,7 @@ static void test_memory(void **state)
 {
     (void)state;
     struct cg_writes w = {0};
-    convert_ok("{\"memory\":{\"limit\":104857600,\"swap\":209715200,\"reservation\":1048576}}",
-               &w);
+    convert_ok("{\"memory\":{\"limit\":104857600,\"swap\":209715200,\"reservation\":1048576}}", &w);
     expect_write(&w, "memory.max", "104857600");
     expect_write(&w, "memory.swap.max", "104857600");
     expect_write(&w, "memory.low", "1048576");
@@ -343,9 +342,8 @@ static void test_mountinfo(void **state)
     assert_string_equal(p, "/sys/fs/cgroup");
     free(p);
     /* Elsewhere, with an escaped space; the canonical mount still wins. */
-    assert_int_equal(oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/my\\040cg rw - cgroup2 none rw\n",
-                                               &p),
-                     0);
+    assert_int_equal(
+        oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/my\\040cg rw - cgroup2 none rw\n", &p), 0);
     assert_string_equal(p, "/mnt/my cg");
     free(p);
     assert_int_equal(oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/cg rw - cgroup2 none rw\n"
@@ -406,7 +404,9 @@ static int bpf_run(const struct bpf_insn *p, size_t n, char type, uint32_t major
 {
     uint32_t acc = 0;
     for (const char *a = access; *a; a++)
-        acc |= *a == 'r' ? BPF_DEVCG_ACC_READ : *a == 'w' ? BPF_DEVCG_ACC_WRITE : BPF_DEVCG_ACC_MKNOD;
+        acc |= *a == 'r'   ? BPF_DEVCG_ACC_READ
+               : *a == 'w' ? BPF_DEVCG_ACC_WRITE
+                           : BPF_DEVCG_ACC_MKNOD;
     struct bpf_cgroup_dev_ctx ctx = {
         .access_type = (acc << 16) | (type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK),
         .major = major,
@@ -504,14 +504,14 @@ static void test_devices_default(void **state)
     /* `runc spec`'s deny-all, plus the devices every container gets. */
     struct prog p = prog_from("[{\"allow\":false,\"access\":\"rwm\"}]");
     verify_in_kernel(&p);
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 3, "rw"), 1);  /* null */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 5, "r"), 1);   /* zero */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 136, 7, "rw"), 1); /* pts */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 3, "rw"), 1);    /* null */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 5, "r"), 1);     /* zero */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 136, 7, "rw"), 1);  /* pts */
     assert_int_equal(bpf_run(p.insns, p.n, 'c', 10, 200, "rw"), 1); /* tun */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 11, "r"), 0);  /* kmsg */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 1, "r"), 0);   /* mem */
-    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "r"), 0);   /* sda */
-    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "m"), 1);   /* mknod only */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 11, "r"), 0);    /* kmsg */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 1, "r"), 0);     /* mem */
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "r"), 0);     /* sda */
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "m"), 1);     /* mknod only */
     assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "rm"), 0);
     free(p.insns);
 

@@ -73,17 +73,16 @@ static void build_fails(const char *json, int code, const char *field)
 static void test_actions(void **state)
 {
     (void)state;
-    char *pfc = pfc_of(
-        "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":["
-        "{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":38},"
-        "{\"names\":[\"rmdir\"],\"action\":\"SCMP_ACT_ERRNO\"},"
-        "{\"names\":[\"reboot\"],\"action\":\"SCMP_ACT_KILL_PROCESS\"},"
-        "{\"names\":[\"kexec_load\"],\"action\":\"SCMP_ACT_KILL\"},"
-        "{\"names\":[\"acct\"],\"action\":\"SCMP_ACT_KILL_THREAD\"},"
-        "{\"names\":[\"swapon\"],\"action\":\"SCMP_ACT_TRAP\"},"
-        "{\"names\":[\"ptrace\"],\"action\":\"SCMP_ACT_TRACE\",\"errnoRet\":5},"
-        "{\"names\":[\"syslog\"],\"action\":\"SCMP_ACT_LOG\"},"
-        "{\"names\":[\"getpid\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
+    char *pfc = pfc_of("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":["
+                       "{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":38},"
+                       "{\"names\":[\"rmdir\"],\"action\":\"SCMP_ACT_ERRNO\"},"
+                       "{\"names\":[\"reboot\"],\"action\":\"SCMP_ACT_KILL_PROCESS\"},"
+                       "{\"names\":[\"kexec_load\"],\"action\":\"SCMP_ACT_KILL\"},"
+                       "{\"names\":[\"acct\"],\"action\":\"SCMP_ACT_KILL_THREAD\"},"
+                       "{\"names\":[\"swapon\"],\"action\":\"SCMP_ACT_TRAP\"},"
+                       "{\"names\":[\"ptrace\"],\"action\":\"SCMP_ACT_TRACE\",\"errnoRet\":5},"
+                       "{\"names\":[\"syslog\"],\"action\":\"SCMP_ACT_LOG\"},"
+                       "{\"names\":[\"getpid\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
     expect_in(pfc, "if ($syscall == 83)\n    action ERRNO(38);"); /* mkdir */
     expect_in(pfc, "if ($syscall == 84)\n    action ERRNO(1);");  /* rmdir: EPERM */
     expect_in(pfc, "if ($syscall == 169)\n    action KILL_PROCESS;");
@@ -181,7 +180,7 @@ static void test_arches_flags(void **state)
                        "\"architectures\":[\"SCMP_ARCH_X86\"],"
                        "\"syscalls\":[{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\"}]}");
     expect_in(pfc, "if ($arch == 1073741827)"); /* AUDIT_ARCH_I386 */
-    expect_in(pfc, "if ($syscall == 39)");        /* mkdir on i386 */
+    expect_in(pfc, "if ($syscall == 39)");      /* mkdir on i386 */
     free(pfc);
 }
 
@@ -294,8 +293,7 @@ static int child_mkdir(void)
         return 3;
     if (errno != EXDEV)
         return 4;
-    if (syscall(SYS_mkdirat, AT_FDCWD, "/tmp/kinglet-seccomp-never", 0700) != -1 ||
-        errno != EXDEV)
+    if (syscall(SYS_mkdirat, AT_FDCWD, "/tmp/kinglet-seccomp-never", 0700) != -1 || errno != EXDEV)
         return 5;
     return 0;
 }
@@ -457,8 +455,8 @@ static bool has_string(json_t *arr, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
-        return true;
+    json_array_foreach(arr, i, v) if (json_is_string(v) &&
+                                      strcmp(json_string_value(v), s) == 0) return true;
     return false;
 }
 

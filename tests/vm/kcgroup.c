@@ -145,9 +145,8 @@ int main(int argc, char **argv)
         if (st.has_memory)
             printf("memory_current %llu\nmemory_working_set %llu\nmemory_max %llu\n"
                    "oom_kills %llu\n",
-                   (unsigned long long)st.memory_current,
-                   (unsigned long long)st.memory_working_set, (unsigned long long)st.memory_max,
-                   (unsigned long long)st.oom_kills);
+                   (unsigned long long)st.memory_current, (unsigned long long)st.memory_working_set,
+                   (unsigned long long)st.memory_max, (unsigned long long)st.oom_kills);
         if (st.has_pids)
             printf("pids_current %llu\n", (unsigned long long)st.pids_current);
         return 0;
