@@ -266,8 +266,13 @@ int oci_bpf_devices_apply(int cgfd, const struct bpf_insn *insns, size_t n, stru
     _cleanup_free_ char *log = calloc(1, 65536);
     _cleanup_close_ int prog = prog_load(insns, n, log, log ? 65536 : 0);
     if (prog < 0) {
-        if (log && log[0])
+        /* A verifier log means the kernel knows the program type and
+         * refused our program: a bug here, not a missing feature. */
+        if (log && log[0]) {
             log_debug("device program verifier log: %s", log);
+            return err_set(err, ENOEXEC, "load device program: refused by the verifier (%s)",
+                           strerror(-prog));
+        }
         return err_set(err, -prog, "load device program");
     }
     union bpf_attr attr;

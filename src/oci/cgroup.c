@@ -21,15 +21,17 @@
 #include "oci/cgroup_internal.h"
 
 struct oci_cgroup {
-    char *mount; /* cgroup2 mount point */
-    char *rel;   /* path below it, no leading slash */
-    char *abs;   /* mount/rel */
-    int root_fd; /* the mount */
-    int fd;      /* the cgroup, O_RDONLY|O_DIRECTORY */
+    char *mount;  /* cgroup2 mount point */
+    char *rel;    /* path below it, no leading slash */
+    char *abs;    /* mount/rel */
+    int root_fd;  /* the mount */
+    int fd;       /* the cgroup, O_RDONLY|O_DIRECTORY */
+    bool created; /* by this oci_cgroup_create */
 };
 
-#define CG_FILE_MAX (1 << 20)
-#define CG_WAIT_MS 30000 /* the test VM is 20-40x slower than a host */
+#define CG_FILE_MAX        (1 << 20)
+#define CG_WAIT_MS         30000 /* the test VM is 20-40x slower than a host */
+#define CG_DESTROY_WAIT_MS 10000
 
 /* ---- pure helpers ---------------------------------------------------------- */
 
@@ -142,8 +144,7 @@ static int rel_normalize(const char *in, char **ret)
     return 0;
 }
 
-int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret,
-                            struct err *err)
+int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret, struct err *err)
 {
     _cleanup_free_ char *joined = NULL;
     if (!cgroups_path || !*cgroups_path) {
@@ -280,8 +281,10 @@ static void enable_controllers(int dfd)
 }
 
 /* Opens rel below root, creating the missing components when create. */
-static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct err *err)
+static int walk(int root_fd, const char *rel, bool create, int *ret_fd, bool *ret_created,
+                struct err *err)
 {
+    bool created = false;
     _cleanup_close_ int cur = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
         return err_set(err, errno, "dup");
@@ -292,7 +295,8 @@ static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct e
     for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
         if (create) {
             enable_controllers(cur);
-            if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
+            created = mkdirat(cur, c, 0755) == 0;
+            if (!created && errno != EEXIST)
                 return err_set(err, errno, "create cgroup `%s` (at `%s`)", rel, c);
         }
         int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -302,6 +306,8 @@ static int walk(int root_fd, const char *rel, bool create, int *ret_fd, struct e
         cur = next;
     }
     *ret_fd = TAKE_FD(cur);
+    if (ret_created)
+        *ret_created = created; /* the leaf is new */
     return 0;
 }
 
@@ -336,8 +342,14 @@ static int cg_new(const char *rel, bool create, struct oci_cgroup **ret, struct 
         cg->abs = NULL;
         return err_set(err, ENOMEM, "cgroup");
     }
-    if ((r = walk(cg->root_fd, rel, create, &cg->fd, err)) < 0)
+    if ((r = walk(cg->root_fd, rel, create, &cg->fd, &cg->created, err)) < 0)
         return r;
+    /* Nothing mounted over a cgroup directory takes us elsewhere. */
+    struct statfs sfs;
+    if (fstatfs(cg->fd, &sfs) < 0)
+        return err_set(err, errno, "statfs cgroup `%s`", cg->abs);
+    if (sfs.f_type != CGROUP2_SUPER_MAGIC)
+        return err_set(err, EXDEV, "cgroup `%s` is not on the cgroup2 file system", cg->abs);
     *ret = TAKE_PTR(cg);
     return 0;
 }
@@ -386,7 +398,7 @@ static int apply_devices(struct oci_cgroup *cg, json_t *devices, struct warned *
         return r;
     _cleanup_close_ int dfd = openat(cg->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return err_set(err, errno, "open cgroup `%s`", cg->rel);
+        return err_set(err, errno, "open cgroup directory");
     struct err e = {0};
     r = oci_bpf_devices_apply(dfd, insns, n_insns, &e);
     if (r == -EPERM || r == -ENOSYS || r == -EINVAL || r == -EOPNOTSUPP) {
@@ -396,8 +408,9 @@ static int apply_devices(struct oci_cgroup *cg, json_t *devices, struct warned *
         return 0;
     }
     if (r < 0) {
-        *err = e;
-        return err_wrap(err, "linux.resources.devices");
+        if (err)
+            *err = e;
+        return err ? err_wrap(err, "linux.resources.devices") : r;
     }
     return 0;
 }
@@ -426,7 +439,7 @@ static int apply(struct oci_cgroup *cg, json_t *resources, bool creating, struct
 
     _cleanup_free_ char *avail = NULL;
     if (w.n && (r = read_at(cg->fd, "cgroup.controllers", &avail)) < 0)
-        return err_set(err, r, "read cgroup.controllers of `%s`", cg->rel);
+        return err_set(err, r, "read cgroup.controllers");
 
     for (size_t i = 0; i < w.n; i++) {
         struct cg_write *x = &w.v[i];
@@ -441,11 +454,18 @@ static int apply(struct oci_cgroup *cg, json_t *resources, bool creating, struct
         if (r == -ENOENT && x->alt_file)
             r = write_at(cg->fd, x->alt_file, x->alt_value);
         if (r == -ENOENT && x->optional) {
-            log_debug("cgroup `%s`: no `%s`: skipped", cg->rel, x->file);
+            /* A swap limit without swap accounting cannot hold: say so. */
+            if (strcmp(x->file, "memory.swap.max") == 0 && strcmp(x->value, "max") != 0 &&
+                warn_once(&warned, "memory.swap.max"))
+                log_warn("cgroup `%s`: no memory.swap.max (swap accounting is off): the swap "
+                         "limit is not applied",
+                         cg->rel);
+            else
+                log_debug("cgroup `%s`: no `%s`: skipped", cg->rel, x->file);
             continue;
         }
         if (r < 0)
-            return err_set(err, r, "cgroup `%s`: write `%s` to %s", cg->rel, x->value,
+            return err_set(err, r, "write `%s` to %s", x->value,
                            r == -ENOENT && x->alt_file ? x->alt_file : x->file);
     }
     return 0;
@@ -469,8 +489,12 @@ int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resource
         return err_set(err, r, "read cgroup.procs of `%s`", cg->abs);
     if (procs[0])
         return err_set(err, EBUSY, "cgroup `%s` already has processes", cg->abs);
-    if ((r = apply(cg, resources, true, err)) < 0)
-        return err_wrap(err, "cgroup `%s`", cg->abs);
+    if ((r = apply(cg, resources, true, err)) < 0) {
+        /* Leave nothing behind that this call made. */
+        if (cg->created)
+            (void)unlinkat(cg->root_fd, cg->rel, AT_REMOVEDIR);
+        return err ? err_wrap(err, "cgroup `%s`", cg->abs) : r;
+    }
     *ret = TAKE_PTR(cg);
     return 0;
 }
@@ -488,8 +512,7 @@ int oci_cgroup_open(const char *abs_path, struct oci_cgroup **ret, struct err *e
                        abs_path ? abs_path : "", mount);
     _cleanup_free_ char *rel = NULL;
     if ((r = rel_normalize(abs_path + ml, &rel)) < 0)
-        return err_set(err, r == -ENOMEM ? ENOMEM : EINVAL, "cgroup `%s`: invalid path",
-                       abs_path);
+        return err_set(err, r == -ENOMEM ? ENOMEM : EINVAL, "cgroup `%s`: invalid path", abs_path);
     return cg_new(rel, false, ret, err);
 }
 
@@ -522,7 +545,7 @@ int oci_cgroup_update(struct oci_cgroup *cg, json_t *resources, struct err *err)
     }
     int r = apply(cg, resources, false, err);
     if (r < 0)
-        return err_wrap(err, "update cgroup `%s`", cg->abs);
+        return err ? err_wrap(err, "update cgroup `%s`", cg->abs) : r;
     return 0;
 }
 
@@ -643,9 +666,12 @@ int oci_cgroup_kill(struct oci_cgroup *cg, int sig, struct err *err)
             return err_set(err, r, "kill cgroup `%s`", cg->abs);
         /* Kernels before 5.14: signal each process. */
     }
-    /* Frozen, nothing can fork past the list; thawed again afterwards. */
+    /* Frozen, nothing can fork past the list; thawed again afterwards,
+     * unless it was paused to begin with (a kill must not resume it). */
     struct err ferr = {0};
-    bool frozen = oci_cgroup_freeze(cg, true, &ferr) == 0;
+    _cleanup_free_ char *was = NULL;
+    bool paused = read_at(cg->fd, "cgroup.freeze", &was) == 0 && was[0] == '1';
+    bool frozen = !paused && oci_cgroup_freeze(cg, true, &ferr) == 0;
     _cleanup_free_ pid_t *pids = NULL;
     size_t n = 0;
     int r = oci_cgroup_pids(cg, &pids, &n, err);
@@ -709,9 +735,11 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
     if (fstatat(cg->root_fd, cg->rel, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
         return 0;
     /* Processes that were just killed leave the cgroup asynchronously. */
-    int r = events_wait(cg, "populated", 0, CG_WAIT_MS, err);
+    int r = events_wait(cg, "populated", 0, CG_DESTROY_WAIT_MS, err);
+    if (r == -ETIMEDOUT)
+        return err_set(err, EBUSY, "remove cgroup `%s`: it still has processes", cg->abs);
     if (r < 0)
-        return err_wrap(err, "remove cgroup");
+        return err ? err_wrap(err, "remove cgroup") : r;
     if ((r = rmdir_children(cg->fd, 0)) < 0)
         return err_set(err, r, "remove cgroups below `%s`", cg->abs);
     if (unlinkat(cg->root_fd, cg->rel, AT_REMOVEDIR) < 0 && errno != ENOENT)
@@ -722,3 +750,37 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
 int oci_cgroup_fd(struct oci_cgroup *cg) { return cg->fd; }
 
 const char *oci_cgroup_path(struct oci_cgroup *cg) { return cg->abs; }
+
+int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err)
+{
+    struct oci_cgroup_stats st = {0};
+    _cleanup_free_ char *cpu = NULL;
+    int r = read_at(cg->fd, "cpu.stat", &cpu);
+    if (r < 0)
+        return err_set(err, r, "read cpu.stat of `%s`", cg->abs);
+    (void)keyed_value(cpu, "usage_usec", &st.cpu_usage_usec);
+    (void)keyed_value(cpu, "user_usec", &st.cpu_user_usec);
+    (void)keyed_value(cpu, "system_usec", &st.cpu_system_usec);
+
+    _cleanup_free_ char *cur = NULL, *mstat = NULL, *mmax = NULL;
+    if (read_at(cg->fd, "memory.current", &cur) == 0) {
+        st.has_memory = true;
+        st.memory_current = strtoull(cur, NULL, 10);
+        uint64_t inactive = 0;
+        if (read_at(cg->fd, "memory.stat", &mstat) == 0)
+            (void)keyed_value(mstat, "inactive_file", &inactive);
+        st.memory_working_set = inactive < st.memory_current ? st.memory_current - inactive : 0;
+        st.memory_max = UINT64_MAX;
+        if (read_at(cg->fd, "memory.max", &mmax) == 0 && strncmp(mmax, "max", 3) != 0)
+            st.memory_max = strtoull(mmax, NULL, 10);
+        if ((r = oci_cgroup_oom_kills(cg, &st.oom_kills, err)) < 0)
+            return r;
+    }
+    _cleanup_free_ char *pids = NULL;
+    if (read_at(cg->fd, "pids.current", &pids) == 0) {
+        st.has_pids = true;
+        st.pids_current = strtoull(pids, NULL, 10);
+    }
+    *ret = st;
+    return 0;
+}

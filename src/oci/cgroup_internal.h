@@ -15,11 +15,11 @@
 #include "base/base.h"
 
 /* Limits on what a spec can make us allocate. */
-#define CG_MAX_WRITES 4096
+#define CG_MAX_WRITES       4096
 #define CG_MAX_DEVICE_RULES 1024
-#define CG_MAX_VALUE 4096
-#define CG_MAX_PATH 4096
-#define CG_DEFAULT_PARENT "kinglet"
+#define CG_MAX_VALUE        4096
+#define CG_MAX_PATH         4096
+#define CG_DEFAULT_PARENT   "kinglet"
 
 /* One write of `value` into the cgroup file `file`. `controller` names the
  * controller that must be enabled for the file to exist ("" for the core
@@ -51,8 +51,8 @@ struct cg_writes {
  * memory.max (-1 for max, 0 unknown) for an update that sets swap alone.
  * Devices are not converted here (see oci_cgroup_devices_parse). Errors name
  * the field, e.g. `linux.resources.memory.swap`. */
-int oci_cgroup_resources_convert(json_t *resources, int64_t cur_memory_limit,
-                                 struct cg_writes *ret, struct err *err);
+int oci_cgroup_resources_convert(json_t *resources, int64_t cur_memory_limit, struct cg_writes *ret,
+                                 struct err *err);
 void oci_cgroup_writes_free(struct cg_writes *w);
 
 /* runc's conversions. */
@@ -75,8 +75,7 @@ int oci_cgroup_mountinfo_find(const char *mountinfo, char **ret);
  * from the OCI cgroupsPath (absolute: below the root; relative: below
  * kinglet's default parent; NULL/"": default parent/id). The systemd
  * "slice:prefix:name" form is refused (there is no systemd). */
-int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret,
-                            struct err *err);
+int oci_cgroup_path_resolve(const char *cgroups_path, const char *id, char **ret, struct err *err);
 
 /* ---- devices -------------------------------------------------------------- */
 

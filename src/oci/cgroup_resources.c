@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "oci/cgroup.h"
 #include "oci/cgroup_internal.h"
 
 uint64_t oci_cgroup_cpu_shares_to_weight(uint64_t shares)
@@ -158,8 +159,7 @@ static int get_int(json_t *obj, const char *key, const char *where, int64_t *ret
     return 1;
 }
 
-static int get_uint(json_t *obj, const char *key, const char *where, uint64_t *ret,
-                    struct err *err)
+static int get_uint(json_t *obj, const char *key, const char *where, uint64_t *ret, struct err *err)
 {
     int64_t v = 0;
     int r = get_int(obj, key, where, &v, err);
@@ -183,8 +183,7 @@ static int get_obj(json_t *obj, const char *key, const char *where, json_t **ret
     return 1;
 }
 
-static int get_array(json_t *obj, const char *key, const char *where, json_t **ret,
-                     struct err *err)
+static int get_array(json_t *obj, const char *key, const char *where, json_t **ret, struct err *err)
 {
     json_t *v = json_object_get(obj, key);
     *ret = NULL;
@@ -351,7 +350,8 @@ static int convert_memory(json_t *mem, int64_t cur_limit, struct cg_writes *w, s
             r = 1;
         }
         /* Before memory.max, as runc does. */
-        if (r > 0 && (r = writes_add(w, "memory", "memory.swap.max", buf, NULL, NULL, true, err)) < 0)
+        if (r > 0 &&
+            (r = writes_add(w, "memory", "memory.swap.max", buf, NULL, NULL, true, err)) < 0)
             return r;
     }
     if (has_limit && limit_str(limit, buf, sizeof(buf)) > 0 &&
@@ -386,8 +386,8 @@ static int convert_pids(json_t *pids, struct cg_writes *w, struct err *err)
     int r = get_int(pids, "limit", "linux.resources.pids", &limit, err);
     if (r <= 0)
         return r;
-    if (limit == 0)
-        return 0;
+    /* The runtime spec: a value <= 0 means no limit (runc 1.2 reads 0 the
+     * same way; CRI-O sends 0 for "unlimited"). */
     char buf[32];
     if (limit < 0)
         snprintf(buf, sizeof(buf), "max");
@@ -587,7 +587,8 @@ static int convert_unified(json_t *unified, struct cg_writes *w, struct err *err
                            key);
         if (!json_is_string(v))
             return err_set(err, EINVAL, "linux.resources.unified.%.64s: must be a string", key);
-        if (json_string_length(v) > CG_MAX_VALUE || strlen(json_string_value(v)) != json_string_length(v))
+        if (json_string_length(v) > CG_MAX_VALUE ||
+            strlen(json_string_value(v)) != json_string_length(v))
             return err_set(err, EINVAL, "linux.resources.unified.%.64s: invalid value", key);
         if ((r = writes_add(w, ctrl, key, json_string_value(v), NULL, NULL, false, err)) < 0)
             return r;
@@ -651,4 +652,67 @@ int oci_cgroup_resources_convert(json_t *res, int64_t cur_memory_limit, struct c
     *ret = w;
     w = (struct cg_writes){0};
     return 0;
+}
+
+/* ---- helpers for the executor ----------------------------------------------- */
+
+int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, json_t **ret,
+                                      struct err *err)
+{
+    if (resources && !json_is_null(resources) && !json_is_object(resources))
+        return err_set(err, EINVAL, "linux.resources: must be an object");
+    if (linux_devices && !json_is_null(linux_devices) && !json_is_array(linux_devices))
+        return err_set(err, EINVAL, "linux.devices: must be an array");
+    json_t *copy = json_is_object(resources) ? json_deep_copy(resources) : json_object();
+    if (!copy)
+        return err_set(err, ENOMEM, "linux.resources");
+    json_t *rules = json_object_get(copy, "devices");
+    if (rules && !json_is_null(rules) && !json_is_array(rules)) {
+        json_decref(copy);
+        return err_set(err, EINVAL, "linux.resources.devices: must be an array");
+    }
+    if (!json_is_array(rules)) {
+        rules = json_array();
+        if (!rules || json_object_set_new(copy, "devices", rules) < 0) {
+            json_decref(copy);
+            return err_set(err, ENOMEM, "linux.resources");
+        }
+    }
+    size_t n = json_is_array(linux_devices) ? json_array_size(linux_devices) : 0;
+    if (n > CG_MAX_WRITES) {
+        json_decref(copy);
+        return err_set(err, E2BIG, "linux.devices: more than %d entries", CG_MAX_WRITES);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *d = json_array_get(linux_devices, i);
+        const char *type = json_string_value(json_object_get(d, "type"));
+        json_t *major = json_object_get(d, "major"), *minor = json_object_get(d, "minor");
+        if (!type || !(strcmp(type, "c") == 0 || strcmp(type, "b") == 0 || strcmp(type, "u") == 0 ||
+                       strcmp(type, "p") == 0)) {
+            json_decref(copy);
+            return err_set(err, EINVAL, "linux.devices[%zu].type: must be `c`, `b`, `u` or `p`", i);
+        }
+        if (strcmp(type, "p") == 0)
+            continue; /* a FIFO is no device */
+        if (!json_is_integer(major) || !json_is_integer(minor)) {
+            json_decref(copy);
+            return err_set(err, EINVAL, "linux.devices[%zu]: major and minor are required", i);
+        }
+        json_t *rule =
+            json_pack("{s:b, s:s, s:I, s:I, s:s}", "allow", 1, "type",
+                      strcmp(type, "b") == 0 ? "b" : "c", "major", json_integer_value(major),
+                      "minor", json_integer_value(minor), "access", "rwm");
+        if (!rule || json_array_append_new(rules, rule) < 0) {
+            json_decref(copy);
+            return err_set(err, ENOMEM, "linux.resources");
+        }
+    }
+    *ret = copy;
+    return 0;
+}
+
+json_t *oci_cgroup_features(void)
+{
+    return json_pack("{s:b, s:b, s:b, s:b, s:b}", "v1", 0, "v2", 1, "systemd", 0, "systemdUser", 0,
+                     "rdma", 1);
 }

@@ -14,8 +14,8 @@
 #include "oci/seccomp.h"
 
 #define SECCOMP_MAX_SYSCALLS 4096
-#define SECCOMP_MAX_NAMES 4096
-#define SECCOMP_MAX_ARGS 6
+#define SECCOMP_MAX_NAMES    4096
+#define SECCOMP_MAX_ARGS     6
 
 static const struct {
     const char *name;
@@ -47,9 +47,12 @@ static const struct {
     const char *name;
     enum scmp_compare op;
 } ops[] = {
-    {"SCMP_CMP_NE", SCMP_CMP_NE}, {"SCMP_CMP_LT", SCMP_CMP_LT},
-    {"SCMP_CMP_LE", SCMP_CMP_LE}, {"SCMP_CMP_EQ", SCMP_CMP_EQ},
-    {"SCMP_CMP_GE", SCMP_CMP_GE}, {"SCMP_CMP_GT", SCMP_CMP_GT},
+    {"SCMP_CMP_NE", SCMP_CMP_NE},
+    {"SCMP_CMP_LT", SCMP_CMP_LT},
+    {"SCMP_CMP_LE", SCMP_CMP_LE},
+    {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+    {"SCMP_CMP_GE", SCMP_CMP_GE},
+    {"SCMP_CMP_GT", SCMP_CMP_GT},
     {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
 };
 
@@ -60,8 +63,8 @@ static void ctx_releasep(scmp_filter_ctx *ctx)
 }
 
 /* errnoRet: absent = *present false. */
-static int get_errno(json_t *obj, const char *key, const char *where, uint32_t *ret,
-                     bool *present, struct err *err)
+static int get_errno(json_t *obj, const char *key, const char *where, uint32_t *ret, bool *present,
+                     struct err *err)
 {
     json_t *v = json_object_get(obj, key);
     *present = false;
@@ -75,8 +78,8 @@ static int get_errno(json_t *obj, const char *key, const char *where, uint32_t *
 }
 
 /* The action `name` with its errnoRet. */
-static int action_resolve(const char *name, bool has_errno, uint32_t errno_ret,
-                          const char *where, uint32_t *ret, struct err *err)
+static int action_resolve(const char *name, bool has_errno, uint32_t errno_ret, const char *where,
+                          uint32_t *ret, struct err *err)
 {
     if (!name)
         return err_set(err, EINVAL, "%s: required string", where);
@@ -107,8 +110,9 @@ static int action_resolve(const char *name, bool has_errno, uint32_t errno_ret,
         return err_set(err, EINVAL, "%s: unknown action `%.64s`", where, name);
     }
     if (has_errno && !takes_errno)
-        return err_set(err, EINVAL, "%s: errnoRet is only valid with SCMP_ACT_ERRNO and "
-                                    "SCMP_ACT_TRACE",
+        return err_set(err, EINVAL,
+                       "%s: errnoRet is only valid with SCMP_ACT_ERRNO and "
+                       "SCMP_ACT_TRACE",
                        where);
     *ret = act;
     return 0;
@@ -140,8 +144,9 @@ static int flags_apply(scmp_filter_ctx ctx, json_t *flags, struct err *err)
                            "supported (kinglet has no seccomp listener)",
                            i);
         else
-            return err_set(err, EINVAL, "linux.seccomp.flags[%zu]: unknown or unsupported flag "
-                                        "`%.64s`",
+            return err_set(err, EINVAL,
+                           "linux.seccomp.flags[%zu]: unknown or unsupported flag "
+                           "`%.64s`",
                            i, name);
         int r = seccomp_attr_set(ctx, attr, 1);
         if (r < 0)
@@ -219,8 +224,7 @@ static int syscall_add(scmp_filter_ctx ctx, json_t *sc, size_t si, uint32_t def_
         if (!json_is_array(args))
             return err_set(err, EINVAL, "%s.args: must be an array", where);
         if (json_array_size(args) > SECCOMP_MAX_ARGS)
-            return err_set(err, E2BIG, "%s.args: more than %d conditions", where,
-                           SECCOMP_MAX_ARGS);
+            return err_set(err, E2BIG, "%s.args: more than %d conditions", where, SECCOMP_MAX_ARGS);
         for (size_t i = 0; i < json_array_size(args); i++) {
             snprintf(w, sizeof(w), "%s.args[%zu]", where, i);
             if ((r = arg_parse(json_array_get(args, i), w, &conds[n_conds], err)) < 0)
@@ -271,13 +275,14 @@ int oci_seccomp_build(json_t *seccomp, scmp_filter_ctx *ret, struct err *err)
 
     uint32_t def_eret = 0;
     bool has_def_eret;
-    int r = get_errno(seccomp, "defaultErrnoRet", "linux.seccomp.defaultErrnoRet", &def_eret, &has_def_eret, err);
+    int r = get_errno(seccomp, "defaultErrnoRet", "linux.seccomp.defaultErrnoRet", &def_eret,
+                      &has_def_eret, err);
     if (r < 0)
         return r;
     uint32_t def_act;
     if ((r = action_resolve(json_string_value(json_object_get(seccomp, "defaultAction")),
-                            has_def_eret, def_eret, "linux.seccomp.defaultAction", &def_act,
-                            err)) < 0)
+                            has_def_eret, def_eret, "linux.seccomp.defaultAction", &def_act, err)) <
+        0)
         return r;
 
     _cleanup_(ctx_releasep) scmp_filter_ctx ctx = seccomp_init(def_act);
@@ -290,8 +295,9 @@ int oci_seccomp_build(json_t *seccomp, scmp_filter_ctx *ret, struct err *err)
     json_t *arr = json_object_get(seccomp, "architectures");
     if (arr && !json_is_null(arr)) {
         if (!json_is_array(arr) || json_array_size(arr) > ARRAY_SIZE(archs))
-            return err_set(err, EINVAL, "linux.seccomp.architectures: must be an array of "
-                                        "SCMP_ARCH_* names");
+            return err_set(err, EINVAL,
+                           "linux.seccomp.architectures: must be an array of "
+                           "SCMP_ARCH_* names");
         size_t i;
         json_t *a;
         json_array_foreach(arr, i, a)
@@ -302,8 +308,9 @@ int oci_seccomp_build(json_t *seccomp, scmp_filter_ctx *ret, struct err *err)
                 if (strcmp(name, archs[k].name) == 0)
                     break;
             if (!name || k == ARRAY_SIZE(archs))
-                return err_set(err, EINVAL, "linux.seccomp.architectures[%zu]: unknown "
-                                            "architecture `%.64s`",
+                return err_set(err, EINVAL,
+                               "linux.seccomp.architectures[%zu]: unknown "
+                               "architecture `%.64s`",
                                i, name ? name : "(not a string)");
             r = seccomp_arch_add(ctx, archs[k].token);
             if (r < 0 && r != -EEXIST)
@@ -339,9 +346,56 @@ int oci_seccomp_load(json_t *seccomp, struct err *err)
         return r;
     if ((r = seccomp_load(ctx)) < 0) {
         if (r == -EACCES)
-            return err_set(err, EACCES, "load seccomp filter (needs no_new_privs or "
-                                        "CAP_SYS_ADMIN)");
+            return err_set(err, EACCES,
+                           "load seccomp filter (needs no_new_privs or "
+                           "CAP_SYS_ADMIN)");
         return err_set(err, r, "load seccomp filter");
     }
     return 0;
+}
+
+json_t *oci_seccomp_features(void)
+{
+    static const char *const actions[] = {
+        "SCMP_ACT_ALLOW",       "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",  "SCMP_ACT_KILL_PROCESS",
+        "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG",   "SCMP_ACT_TRACE", "SCMP_ACT_TRAP",
+    };
+    static const char *const known_flags[] = {
+        "SECCOMP_FILTER_FLAG_TSYNC",
+        "SECCOMP_FILTER_FLAG_LOG",
+        "SECCOMP_FILTER_FLAG_SPEC_ALLOW",
+    };
+    json_t *o = json_object();
+    json_t *a = json_array(), *ops_ = json_array(), *ar = json_array(), *kf = json_array(),
+           *sf = json_array();
+    if (!o || !a || !ops_ || !ar || !kf || !sf)
+        goto fail;
+    for (size_t i = 0; i < ARRAY_SIZE(actions); i++)
+        json_array_append_new(a, json_string(actions[i]));
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+        json_array_append_new(ops_, json_string(ops[i].name));
+    for (size_t i = 1; i < ARRAY_SIZE(archs); i++) /* not NATIVE */
+        json_array_append_new(ar, json_string(archs[i].name));
+    /* libseccomp API level: 2 TSYNC, 3 LOG, 4 SPEC_ALLOW (SSB). */
+    unsigned int api = seccomp_api_get();
+    for (size_t i = 0; i < ARRAY_SIZE(known_flags); i++) {
+        json_array_append_new(kf, json_string(known_flags[i]));
+        if (api >= 2 + i)
+            json_array_append_new(sf, json_string(known_flags[i]));
+    }
+    json_object_set_new(o, "enabled", json_true());
+    json_object_set_new(o, "actions", a);
+    json_object_set_new(o, "operators", ops_);
+    json_object_set_new(o, "archs", ar);
+    json_object_set_new(o, "knownFlags", kf);
+    json_object_set_new(o, "supportedFlags", sf);
+    return o;
+fail:
+    json_decref(o);
+    json_decref(a);
+    json_decref(ops_);
+    json_decref(ar);
+    json_decref(kf);
+    json_decref(sf);
+    return NULL;
 }

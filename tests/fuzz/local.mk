@@ -1,13 +1,31 @@
-# libFuzzer targets, built only with --enable-fuzzing (CC=clang).
-
+# libFuzzer targets, built only with --enable-fuzzing (CC=clang); seed
+# corpora live beside them in <target>_corpus/.
 if FUZZING
-# oci: config.json parsing. Configure with CC=clang CFLAGS="-g -O1
-# -fsanitize=fuzzer-no-link" --enable-fuzzing --enable-sanitizers so that the
-# libraries carry coverage, then: tests/fuzz/fuzz_oci_spec CORPUS_COPY_DIR
-# (seeds in tests/fuzz/oci_spec_corpus).
-check_PROGRAMS += tests/fuzz/fuzz_oci_spec
-tests_fuzz_fuzz_oci_spec_SOURCES = tests/fuzz/fuzz_oci_spec.c
-tests_fuzz_fuzz_oci_spec_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer
-tests_fuzz_fuzz_oci_spec_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
-tests_fuzz_fuzz_oci_spec_LDADD = libkoci.a libkbase.a $(DEP_LIBS)
+FUZZ_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer
+noinst_PROGRAMS = tests/fuzz/fuzz_grpc_conn
+tests_fuzz_fuzz_grpc_conn_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_grpc_conn_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_grpc_conn_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
+
+# config.json parsers of oci/: the sources under test are compiled into
+# the target so that libFuzzer sees their coverage.
+noinst_PROGRAMS += tests/fuzz/fuzz_seccomp tests/fuzz/fuzz_cgroup_resources
+tests_fuzz_fuzz_seccomp_SOURCES = tests/fuzz/fuzz_seccomp.c src/oci/seccomp.c
+tests_fuzz_fuzz_seccomp_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_seccomp_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_seccomp_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_cgroup_resources_SOURCES = tests/fuzz/fuzz_cgroup_resources.c \
+	src/oci/cgroup_resources.c src/oci/bpf_devices.c src/oci/cgroup.c
+tests_fuzz_fuzz_cgroup_resources_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_cgroup_resources_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_cgroup_resources_LDADD = libkbase.a $(DEP_LIBS)
+
+# oci/spec: config.json and exec's process object.
+noinst_PROGRAMS += tests/fuzz/fuzz_oci_spec
+tests_fuzz_fuzz_oci_spec_SOURCES = tests/fuzz/fuzz_oci_spec.c src/oci/spec.c
+tests_fuzz_fuzz_oci_spec_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_oci_spec_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_oci_spec_LDADD = libkbase.a $(DEP_LIBS)
 endif
+EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
+	tests/fuzz/oci_spec_corpus

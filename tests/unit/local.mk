@@ -1,19 +1,29 @@
-# C unit tests for pure logic, one program per module, run by cmocka.
-KUNIT_CFLAGS_ALL = $(AM_CFLAGS) $(DEP_CFLAGS) $(CMOCKA_CFLAGS)
+# C unit tests for pure logic, one program per module, on cmocka through
+# tests/unit/harness.h (each case in its own process with a time limit).
+KUNIT_CFLAGS_ALL = $(AM_CFLAGS) $(DEP_CFLAGS) $(CMOCKA_CFLAGS) -I$(srcdir)/tests/unit
 KUNIT_LIBS_ALL = $(KINGLET_LIBS) $(DEP_LIBS) $(CMOCKA_LIBS)
+EXTRA_DIST += tests/unit/harness.h tests/unit/failalloc.h
 
-# oci/cgroup and oci/seccomp: linked against their own libraries only, so
-# that they build before the CRI layer does.
-KUNIT_OCI_LIBS = libkoci.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+check_PROGRAMS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
+TESTS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
+tests_unit_test_grpc_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_grpc_LDADD = $(KUNIT_LIBS_ALL)
+tests_unit_test_config_SOURCES = tests/unit/test_config.c src/config.c
+tests_unit_test_config_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_config_LDADD = $(KUNIT_LIBS_ALL)
+tests_unit_test_cri_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_cri_LDADD = $(KUNIT_LIBS_ALL)
+
+# oci/cgroup and oci/seccomp.
 check_PROGRAMS += tests/unit/test_cgroup tests/unit/test_seccomp
 TESTS += tests/unit/test_cgroup tests/unit/test_seccomp
 tests_unit_test_cgroup_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_cgroup_LDADD = $(KUNIT_OCI_LIBS)
+tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL)
 tests_unit_test_seccomp_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_seccomp_LDADD = $(KUNIT_OCI_LIBS)
+tests_unit_test_seccomp_LDADD = $(KUNIT_LIBS_ALL)
 
 # oci: the spec parser and the executor's pure helpers.
 check_PROGRAMS += tests/unit/test_oci
 TESTS += tests/unit/test_oci
 tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_oci_LDADD = $(KUNIT_OCI_LIBS)
+tests_unit_test_oci_LDADD = $(KUNIT_LIBS_ALL)

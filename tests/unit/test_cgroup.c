@@ -2,24 +2,15 @@
  * cgroupsPath resolution, mountinfo parsing and the eBPF device program,
  * which is run here by a small interpreter of the instructions it uses and
  * handed to the kernel's verifier where bpf() is permitted. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "harness.h"
+#include "failalloc.h"
 
-#include <cmocka.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "oci/cgroup.h"
 #include "oci/cgroup_internal.h"
-
-static int per_test_timeout(void **state)
-{
-    (void)state;
-    alarm(20); /* a hung case kills the run instead of stalling CI */
-    return 0;
-}
 
 static json_t *J(const char *text)
 {
@@ -90,7 +81,7 @@ static void test_shares_to_weight(void **state)
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 39); /* docker's default */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 20);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(262144), 10000);
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);          /* clamped */
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);           /* clamped */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1000000), 10000); /* clamped */
 }
 
@@ -163,8 +154,7 @@ static void test_memory(void **state)
 {
     (void)state;
     struct cg_writes w = {0};
-    convert_ok("{\"memory\":{\"limit\":104857600,\"swap\":209715200,\"reservation\":1048576}}",
-               &w);
+    convert_ok("{\"memory\":{\"limit\":104857600,\"swap\":209715200,\"reservation\":1048576}}", &w);
     expect_write(&w, "memory.max", "104857600");
     expect_write(&w, "memory.swap.max", "104857600");
     expect_write(&w, "memory.low", "1048576");
@@ -224,6 +214,9 @@ static void test_pids(void **state)
     expect_write(&w, "pids.max", "max");
     oci_cgroup_writes_free(&w);
     convert_ok("{\"pids\":{\"limit\":0}}", &w);
+    expect_write(&w, "pids.max", "max"); /* <= 0: no limit (runtime spec) */
+    oci_cgroup_writes_free(&w);
+    convert_ok("{\"pids\":{}}", &w);
     assert_int_equal(w.n, 0);
     oci_cgroup_writes_free(&w);
     convert_fails("{\"pids\":{\"limit\":\"10\"}}", "linux.resources.pids.limit");
@@ -352,9 +345,8 @@ static void test_mountinfo(void **state)
     assert_string_equal(p, "/sys/fs/cgroup");
     free(p);
     /* Elsewhere, with an escaped space; the canonical mount still wins. */
-    assert_int_equal(oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/my\\040cg rw - cgroup2 none rw\n",
-                                               &p),
-                     0);
+    assert_int_equal(
+        oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/my\\040cg rw - cgroup2 none rw\n", &p), 0);
     assert_string_equal(p, "/mnt/my cg");
     free(p);
     assert_int_equal(oci_cgroup_mountinfo_find("50 1 0:40 / /mnt/cg rw - cgroup2 none rw\n"
@@ -415,7 +407,9 @@ static int bpf_run(const struct bpf_insn *p, size_t n, char type, uint32_t major
 {
     uint32_t acc = 0;
     for (const char *a = access; *a; a++)
-        acc |= *a == 'r' ? BPF_DEVCG_ACC_READ : *a == 'w' ? BPF_DEVCG_ACC_WRITE : BPF_DEVCG_ACC_MKNOD;
+        acc |= *a == 'r'   ? BPF_DEVCG_ACC_READ
+               : *a == 'w' ? BPF_DEVCG_ACC_WRITE
+                           : BPF_DEVCG_ACC_MKNOD;
     struct bpf_cgroup_dev_ctx ctx = {
         .access_type = (acc << 16) | (type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK),
         .major = major,
@@ -513,14 +507,14 @@ static void test_devices_default(void **state)
     /* `runc spec`'s deny-all, plus the devices every container gets. */
     struct prog p = prog_from("[{\"allow\":false,\"access\":\"rwm\"}]");
     verify_in_kernel(&p);
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 3, "rw"), 1);  /* null */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 5, "r"), 1);   /* zero */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 136, 7, "rw"), 1); /* pts */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 3, "rw"), 1);    /* null */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 5, "r"), 1);     /* zero */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 136, 7, "rw"), 1);  /* pts */
     assert_int_equal(bpf_run(p.insns, p.n, 'c', 10, 200, "rw"), 1); /* tun */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 11, "r"), 0);  /* kmsg */
-    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 1, "r"), 0);   /* mem */
-    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "r"), 0);   /* sda */
-    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "m"), 1);   /* mknod only */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 11, "r"), 0);    /* kmsg */
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 1, 1, "r"), 0);     /* mem */
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "r"), 0);     /* sda */
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "m"), 1);     /* mknod only */
     assert_int_equal(bpf_run(p.insns, p.n, 'b', 8, 0, "rm"), 0);
     free(p.insns);
 
@@ -597,24 +591,129 @@ static void test_devices_errors(void **state)
     devices_fail("[{\"allow\":true,\"minor\":\"1\"}]", "linux.resources.devices[0].minor");
 }
 
-int main(void)
+static void test_with_linux_devices(void **state)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_shares_to_weight, per_test_timeout),
-        cmocka_unit_test_setup(test_blkio_weight, per_test_timeout),
-        cmocka_unit_test_setup(test_swap_conversion, per_test_timeout),
-        cmocka_unit_test_setup(test_cpu, per_test_timeout),
-        cmocka_unit_test_setup(test_memory, per_test_timeout),
-        cmocka_unit_test_setup(test_pids, per_test_timeout),
-        cmocka_unit_test_setup(test_io, per_test_timeout),
-        cmocka_unit_test_setup(test_hugetlb_rdma, per_test_timeout),
-        cmocka_unit_test_setup(test_unified, per_test_timeout),
-        cmocka_unit_test_setup(test_null_and_types, per_test_timeout),
-        cmocka_unit_test_setup(test_mountinfo, per_test_timeout),
-        cmocka_unit_test_setup(test_path_resolve, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_default, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_rules, per_test_timeout),
-        cmocka_unit_test_setup(test_devices_errors, per_test_timeout),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    struct err e = {0};
+    json_t *res = J("{\"devices\":[{\"allow\":false,\"access\":\"rwm\"}],\"pids\":{\"limit\":3}}");
+    json_t *devs = J("[{\"path\":\"/dev/fuse\",\"type\":\"c\",\"major\":10,\"minor\":229},"
+                     "{\"path\":\"/dev/fifo\",\"type\":\"p\"},"
+                     "{\"path\":\"/dev/loop9\",\"type\":\"b\",\"major\":7,\"minor\":9}]");
+    json_t *out = NULL;
+    if (oci_cgroup_resources_with_devices(res, devs, &out, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(json_array_size(json_object_get(res, "devices")), 1); /* input untouched */
+    json_t *rules = json_object_get(out, "devices");
+    assert_int_equal(json_array_size(rules), 3);
+    assert_non_null(json_object_get(out, "pids"));
+
+    struct oci_dev_rule *r = NULL;
+    size_t n = 0;
+    struct prog p = {0};
+    assert_int_equal(oci_cgroup_devices_parse(rules, &r, &n, &e), 0);
+    assert_int_equal(oci_bpf_devices_build(r, n, &p.insns, &p.n, &e), 0);
+    assert_int_equal(bpf_run(p.insns, p.n, 'c', 10, 229, "rw"), 1);
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 7, 9, "rw"), 1);
+    assert_int_equal(bpf_run(p.insns, p.n, 'b', 7, 8, "r"), 0);
+    free(p.insns);
+    free(r);
+    json_decref(out);
+
+    /* No resources at all: a devices list of the created devices. */
+    assert_int_equal(oci_cgroup_resources_with_devices(NULL, devs, &out, &e), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "devices")), 2);
+    json_decref(out);
+
+    json_t *bad = J("[{\"path\":\"/dev/x\",\"type\":\"x\",\"major\":1,\"minor\":1}]");
+    assert_true(oci_cgroup_resources_with_devices(res, bad, &out, &e) < 0);
+    assert_non_null(strstr(e.msg, "linux.devices[0].type"));
+    json_decref(bad);
+    json_decref(res);
+    json_decref(devs);
 }
+
+static void test_features(void **state)
+{
+    json_t *f = oci_cgroup_features();
+    assert_true(json_is_true(json_object_get(f, "v2")));
+    assert_true(json_is_false(json_object_get(f, "v1")));
+    assert_true(json_is_false(json_object_get(f, "systemd")));
+    json_decref(f);
+}
+
+static void test_alloc_failures(void **state)
+{
+    if (!FAILALLOC_ENABLED)
+        skip();
+    json_t *res = J("{\"cpu\":{\"shares\":1024,\"quota\":50000,\"period\":100000,\"cpus\":\"0\"},"
+                    "\"memory\":{\"limit\":1048576,\"swap\":2097152,\"disableOOMKiller\":true},"
+                    "\"pids\":{\"limit\":3},\"blockIO\":{\"weight\":100,"
+                    "\"throttleReadBpsDevice\":[{\"major\":8,\"minor\":0,\"rate\":1}]},"
+                    "\"hugepageLimits\":[{\"pageSize\":\"2MB\",\"limit\":0}],"
+                    "\"rdma\":{\"mlx5\":{\"hcaHandles\":1}},\"unified\":{\"memory.high\":\"1\"},"
+                    "\"devices\":[{\"allow\":false},{\"allow\":true,\"type\":\"c\",\"major\":1}]}");
+    json_t *devs = J("[{\"type\":\"c\",\"major\":10,\"minor\":229}]");
+    size_t k, failures = 0;
+    for (k = 0; k < 100000; k++) {
+        long before = failalloc_in_use();
+        struct err e = {0};
+        struct cg_writes w = {0};
+        struct oci_dev_rule *rules = NULL;
+        struct bpf_insn *insns = NULL;
+        size_t n = 0, ni = 0;
+        char *path = NULL;
+        json_t *with = NULL;
+        failalloc_arm((long)k);
+        int r = oci_cgroup_resources_convert(res, 0, &w, &e);
+        if (r == 0)
+            r = oci_cgroup_devices_parse(json_object_get(res, "devices"), &rules, &n, &e);
+        if (r == 0)
+            r = oci_bpf_devices_build(rules, n, &insns, &ni, &e);
+        if (r == 0)
+            r = oci_cgroup_path_resolve("/kubepods/pod1/c1", "c1", &path, &e);
+        if (r == 0)
+            r = oci_cgroup_resources_with_devices(res, devs, &with, &e);
+        failalloc_disarm();
+        bool hit = failalloc_hit();
+        if (r < 0) {
+            if (!hit)
+                fail_msg("k=%zu: failed without an allocation failure: %s", k, e.msg);
+            if (e.code != ENOMEM)
+                fail_msg("k=%zu: allocation failure reported as `%s`", k, e.msg);
+            failures++;
+        }
+        oci_cgroup_writes_free(&w);
+        free(rules);
+        free(insns);
+        free(path);
+        json_decref(with);
+        if (failalloc_in_use() != before)
+            fail_msg("k=%zu: %ld bytes leaked", k, failalloc_in_use() - before);
+        if (r == 0 && !hit)
+            break;
+    }
+    assert_true(failures > 10);
+    json_decref(res);
+    json_decref(devs);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shares_to_weight),
+    cmocka_unit_test(test_blkio_weight),
+    cmocka_unit_test(test_swap_conversion),
+    cmocka_unit_test(test_cpu),
+    cmocka_unit_test(test_memory),
+    cmocka_unit_test(test_pids),
+    cmocka_unit_test(test_io),
+    cmocka_unit_test(test_hugetlb_rdma),
+    cmocka_unit_test(test_unified),
+    cmocka_unit_test(test_null_and_types),
+    cmocka_unit_test(test_mountinfo),
+    cmocka_unit_test(test_path_resolve),
+    cmocka_unit_test(test_devices_default),
+    cmocka_unit_test(test_devices_rules),
+    cmocka_unit_test(test_devices_errors),
+    cmocka_unit_test(test_with_linux_devices),
+    cmocka_unit_test(test_features),
+    cmocka_unit_test(test_alloc_failures),
+};
+UNIT_MAIN(tests)

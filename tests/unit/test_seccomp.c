@@ -2,12 +2,9 @@
  * checked through libseccomp's own PFC export, errors that name the field,
  * and filters loaded in forked children to prove they act (errno returned,
  * SIGSYS, Seccomp: 2 in /proc/self/status). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "harness.h"
+#include "failalloc.h"
 
-#include <cmocka.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -18,13 +15,6 @@
 #include <sys/wait.h>
 
 #include "oci/seccomp.h"
-
-static int per_test_timeout(void **state)
-{
-    (void)state;
-    alarm(20);
-    return 0;
-}
 
 static json_t *J(const char *text)
 {
@@ -83,17 +73,16 @@ static void build_fails(const char *json, int code, const char *field)
 static void test_actions(void **state)
 {
     (void)state;
-    char *pfc = pfc_of(
-        "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":["
-        "{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":38},"
-        "{\"names\":[\"rmdir\"],\"action\":\"SCMP_ACT_ERRNO\"},"
-        "{\"names\":[\"reboot\"],\"action\":\"SCMP_ACT_KILL_PROCESS\"},"
-        "{\"names\":[\"kexec_load\"],\"action\":\"SCMP_ACT_KILL\"},"
-        "{\"names\":[\"acct\"],\"action\":\"SCMP_ACT_KILL_THREAD\"},"
-        "{\"names\":[\"swapon\"],\"action\":\"SCMP_ACT_TRAP\"},"
-        "{\"names\":[\"ptrace\"],\"action\":\"SCMP_ACT_TRACE\",\"errnoRet\":5},"
-        "{\"names\":[\"syslog\"],\"action\":\"SCMP_ACT_LOG\"},"
-        "{\"names\":[\"getpid\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
+    char *pfc = pfc_of("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":["
+                       "{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":38},"
+                       "{\"names\":[\"rmdir\"],\"action\":\"SCMP_ACT_ERRNO\"},"
+                       "{\"names\":[\"reboot\"],\"action\":\"SCMP_ACT_KILL_PROCESS\"},"
+                       "{\"names\":[\"kexec_load\"],\"action\":\"SCMP_ACT_KILL\"},"
+                       "{\"names\":[\"acct\"],\"action\":\"SCMP_ACT_KILL_THREAD\"},"
+                       "{\"names\":[\"swapon\"],\"action\":\"SCMP_ACT_TRAP\"},"
+                       "{\"names\":[\"ptrace\"],\"action\":\"SCMP_ACT_TRACE\",\"errnoRet\":5},"
+                       "{\"names\":[\"syslog\"],\"action\":\"SCMP_ACT_LOG\"},"
+                       "{\"names\":[\"getpid\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
     expect_in(pfc, "if ($syscall == 83)\n    action ERRNO(38);"); /* mkdir */
     expect_in(pfc, "if ($syscall == 84)\n    action ERRNO(1);");  /* rmdir: EPERM */
     expect_in(pfc, "if ($syscall == 169)\n    action KILL_PROCESS;");
@@ -191,7 +180,7 @@ static void test_arches_flags(void **state)
                        "\"architectures\":[\"SCMP_ARCH_X86\"],"
                        "\"syscalls\":[{\"names\":[\"mkdir\"],\"action\":\"SCMP_ACT_ERRNO\"}]}");
     expect_in(pfc, "if ($arch == 1073741827)"); /* AUDIT_ARCH_I386 */
-    expect_in(pfc, "if ($syscall == 39)");        /* mkdir on i386 */
+    expect_in(pfc, "if ($syscall == 39)");      /* mkdir on i386 */
     free(pfc);
 }
 
@@ -304,8 +293,7 @@ static int child_mkdir(void)
         return 3;
     if (errno != EXDEV)
         return 4;
-    if (syscall(SYS_mkdirat, AT_FDCWD, "/tmp/kinglet-seccomp-never", 0700) != -1 ||
-        errno != EXDEV)
+    if (syscall(SYS_mkdirat, AT_FDCWD, "/tmp/kinglet-seccomp-never", 0700) != -1 || errno != EXDEV)
         return 5;
     return 0;
 }
@@ -349,7 +337,12 @@ static void test_load_default_errno(void **state)
 {
     (void)state;
     int st = in_child("{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":99,"
-                      "\"syscalls\":[{\"names\":[\"exit_group\",\"exit\",\"write\"],"
+                      /* what libc and the sanitizers' runtimes need to finish */
+                      "\"syscalls\":[{\"names\":[\"exit_group\",\"exit\",\"write\",\"read\","
+                      "\"mmap\",\"munmap\",\"mprotect\",\"madvise\",\"brk\",\"sigaltstack\","
+                      "\"rt_sigaction\",\"rt_sigprocmask\",\"futex\",\"getpid\",\"gettid\","
+                      "\"tgkill\",\"prctl\",\"sched_yield\",\"openat\",\"close\",\"fstat\","
+                      "\"newfstatat\",\"readlink\",\"ioctl\"],"
                       "\"action\":\"SCMP_ACT_ALLOW\"}]}",
                       child_default_errno);
     assert_true(WIFEXITED(st));
@@ -390,19 +383,213 @@ static void test_load_null(void **state)
     json_decref(n);
 }
 
-int main(void)
+static volatile sig_atomic_t trapped_nr = -1;
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_actions, per_test_timeout),
-        cmocka_unit_test_setup(test_args, per_test_timeout),
-        cmocka_unit_test_setup(test_arches_flags, per_test_timeout),
-        cmocka_unit_test_setup(test_unknown_syscall_skipped, per_test_timeout),
-        cmocka_unit_test_setup(test_errors, per_test_timeout),
-        cmocka_unit_test_setup(test_load_errno, per_test_timeout),
-        cmocka_unit_test_setup(test_load_kill_process, per_test_timeout),
-        cmocka_unit_test_setup(test_load_default_errno, per_test_timeout),
-        cmocka_unit_test_setup(test_load_args, per_test_timeout),
-        cmocka_unit_test_setup(test_load_null, per_test_timeout),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    (void)sig;
+    (void)uc;
+    trapped_nr = si->si_syscall;
 }
+
+static int child_trap_trace_log(void)
+{
+    /* TRAP: SIGSYS with the syscall number; the call itself returns. */
+    struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
+    if (sigaction(SIGSYS, &sa, NULL) < 0)
+        return 10;
+    syscall(SYS_getppid);
+    if (trapped_nr != SYS_getppid)
+        return 2;
+    /* TRACE with no tracer attached: the kernel fails the call with
+     * ENOSYS. */
+    if (syscall(SYS_getpgrp) != -1 || errno != ENOSYS)
+        return 3;
+    /* LOG: allowed (and logged). */
+    if (syscall(SYS_getsid, 0) < 0)
+        return 4;
+    return 0;
+}
+
+static void test_load_trap_trace_log_flags(void **state)
+{
+    /* With every supported flag, so that the kernel takes them too. */
+    int st = in_child("{\"defaultAction\":\"SCMP_ACT_ALLOW\","
+                      "\"flags\":[\"SECCOMP_FILTER_FLAG_TSYNC\",\"SECCOMP_FILTER_FLAG_LOG\","
+                      "\"SECCOMP_FILTER_FLAG_SPEC_ALLOW\"],\"syscalls\":["
+                      "{\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_TRAP\"},"
+                      "{\"names\":[\"getpgrp\"],\"action\":\"SCMP_ACT_TRACE\"},"
+                      "{\"names\":[\"getsid\"],\"action\":\"SCMP_ACT_LOG\"}]}",
+                      child_trap_trace_log);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_load_kill_thread(void **state)
+{
+    int st = in_child("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{"
+                      "\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_KILL\"}]}",
+                      child_getppid);
+    /* The only thread dies: the process ends by SIGSYS. */
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGSYS);
+}
+
+static void test_unknown_syscall_logged(void **state)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    log_set_file(f);
+    log_set_level(LOG_LEVEL_DEBUG);
+    free(pfc_of("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{"
+                "\"names\":[\"no_such_syscall_xyz\"],\"action\":\"SCMP_ACT_ERRNO\"}]}"));
+    log_set_file(NULL);
+    fclose(f);
+    expect_in(text, "unknown syscall `no_such_syscall_xyz` skipped");
+    free(text);
+}
+
+static int child_exec_true(void)
+{
+    /* A whole program runs under the filter; denied calls still fail. */
+    pid_t pid = fork();
+    if (pid < 0)
+        return 10;
+    if (pid == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 2;
+    if (syscall(SYS_acct, NULL) != -1 || errno != EPERM)
+        return 3;
+    return 0;
+}
+
+/* A profile the size of Docker's: every syscall libseccomp knows on x86_64
+ * allowed by name (but acct), on three architectures, default ERRNO. */
+static void test_load_docker_sized_profile(void **state)
+{
+    struct buf b = {0};
+    buf_printf(&b, "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
+                   "[\"SCMP_ARCH_X86_64\",\"SCMP_ARCH_X86\",\"SCMP_ARCH_X32\"],"
+                   "\"syscalls\":[{\"action\":\"SCMP_ACT_ALLOW\",\"names\":["
+                   "\"not_a_syscall\",\"landlock_create_ruleset_v99\"");
+    int n = 0;
+    for (int nr = 0; nr < 1024; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        if (!name)
+            continue;
+        if (strcmp(name, "acct") != 0) {
+            buf_printf(&b, ",\"%s\"", name);
+            n++;
+        }
+        free(name);
+    }
+    buf_printf(&b, "]}]}");
+    buf_append(&b, "", 1);
+    assert_true(n > 300);
+    int st = in_child((const char *)b.data, child_exec_true);
+    buf_free(&b);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static bool has_string(json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (json_is_string(v) &&
+                                      strcmp(json_string_value(v), s) == 0) return true;
+    return false;
+}
+
+static void test_features(void **state)
+{
+    json_t *f = oci_seccomp_features();
+    assert_non_null(f);
+    assert_true(json_is_true(json_object_get(f, "enabled")));
+    json_t *actions = json_object_get(f, "actions");
+    assert_true(has_string(actions, "SCMP_ACT_KILL_PROCESS"));
+    assert_true(has_string(actions, "SCMP_ACT_ERRNO"));
+    assert_false(has_string(actions, "SCMP_ACT_NOTIFY"));
+    assert_int_equal(json_array_size(json_object_get(f, "operators")), 7);
+    assert_true(has_string(json_object_get(f, "archs"), "SCMP_ARCH_X86_64"));
+    assert_false(has_string(json_object_get(f, "archs"), "SCMP_ARCH_NATIVE"));
+    assert_true(has_string(json_object_get(f, "supportedFlags"), "SECCOMP_FILTER_FLAG_TSYNC"));
+    /* Every advertised action and flag is accepted by the builder. */
+    size_t i;
+    json_t *v;
+    json_array_foreach(actions, i, v)
+    {
+        char json[256];
+        snprintf(json, sizeof(json),
+                 "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":[\"mkdir\"],"
+                 "\"action\":\"%s\"}]}",
+                 json_string_value(v));
+        free(pfc_of(json));
+    }
+    json_decref(f);
+}
+
+static void test_alloc_failures(void **state)
+{
+    if (!FAILALLOC_ENABLED)
+        skip();
+    json_t *j = J("{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\","
+                  "\"SCMP_ARCH_X86\"],\"flags\":[\"SECCOMP_FILTER_FLAG_LOG\"],\"syscalls\":["
+                  "{\"names\":[\"read\",\"write\",\"nope_nope\"],\"action\":\"SCMP_ACT_ALLOW\"},"
+                  "{\"names\":[\"personality\"],\"action\":\"SCMP_ACT_ALLOW\",\"args\":["
+                  "{\"index\":0,\"value\":0,\"op\":\"SCMP_CMP_EQ\"},"
+                  "{\"index\":0,\"value\":8,\"op\":\"SCMP_CMP_EQ\"}]},"
+                  "{\"names\":[\"socket\"],\"action\":\"SCMP_ACT_ALLOW\",\"args\":["
+                  "{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_EQ\"},"
+                  "{\"index\":1,\"value\":1,\"op\":\"SCMP_CMP_MASKED_EQ\",\"valueTwo\":1}]}]}");
+    size_t k, failures = 0;
+    for (k = 0; k < 100000; k++) {
+        long before = failalloc_in_use();
+        struct err e = {0};
+        scmp_filter_ctx ctx = NULL;
+        failalloc_arm((long)k);
+        int r = oci_seccomp_build(j, &ctx, &e);
+        failalloc_disarm();
+        bool hit = failalloc_hit();
+        if (r < 0) {
+            if (!hit)
+                fail_msg("k=%zu: failed without an allocation failure: %s", k, e.msg);
+            failures++;
+        } else {
+            seccomp_release(ctx);
+        }
+        if (failalloc_in_use() != before)
+            fail_msg("k=%zu: %ld bytes leaked (%s)", k, failalloc_in_use() - before,
+                     r < 0 ? e.msg : "built");
+        if (r == 0 && !hit)
+            break;
+    }
+    assert_true(failures > 5);
+    json_decref(j);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_actions),
+    cmocka_unit_test(test_args),
+    cmocka_unit_test(test_arches_flags),
+    cmocka_unit_test(test_unknown_syscall_skipped),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_load_errno),
+    cmocka_unit_test(test_load_kill_process),
+    cmocka_unit_test(test_load_default_errno),
+    cmocka_unit_test(test_load_args),
+    cmocka_unit_test(test_load_null),
+    cmocka_unit_test(test_features),
+    cmocka_unit_test(test_load_docker_sized_profile),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_load_trap_trace_log_flags),
+    cmocka_unit_test(test_load_kill_thread),
+    cmocka_unit_test(test_unknown_syscall_logged),
+};
+UNIT_MAIN(tests)

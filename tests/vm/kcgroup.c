@@ -9,7 +9,7 @@
  *   kcgroup exec ABS -- CMD [ARGS...]             enter the cgroup, exec CMD
  *   kcgroup freeze ABS | thaw ABS
  *   kcgroup kill ABS SIGNAL
- *   kcgroup pids ABS | oom ABS | destroy ABS
+ *   kcgroup pids ABS | oom ABS | stats ABS | destroy ABS
  *   kcgroup seccomp PROFILE.json -- CMD [ARGS...] load the filter, exec CMD
  *
  * Exit status 0 on success; 1 with the error on stderr otherwise. Warnings
@@ -133,6 +133,22 @@ int main(int argc, char **argv)
         if (oci_cgroup_oom_kills(cg, &n, &e) < 0)
             return fail(&e);
         printf("%llu\n", (unsigned long long)n);
+        return 0;
+    }
+    if (strcmp(cmd, "stats") == 0) {
+        struct oci_cgroup_stats st;
+        if (oci_cgroup_stats(cg, &st, &e) < 0)
+            return fail(&e);
+        printf("cpu_usage_usec %llu\ncpu_user_usec %llu\ncpu_system_usec %llu\n",
+               (unsigned long long)st.cpu_usage_usec, (unsigned long long)st.cpu_user_usec,
+               (unsigned long long)st.cpu_system_usec);
+        if (st.has_memory)
+            printf("memory_current %llu\nmemory_working_set %llu\nmemory_max %llu\n"
+                   "oom_kills %llu\n",
+                   (unsigned long long)st.memory_current, (unsigned long long)st.memory_working_set,
+                   (unsigned long long)st.memory_max, (unsigned long long)st.oom_kills);
+        if (st.has_pids)
+            printf("pids_current %llu\n", (unsigned long long)st.pids_current);
         return 0;
     }
     if (strcmp(cmd, "destroy") == 0)
