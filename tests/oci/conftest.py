@@ -21,7 +21,7 @@ import pytest
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
            "stat", "touch", "mkdir", "pwd", "env", "readlink", "head", "wc", "ps", "umask",
-           "test", "mount", "dd"]
+           "test", "mount", "dd", "uname", "awk", "stty", "tty", "kill"]
 
 CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
         "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",

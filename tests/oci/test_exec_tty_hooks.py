@@ -36,6 +36,12 @@ def test_exec_joins_the_container(runtime, running, cid):
     assert int(pid) > 1
     assert cmd.startswith("sleep")
     assert net == os.readlink(f"/proc/{init}/ns/net")
+    # The same cgroup as the init.
+    r = runtime("exec", cid, "grep", "^0::", "/proc/self/cgroup")
+    assert r.returncode == 0, r.stderr
+    with open(f"/proc/{init}/cgroup") as f:
+        init_cg = [l for l in f.read().splitlines() if l.startswith("0::")][0]
+    assert r.stdout.strip() in (init_cg, "0::/")  # "/" when seen from its cgroup namespace
 
 
 def test_exec_exit_status_and_security(runtime, running, cid):

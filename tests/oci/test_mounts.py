@@ -255,3 +255,18 @@ def test_no_pivot(runtime, make_bundle, cid):
     assert r.returncode == 0, r.stderr
     assert "busybox" not in r.stdout and "bin" in r.stdout.split()
     assert "has-passwd" in r.stdout
+
+
+def test_cgroup2_mount_with_cgroup_namespace(runtime, make_bundle, cid):
+    def edit(c):
+        c["mounts"].append({"destination": "/sys/fs/cgroup", "type": "cgroup2",
+                            "source": "cgroup", "options": ["nosuid", "noexec", "nodev"]})
+    b = make_bundle(["sh", "-c", "grep ^0:: /proc/self/cgroup; cat /sys/fs/cgroup/cgroup.procs | "
+                     "wc -l; awk '$5 == \"/sys/fs/cgroup\"' /proc/self/mountinfo | sed 's/.* - //'"],
+                    edit=edit)
+    r = run(runtime, b, cid)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert lines[0] == "0::/"  # the container's cgroup is its cgroup namespace root
+    assert int(lines[1]) >= 1
+    assert "cgroup2" in lines[2:]  # the fstype, after the " - " separator

@@ -1,4 +1,5 @@
 """The process spec, checked from inside the container."""
+import os
 import re
 
 import pytest
@@ -171,3 +172,35 @@ def test_time_namespace_offsets(runtime, make_bundle, cid):
     assert r.returncode == 0, r.stderr
     host_uptime = float(open("/proc/uptime").read().split()[0])
     assert float(r.stdout.split()[0]) >= host_uptime + 864000 - 5
+
+
+def test_personality_linux32(runtime, make_bundle, cid):
+    def edit(c):
+        c["linux"]["personality"] = {"domain": "LINUX32"}
+    out = run_out(runtime, make_bundle, cid, ["uname", "-m"], edit)
+    assert out.strip() in ("i686", "i386", "armv8l", "armv7l")
+
+
+def test_join_namespaces_by_path(runtime, make_bundle, cid, tmp_path):
+    # A first container, then a second one that joins its network, uts,
+    # ipc and pid namespaces by path instead of creating them.
+    first = cid + "a"
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("run", "--detach", "--bundle", b, first, stdout=out, stderr=out, check=True)
+    pid = runtime.wait_status(first, "running")["pid"]
+
+    def edit(c):
+        kinds = {"network": "net", "uts": "uts", "ipc": "ipc", "pid": "pid"}
+        c["linux"]["namespaces"] = [
+            {"type": n["type"], "path": f"/proc/{pid}/ns/{kinds[n['type']]}"}
+            if n["type"] in kinds else n for n in c["linux"]["namespaces"]]
+        c.pop("hostname")
+    out = run_out(runtime, make_bundle, cid, ["sh", "-c", "for n in net uts ipc; do readlink "
+                                             "/proc/self/ns/$n; done; hostname; "
+                                             "ps -o pid,comm | grep -c sleep"], edit)
+    lines = out.split()
+    for i, n in enumerate(["net", "uts", "ipc"]):
+        assert lines[i] == os.readlink(f"/proc/{pid}/ns/{n}")
+    assert lines[3] == "kinglet-test"
+    assert lines[4] == "1"  # the first container's sleep is visible: same pid namespace
