@@ -466,6 +466,15 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
     if (run) {
         oci_sync_send(sync_fd, OCI_SYNC_ACK, 0, NULL);
         *ret_mon_fd = TAKE_FD(mon_fd);
+        if (c.spec->hooks.n[OCI_HOOK_POSTSTART]) {
+            struct err herr = {0};
+            _cleanup_free_ char *st = state_json_for_hooks(o->id, "running", c.init, bundle,
+                                                           c.spec->annotations);
+            if (st && oci_hooks_run(c.spec->hooks.list[OCI_HOOK_POSTSTART],
+                                    c.spec->hooks.n[OCI_HOOK_POSTSTART], st, "poststart",
+                                    &herr) < 0)
+                log_warn("container `%s`: %s", o->id, herr.msg);
+        }
     }
     if (ret_init)
         *ret_init = c.init;
@@ -561,16 +570,6 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
         if (!detach)
             sigprocmask(SIG_SETMASK, &old, NULL);
         return err_wrap(err, "run container `%s`", opts->id);
-    }
-    {
-        _cleanup_close_ int dirfd = -1;
-        if (oci_state_dir_open(root_or_default(opts->root), opts->id, &dirfd, NULL) == 0) {
-            struct oci_record rec;
-            if (oci_record_read(dirfd, &rec, NULL) == 0) {
-                run_poststart(dirfd, &rec, err);
-                oci_record_clear(&rec);
-            }
-        }
     }
     if (detach) {
         if (ret_status)

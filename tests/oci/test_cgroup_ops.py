@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 def unified_root():
     for line in open("/proc/self/mountinfo"):

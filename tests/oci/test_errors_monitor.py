@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 def one_line_error(r, *needles):
     assert r.returncode != 0

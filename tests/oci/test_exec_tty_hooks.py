@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import base_config
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 
 @pytest.fixture

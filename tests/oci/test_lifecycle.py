@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 def test_run_returns_exit_status(runtime, make_bundle, cid):
     b = make_bundle(["sh", "-c", "echo out; echo err >&2; exit 7"])

@@ -5,6 +5,8 @@ import subprocess
 
 import pytest
 
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 def run(runtime, b, cid):
     r = runtime("run", "--bundle", b, cid)
@@ -34,7 +36,6 @@ def test_masked_paths_refuse_a_fake_dev_null(runtime, make_bundle, cid):
     # file at /dev/null: masking must not bind that file.
     def edit(c):
         c["mounts"] = [m for m in c["mounts"] if not m["destination"].startswith("/dev")]
-    from conftest import base_config  # noqa: F401
     import shutil, tempfile, json
     b = make_bundle(["true"], edit=edit)
     cfg = json.loads((b / "config.json").read_text())

@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
 
 def run_out(runtime, make_bundle, cid, args, edit=None):
     b = make_bundle(args, edit=edit)

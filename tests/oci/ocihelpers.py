@@ -6,17 +6,22 @@ parametrized over kinglet and crun (Debian's crun is the reference: a
 disagreement shows up as one of the two failing). crun 1.8 refuses to run on
 a hybrid cgroup host, so it is run inside a private mount namespace where
 the cgroup2 hierarchy is mounted on /sys/fs/cgroup.
+
+The fixtures live here, not in a conftest.py: test modules import them
+(`from ocihelpers import *`), so that no second module named `conftest`
+shadows the one other test directories import from.
 """
-import copy
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import time
 import uuid
 
 import pytest
+
+__all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
+           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS"]
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
@@ -26,26 +31,6 @@ APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname"
 CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
         "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
         "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]
-
-
-@pytest.fixture(scope="session")
-def rootfs(tmp_path_factory):
-    """A read-only-by-spec rootfs with busybox-static and its applets."""
-    if not os.path.exists(BUSYBOX):
-        pytest.skip("needs Debian's busybox-static (/bin/busybox)")
-    out = subprocess.run(["file", "-L", BUSYBOX], capture_output=True, text=True)
-    if out.returncode == 0 and "statically linked" not in out.stdout:
-        pytest.skip("/bin/busybox is not the static build (install busybox-static)")
-    root = tmp_path_factory.mktemp("rootfs")
-    root.chmod(0o755)  # pytest makes it 0700: non-root users could not exec
-    for d in ["bin", "proc", "dev", "sys", "tmp", "etc", "root", "mnt"]:
-        (root / d).mkdir()
-    shutil.copy(BUSYBOX, root / "bin" / "busybox")
-    for a in APPLETS:
-        os.symlink("busybox", root / "bin" / a)
-    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-    (root / "etc" / "group").write_text("root:x:0:\n")
-    return root
 
 
 def base_config(rootfs, args):
@@ -133,6 +118,36 @@ def crun_wrapper(tmp):
     return [str(script)]
 
 
+def cleanup(rt):
+    if not rt.root.exists():
+        return
+    for d in rt.root.iterdir():
+        if d.is_dir():
+            rt("delete", "--force", d.name, timeout=30)
+
+
+
+
+@pytest.fixture(scope="session")
+def rootfs(tmp_path_factory):
+    """A read-only-by-spec rootfs with busybox-static and its applets."""
+    if not os.path.exists(BUSYBOX):
+        pytest.skip("needs Debian's busybox-static (/bin/busybox)")
+    out = subprocess.run(["file", "-L", BUSYBOX], capture_output=True, text=True)
+    if out.returncode == 0 and "statically linked" not in out.stdout:
+        pytest.skip("/bin/busybox is not the static build (install busybox-static)")
+    root = tmp_path_factory.mktemp("rootfs")
+    root.chmod(0o755)  # pytest makes it 0700: non-root users could not exec
+    for d in ["bin", "proc", "dev", "sys", "tmp", "etc", "root", "mnt"]:
+        (root / d).mkdir()
+    shutil.copy(BUSYBOX, root / "bin" / "busybox")
+    for a in APPLETS:
+        os.symlink("busybox", root / "bin" / a)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    return root
+
+
 @pytest.fixture(params=["kinglet", "crun"])
 def runtime(request, kinglet_bin, tmp_path):
     root = tmp_path / "state"
@@ -151,14 +166,6 @@ def kinglet(kinglet_bin, tmp_path):
     rt = Runtime("kinglet", [kinglet_bin, "oci"], tmp_path / "state")
     yield rt
     cleanup(rt)
-
-
-def cleanup(rt):
-    if not rt.root.exists():
-        return
-    for d in rt.root.iterdir():
-        if d.is_dir():
-            rt("delete", "--force", d.name, timeout=30)
 
 
 @pytest.fixture
