@@ -28,18 +28,18 @@ static int make_device(int rootfd, const struct oci_device *d, bool in_userns, s
     mode_t type = d->type == 'b' ? S_IFBLK : d->type == 'p' ? S_IFIFO : S_IFCHR;
     mode_t mode = d->has_mode ? (d->mode & 07777) : 0666;
     if (!in_userns) {
-        unlinkat(pfd, name, 0);
-        if (mknodat(pfd, name, type | mode, makedev(d->major, d->minor)) < 0)
+        /* The init runs with umask 0: mknod gives the mode exactly, and
+         * root (0:0) owns the node unless the spec says otherwise. */
+        int r = mknodat(pfd, name, type | mode, makedev(d->major, d->minor));
+        if (r < 0 && errno == EEXIST && unlinkat(pfd, name, 0) == 0)
+            r = mknodat(pfd, name, type | mode, makedev(d->major, d->minor));
+        if (r < 0)
             return err_set(err, errno, "mknod `%s`", d->path);
-        if (fchownat(pfd, name, d->has_uid ? d->uid : 0, d->has_gid ? d->gid : 0,
-                     AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(err, errno, "chown `%s`", d->path);
-        /* mknod obeys the umask: set the mode exactly. */
-        _cleanup_close_ int f = openat(pfd, name, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-        char p[64];
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", f);
-        if (f < 0 || chmod(p, mode) < 0)
-            return err_set(err, errno, "chmod `%s`", d->path);
+        if ((d->has_uid && d->uid != 0) || (d->has_gid && d->gid != 0)) {
+            if (fchownat(pfd, name, d->has_uid ? d->uid : 0, d->has_gid ? d->gid : 0,
+                         AT_SYMLINK_NOFOLLOW) < 0)
+                return err_set(err, errno, "chown `%s`", d->path);
+        }
         return 0;
     }
     /* A user namespace: bind the host's node over an empty file. */

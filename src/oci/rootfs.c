@@ -56,8 +56,12 @@ int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err)
 static int proc_fd_path(char *buf, size_t size, int fd, const char *fallback)
 {
     /* Mount by fd when the container has a /proc; by path otherwise (the
-     * root is already the container's: a path cannot leave it). */
-    if (access("/proc/self/fd", F_OK) == 0)
+     * root is already the container's: a path cannot leave it). Asked
+     * once: nothing below mounts or unmounts /proc. */
+    static int have_proc = -1;
+    if (have_proc < 0)
+        have_proc = access("/proc/self/fd", F_OK) == 0;
+    if (have_proc)
         snprintf(buf, size, "/proc/self/fd/%d", fd);
     else
         snprintf(buf, size, "%s", fallback);
