@@ -149,13 +149,16 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
         return r;
 
     /* The parent runs prestart and createRuntime in the runtime's
-     * namespaces, and tells us our pid as the host sees it. */
-    if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_HOOKS, 0, NULL)) < 0 ||
-        (r = oci_sync_recv(a->sync_fd, &m, -1)) < 0)
-        return err_set(err, r, "wait for the runtime hooks");
-    if (m.type == OCI_SYNC_ERROR)
-        return err_set(err, ECANCELED, "%s", m.text);
-    *host_pid = m.value;
+     * namespaces, and tells us our pid as the host sees it (for the hooks
+     * we run). Without hooks, no round trip. */
+    if (oci_spec_needs_hook_sync(spec)) {
+        if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_HOOKS, 0, NULL)) < 0 ||
+            (r = oci_sync_recv(a->sync_fd, &m, -1)) < 0)
+            return err_set(err, r, "wait for the runtime hooks");
+        if (m.type == OCI_SYNC_ERROR)
+            return err_set(err, ECANCELED, "%s", m.text);
+        *host_pid = m.value;
+    }
     if ((r = run_hooks_here(a, OCI_HOOK_CREATE_CONTAINER, "createContainer", *host_pid, err)) < 0)
         return r;
 
@@ -217,11 +220,8 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
         if (n != 1)
             _exit(1);
         close(a->fifo_fd);
-    } else {
-        struct oci_sync_msg m;
-        if (oci_sync_recv(a->sync_fd, &m, -1) < 0 || m.type != OCI_SYNC_ACK)
-            _exit(1);
     }
+    /* `run` does not wait: the parent records the state meanwhile. */
     close(a->sync_fd);
     if (run_hooks_here(a, OCI_HOOK_START_CONTAINER, "startContainer", host_pid, &err) < 0) {
         dprintf(2, "kinglet: %s\n", err.msg);

@@ -158,6 +158,10 @@ struct oci_spec {
  * name the field: "`process.args`: expected a non-empty array". */
 int oci_spec_parse(const char *data, size_t len, const char *bundle, struct oci_spec **ret,
                    struct err *err);
+/* Whether the init must stop for the parent before pivot_root: prestart,
+ * createRuntime (run by the parent), createContainer or startContainer
+ * (which need the host pid). */
+bool oci_spec_needs_hook_sync(const struct oci_spec *spec);
 int oci_spec_load(const char *bundle, struct oci_spec **ret, char **ret_raw, size_t *ret_len,
                   struct err *err);
 void oci_spec_free(struct oci_spec *spec);

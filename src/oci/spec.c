@@ -960,6 +960,12 @@ int oci_spec_parse(const char *data, size_t len, const char *bundle, struct oci_
     return 0;
 }
 
+bool oci_spec_needs_hook_sync(const struct oci_spec *spec)
+{
+    return spec->hooks.n[OCI_HOOK_PRESTART] || spec->hooks.n[OCI_HOOK_CREATE_RUNTIME] ||
+           spec->hooks.n[OCI_HOOK_CREATE_CONTAINER] || spec->hooks.n[OCI_HOOK_START_CONTAINER];
+}
+
 int oci_spec_load(const char *bundle, struct oci_spec **ret, char **ret_raw, size_t *ret_len,
                   struct err *err)
 {
