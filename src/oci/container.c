@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -24,6 +25,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 
 #include "oci/cgroup.h"
@@ -328,8 +330,11 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
     }
 }
 
-static int container_create(const struct oci_create_opts *o, bool run, int *ret_mon_fd,
-                            pid_t *ret_init, struct err *err)
+/* console_in: for `run` in the foreground, a socket of the caller's that
+ * receives the pty when process.terminal is set and no --console-socket
+ * was given; -1 otherwise. */
+static int container_create(const struct oci_create_opts *o, bool run, int console_in,
+                            int *ret_mon_fd, pid_t *ret_init, struct err *err)
 {
     const char *root = root_or_default(o->root);
     int r = oci_id_validate(o->id, err);
@@ -349,7 +354,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
     _cleanup_(oci_spec_freep) _unused_ struct oci_spec *spec_owner = c.spec;
     if (!c.spec->has_process)
         return err_set(err, EINVAL, "`process`: missing");
-    if (c.spec->process.terminal && !o->console_socket)
+    if (c.spec->process.terminal && !o->console_socket && console_in < 0)
         return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
     oci_process_clamp_oom(&c.spec->process);
     log_debug("create `%s`: spec loaded", o->id);
@@ -398,6 +403,11 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
     }
     if (o->console_socket && (console_fd = connect_console(o->console_socket, err)) < 0) {
         r = console_fd;
+        goto fail;
+    }
+    if (!o->console_socket && c.spec->process.terminal &&
+        (console_fd = fcntl(console_in, F_DUPFD_CLOEXEC, 3)) < 0) {
+        r = err_set(err, errno, "console");
         goto fail;
     }
     int sp[2], mp[2];
@@ -486,7 +496,7 @@ fail:
 
 int oci_container_create(const struct oci_create_opts *opts, struct err *err)
 {
-    int r = container_create(opts, false, NULL, NULL, err);
+    int r = container_create(opts, false, -1, NULL, NULL, err);
     if (r < 0)
         return err_wrap(err, "create container `%s`", opts->id);
     return 0;
@@ -562,9 +572,21 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
         sigaddset(&fwd, sigs[i]);
     if (!detach)
         sigprocmask(SIG_BLOCK, &fwd, &old);
-    _cleanup_close_ int mon_fd = -1;
+    _cleanup_close_ int mon_fd = -1, console_mine = -1, console_theirs = -1, master = -1;
+    if (!detach && !opts->console_socket) {
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
+            console_mine = sp[0];
+            console_theirs = sp[1];
+        }
+    }
     pid_t init = 0;
-    int r = container_create(opts, true, &mon_fd, &init, err);
+    int r = container_create(opts, true, console_theirs, &mon_fd, &init, err);
+    if (console_theirs >= 0)
+        close(TAKE_FD(console_theirs));
+    /* A pty came back (sent before READY) when process.terminal is set. */
+    if (r == 0 && console_mine >= 0 && oci_fd_recv(console_mine, true, &master) < 0)
+        master = -1;
     if (r < 0) {
         if (!detach)
             sigprocmask(SIG_SETMASK, &old, NULL);
@@ -577,25 +599,79 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
     }
     _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
     int status = 255;
+    struct termios saved_tio;
+    bool raw = false;
+    if (master >= 0) {
+        /* Our terminal, raw, proxied to the container's pty. */
+        struct winsize ws;
+        if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+            ioctl(master, TIOCSWINSZ, &ws);
+        if (tcgetattr(0, &saved_tio) == 0) {
+            struct termios t = saved_tio;
+            cfmakeraw(&t);
+            raw = tcsetattr(0, TCSANOW, &t) == 0;
+        }
+    }
+    bool in_open = master >= 0;
     for (;;) {
-        struct pollfd p[2] = {{.fd = mon_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-        if (poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
+        struct pollfd p[4] = {{.fd = mon_fd, .events = POLLIN},
+                              {.fd = sfd, .events = POLLIN},
+                              {.fd = master, .events = POLLIN},
+                              {.fd = in_open ? 0 : -1, .events = POLLIN}};
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (sfd >= 0 && (p[1].revents & POLLIN)) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) == sizeof(si))
-                kill(init, (int)si.ssi_signo);
+            if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                struct winsize ws;
+                if (si.ssi_signo == SIGWINCH && master >= 0 && ioctl(0, TIOCGWINSZ, &ws) == 0)
+                    ioctl(master, TIOCSWINSZ, &ws);
+                else
+                    kill(init, (int)si.ssi_signo);
+            }
+        }
+        if (master >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char buf[4096];
+            ssize_t n = read(master, buf, sizeof(buf));
+            if (n > 0) {
+                ssize_t w = write(1, buf, (size_t)n);
+                (void)w;
+            } else if (n == 0 || errno != EINTR) {
+                close(TAKE_FD(master)); /* the last slave is gone */
+            }
+        }
+        if (in_open && (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char buf[4096];
+            ssize_t n = read(0, buf, sizeof(buf));
+            if (n > 0 && master >= 0) {
+                ssize_t w = write(master, buf, (size_t)n);
+                (void)w;
+            } else if (n <= 0) {
+                in_open = false;
+            }
         }
         if (p[0].revents) {
             struct oci_sync_msg m;
             if (oci_sync_recv(mon_fd, &m, 0) == 0 && m.type == OCI_SYNC_EXIT)
                 status = m.value;
+            /* What the process wrote last is still in the pty. */
+            while (master >= 0) {
+                struct pollfd q = {.fd = master, .events = POLLIN};
+                char buf[4096];
+                ssize_t n;
+                if (poll(&q, 1, 0) <= 0 || (n = read(master, buf, sizeof(buf))) <= 0)
+                    break;
+                ssize_t w = write(1, buf, (size_t)n);
+                (void)w;
+            }
             break;
         }
     }
+    if (raw)
+        tcsetattr(0, TCSANOW, &saved_tio);
     sigprocmask(SIG_SETMASK, &old, NULL);
     log_debug("run `%s`: exit status %d", opts->id, status);
     struct err derr = {0};

@@ -260,6 +260,9 @@ void oci_process_clamp_oom(struct oci_process *p);
 int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave,
                        struct err *err);
 int oci_fd_send(int sock, int fd, struct err *err);
+/* Receives one fd sent with oci_fd_send (close-on-exec); -EAGAIN with
+ * nonblock when none is queued. */
+int oci_fd_recv(int sock, bool nonblock, int *ret_fd);
 
 /* hooks.c */
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json,

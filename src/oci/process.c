@@ -96,6 +96,31 @@ int oci_fd_send(int sock, int fd, struct err *err)
     return 0;
 }
 
+int oci_fd_recv(int sock, bool nonblock, int *ret_fd)
+{
+    char dummy;
+    struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (nonblock ? MSG_DONTWAIT : 0));
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -EPIPE;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -EPROTO;
+    memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+    return 0;
+}
+
 int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave,
                        struct err *err)
 {

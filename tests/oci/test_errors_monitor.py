@@ -175,3 +175,15 @@ def test_spec_and_features(kinglet, tmp_path, rootfs, cid):
     assert "CAP_SYS_ADMIN" in f["linux"]["capabilities"]
     assert "time" in f["linux"]["namespaces"]
     assert "rbind" in f["mountOptions"]
+
+
+def test_log_file_json(kinglet, cid, tmp_path):
+    log = tmp_path / "kinglet.log"
+    r = subprocess.run(kinglet.argv[:2] + ["--root", str(kinglet.root), "--log", str(log),
+                                           "--log-format", "json", "state", cid],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert entry["level"] == "error" and cid in entry["msg"]

@@ -269,3 +269,17 @@ def test_exec_tty(runtime, running, cid, tmp_path):
     assert p.wait(timeout=10) == 0, (tmp_path / "exec-out").read_text()
     os.close(master)
     assert b"/dev/pts/" in data and b"istty" in data
+
+
+def test_run_with_terminal_proxies_the_pty(kinglet, make_bundle, cid):
+    # Foreground run, process.terminal and no --console-socket: the runtime
+    # keeps the pty master and copies between it and its own stdio. kinglet
+    # only: crun 1.8.1 insists that its stdin be a terminal.
+    runtime = kinglet
+    def edit(c):
+        c["process"]["terminal"] = True
+    b = make_bundle(["sh"], edit=edit)
+    r = subprocess.run(runtime.cmd("run", "--bundle", b, cid), input="tty; exit 3\n",
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "/dev/pts/0" in r.stdout
