@@ -386,10 +386,10 @@ static int convert_pids(json_t *pids, struct cg_writes *w, struct err *err)
     int r = get_int(pids, "limit", "linux.resources.pids", &limit, err);
     if (r <= 0)
         return r;
-    if (limit == 0)
-        return 0;
+    /* The runtime spec: a value <= 0 means no limit (runc 1.2 reads 0 the
+     * same way; CRI-O sends 0 for "unlimited"). */
     char buf[32];
-    if (limit < 0)
+    if (limit <= 0)
         snprintf(buf, sizeof(buf), "max");
     else
         snprintf(buf, sizeof(buf), "%" PRId64, limit);

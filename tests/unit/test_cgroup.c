@@ -214,6 +214,9 @@ static void test_pids(void **state)
     expect_write(&w, "pids.max", "max");
     oci_cgroup_writes_free(&w);
     convert_ok("{\"pids\":{\"limit\":0}}", &w);
+    expect_write(&w, "pids.max", "max"); /* <= 0: no limit (runtime spec) */
+    oci_cgroup_writes_free(&w);
+    convert_ok("{\"pids\":{}}", &w);
     assert_int_equal(w.n, 0);
     oci_cgroup_writes_free(&w);
     convert_fails("{\"pids\":{\"limit\":\"10\"}}", "linux.resources.pids.limit");
