@@ -25,9 +25,9 @@ struct nlmsghdr;
 
 /* ---- netlink batches (no I/O) ------------------------------------------- */
 
-#define NL_BATCH_SIZE 8192
-#define NL_BATCH_MSG_MAX 1024 /* room reserved for each message */
-#define NL_BATCH_MSGS (NL_BATCH_SIZE / NL_BATCH_MSG_MAX)
+#define NL_BATCH_SIZE 16384
+#define NL_BATCH_MSG_MAX 1024 /* room reserved for each message being built */
+#define NL_BATCH_MSGS 16 /* messages per batch (per-message results) */
 #define NL_RECV_SIZE 32768
 
 struct nl_batch {

@@ -41,7 +41,7 @@ void nl_batch_init(struct nl_batch *b)
 
 struct nlmsghdr *nl_batch_begin(struct nl_batch *b, uint16_t type, uint16_t flags)
 {
-    if (sizeof(b->buf) - b->len < NL_BATCH_MSG_MAX)
+    if (b->nmsgs >= NL_BATCH_MSGS || sizeof(b->buf) - b->len < NL_BATCH_MSG_MAX)
         return NULL;
     memset(b->buf + b->len, 0, NL_BATCH_MSG_MAX);
     struct nlmsghdr *nlh = mnl_nlmsg_put_header(b->buf + b->len);
