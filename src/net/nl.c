@@ -94,9 +94,10 @@ static void parse_ext_ack(const struct nlmsghdr *nlh, const struct nlmsgerr *e, 
     size_t off = sizeof(*e);
     if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) {
         /* The whole original request is echoed: skip its payload. */
-        if (e->msg.nlmsg_len < sizeof(struct nlmsghdr))
+        size_t olen = e->msg.nlmsg_len;
+        if (olen < sizeof(struct nlmsghdr) || olen > nlh->nlmsg_len)
             return;
-        off += MNL_ALIGN(e->msg.nlmsg_len) - sizeof(struct nlmsghdr);
+        off += MNL_ALIGN(olen) - sizeof(struct nlmsghdr);
     }
     size_t payload = mnl_nlmsg_get_payload_len(nlh);
     if (off > payload)
@@ -127,19 +128,36 @@ static void parse_ext_ack(const struct nlmsghdr *nlh, const struct nlmsgerr *e, 
     }
 }
 
+/* Not mnl_nlmsg_ok/mnl_nlmsg_next: they compare (int)nlmsg_len, so a
+ * length above INT_MAX passes as negative and the next step jumps gigabytes
+ * (found by tests/fuzz/fuzz_nl_reply). */
+static bool msg_ok(const struct nlmsghdr *nlh, size_t left)
+{
+    return left >= sizeof(*nlh) && nlh->nlmsg_len >= sizeof(*nlh) && nlh->nlmsg_len <= left;
+}
+
+static const struct nlmsghdr *msg_next(const struct nlmsghdr *nlh, size_t *left)
+{
+    size_t step = MNL_ALIGN((size_t)nlh->nlmsg_len);
+    if (step >= *left) {
+        *left = 0;
+        return nlh;
+    }
+    *left -= step;
+    return (const struct nlmsghdr *)((const uint8_t *)nlh + step);
+}
+
 int nl_reply_parse(const void *buf, size_t len, struct nl_reply_state *st, nl_msg_cb cb, void *data)
 {
     const struct nlmsghdr *nlh = buf;
-    int left = len > INT32_MAX ? INT32_MAX : (int)len;
-    if (left > 0 && !mnl_nlmsg_ok(nlh, left))
+    size_t left = len;
+    if (left > 0 && !msg_ok(nlh, left))
         return -EBADMSG;
-    while (mnl_nlmsg_ok(nlh, left)) {
+    for (; msg_ok(nlh, left); nlh = msg_next(nlh, &left)) {
         bool ours = (nlh->nlmsg_pid == 0 || nlh->nlmsg_pid == st->portid) &&
                     nlh->nlmsg_seq >= st->seq_first && nlh->nlmsg_seq <= st->seq_last;
-        if (!ours) {
-            nlh = mnl_nlmsg_next(nlh, &left);
+        if (!ours)
             continue;
-        }
         switch (nlh->nlmsg_type) {
         case NLMSG_NOOP:
         case NLMSG_DONE:
@@ -171,7 +189,6 @@ int nl_reply_parse(const void *buf, size_t len, struct nl_reply_state *st, nl_ms
             }
             break;
         }
-        nlh = mnl_nlmsg_next(nlh, &left);
     }
     return 0;
 }

@@ -509,6 +509,16 @@ static void test_nl_reply(void **state)
     /* truncated datagrams are malformed, not silently fine */
     struct nl_reply_state st2 = {.portid = 77, .seq_first = 10, .seq_last = 12};
     assert_int_equal(nl_reply_parse(buf, 10, &st2, NULL, NULL), -EBADMSG);
+    /* a length above INT_MAX must not pass as negative (fuzzer finding) */
+    uint8_t huge[64] = {0};
+    size_t hl = put_error(huge, 10, 77, 0, NULL);
+    ((struct nlmsghdr *)huge)->nlmsg_len = 0xffffffefu;
+    assert_int_equal(nl_reply_parse(huge, hl, &st2, NULL, NULL), -EBADMSG);
+    ((struct nlmsghdr *)huge)->nlmsg_len = (uint32_t)hl;
+    struct nlmsghdr *second = (struct nlmsghdr *)(huge + hl);
+    second->nlmsg_len = 0xfffffff0u;
+    second->nlmsg_seq = 11;
+    assert_int_equal(nl_reply_parse(huge, sizeof(huge), &st2, count_cb, &n), 0);
     /* an error message too short for nlmsgerr */
     uint8_t small[64] = {0};
     struct nlmsghdr *sh = mnl_nlmsg_put_header(small);
