@@ -131,6 +131,12 @@ int net_pod_teardown(const struct net_config *cfg, const char *pod_id, struct er
 int net_pod_ips(const struct net_config *cfg, const char *pod_id, struct net_pod_result *ret,
                 struct err *err);
 
+/* The ids of every pod holding address leases (*ret and each id malloc'd;
+ * free with net_pod_ids_free). After a crash, a caller compares them with
+ * the pods it knows and tears the others down. */
+int net_pod_ids(const struct net_config *cfg, char ***ret, size_t *ret_n, struct err *err);
+void net_pod_ids_free(char **ids, size_t n);
+
 /* Node-wide preparation (idempotent): forwarding sysctls, the nftables table
  * with masquerade for the pod subnets, the IPAM directory. net_pod_setup does
  * it on first use as well. */

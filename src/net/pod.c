@@ -426,3 +426,38 @@ int net_pod_ips(const struct net_config *cfg, const char *pod_id, struct net_pod
     }
     return 0;
 }
+
+void net_pod_ids_free(char **ids, size_t n)
+{
+    for (size_t i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+int net_pod_ids(const struct net_config *cfg, char ***ret, size_t *ret_n, struct err *err)
+{
+    _cleanup_free_ struct net_ipam_lease *leases = NULL;
+    size_t n = 0, k = 0;
+    int r = net_ipam_list(cfg->ipam_dir, &leases, &n, err);
+    if (r < 0)
+        return r;
+    char **ids = calloc(n ? n : 1, sizeof(char *));
+    if (!ids)
+        return err_set(err, ENOMEM, "pod ids");
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < k && !dup; j++)
+            dup = !strcmp(ids[j], leases[i].pod_id);
+        if (dup)
+            continue;
+        ids[k] = strdup(leases[i].pod_id);
+        if (!ids[k]) {
+            net_pod_ids_free(ids, k);
+            return err_set(err, ENOMEM, "pod ids");
+        }
+        k++;
+    }
+    *ret = ids;
+    *ret_n = k;
+    return 0;
+}

@@ -11,6 +11,7 @@
  *   net-driver [options] alloc-threads --count N (N threads allocate at once)
  *   net-driver [options] release --pod ID        (IPAM only)
  *   net-driver [options] leases
+ *   net-driver [options] pods                    (ids holding leases)
  *   net-driver [options] node-setup | node-teardown | status
  *   net-driver [options] sysctl --netns PATH KEY VALUE
  *   net-driver [options] bench --count N [--port ...]
@@ -328,6 +329,14 @@ int main(int argc, char **argv)
             printf("%s %s%s\n", text, l[i].pod_id, l[i].hostports ? " hostports" : "");
         }
         free(l);
+    } else if (!strcmp(cmd, "pods")) {
+        char **ids = NULL;
+        size_t n = 0;
+        if (net_pod_ids(&cfg, &ids, &n, &e) < 0)
+            return fail(&e, "pods");
+        for (size_t i = 0; i < n; i++)
+            printf("%s\n", ids[i]);
+        net_pod_ids_free(ids, n);
     } else if (!strcmp(cmd, "node-setup")) {
         if (net_node_setup(&cfg, &e) < 0)
             return fail(&e, "node-setup");

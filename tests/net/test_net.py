@@ -120,6 +120,8 @@ def test_two_pods_reach_each_other_and_the_node(lab):
 
 def test_dual_stack(lab):
     a = setup_pod(lab, "pod-a", DUAL)
+    # one pod id per pod even with two leases
+    assert lab.run(*lab.driver_args(DUAL), "pods").stdout.split() == ["pod-a"]
     b = setup_pod(lab, "pod-b", DUAL)
     fams = [ip["family"] for ip in a["ips"]]
     assert fams == [4, 6]
@@ -259,6 +261,8 @@ def test_ipam_survives_restart(lab):
     assert c["ips"][0]["addr"] not in (a["ips"][0]["addr"], b["ips"][0]["addr"])
     teardown_pod(lab, "keep-a")
     assert sorted(x[1] for x in leases(lab)) == ["keep-b", "keep-c"]
+    pods = lab.run(*lab.driver_args(V4), "pods").stdout.split()
+    assert sorted(pods) == ["keep-b", "keep-c"]
     ping(lab, "keep-b", c["ips"][0]["addr"])
 
 
