@@ -21,14 +21,17 @@ SERVER = r"""
 import socket, sys
 proto, fam, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 af = socket.AF_INET6 if fam == "6" else socket.AF_INET
-s = socket.socket(af, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
+if proto == "sctp":
+    s = socket.socket(af, socket.SOCK_STREAM, socket.IPPROTO_SCTP)
+else:
+    s = socket.socket(af, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("::" if fam == "6" else "0.0.0.0", port))
-if proto == "tcp":
+if proto != "udp":
     s.listen(16)
 print("listening", flush=True)
 while True:
-    if proto == "tcp":
+    if proto != "udp":
         c, peer = s.accept()
         c.sendall(peer[0].encode() + b"\n")
         c.close()
@@ -41,9 +44,12 @@ CLIENT = r"""
 import socket, sys
 proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 af = socket.AF_INET6 if ":" in host else socket.AF_INET
-s = socket.socket(af, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
+if proto == "sctp":
+    s = socket.socket(af, socket.SOCK_STREAM, socket.IPPROTO_SCTP)
+else:
+    s = socket.socket(af, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
 s.settimeout(5)
-if proto == "tcp":
+if proto != "udp":
     s.connect((host, port))
     print(s.recv(100).decode().strip())
 else:
@@ -188,6 +194,25 @@ def test_host_ports_from_outside_hairpin_and_localhost(lab, outside):
     assert "kinglet:web" not in rules
     assert client(lab, outside, "tcp", "192.0.2.1", 8080, check=False).returncode != 0
     assert ip not in " ".join(" ".join(x) for x in leases(lab))
+
+
+def test_sctp_host_port(lab, outside):
+    probe = lab.run(PY, "-c", "import socket; socket.socket(socket.AF_INET, "
+                    "socket.SOCK_STREAM, socket.IPPROTO_SCTP)", check=False)
+    if probe.returncode != 0:
+        pytest.skip("this kernel has no SCTP sockets (no sctp module)")
+    setup_pod(lab, "sctp", ports=["sctp:9132:132"])
+    start_server(lab, "sctp", "sctp", 132)
+    assert client(lab, outside, "sctp", "192.0.2.1", 9132).stdout.strip() == "192.0.2.2"
+
+
+def test_bad_netns_leaves_nothing(lab):
+    lab.run("touch", "/run/not-a-netns")
+    p = lab.run(*lab.driver_args(V4), "setup", "--pod", "nons", "--netns", "/run/not-a-netns",
+                check=False)
+    assert p.returncode == 1 and "nons" in p.stderr
+    assert leases(lab) == []
+    assert not re.search(r"\bkl[0-9a-f]{12}\b", lab.run("ip", "-o", "link").stdout)
 
 
 def test_teardown_leaves_nothing_and_is_idempotent(lab):
