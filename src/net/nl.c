@@ -213,7 +213,7 @@ static int open_here(struct nl **ret, struct err *err)
         return err_set(err, e, "bind netlink socket");
     }
     nl->portid = mnl_socket_get_portid(nl->sock);
-    nl->seq = (uint32_t)now_mono_ns();
+    nl->seq = 0; /* the port id already tells our replies apart */
     *ret = TAKE_PTR(nl);
     return 0;
 }
@@ -241,6 +241,10 @@ int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data,
 {
     if (b->nmsgs == 0)
         return 0;
+    /* Sequence numbers of a batch never wrap (the range check needs
+     * first <= last). */
+    if (nl->seq > UINT32_MAX - 2 * NL_BATCH_MSGS)
+        nl->seq = 0;
     struct nl_reply_state st = {.portid = nl->portid, .seq_first = nl->seq + 1, .res = res};
     if (res)
         memset(res, 0, sizeof(*res));
