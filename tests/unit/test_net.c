@@ -9,13 +9,10 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cmocka.h>
+#include "harness.h"
 
 #include "net/internal.h"
 #include "net/net.h"
@@ -665,24 +662,22 @@ static void test_sysctl_keys(void **state)
     assert_true(!strcmp(v, "0") || !strcmp(v, "1"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_subnet_parse),
-        cmocka_unit_test(test_subnet_pool),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_pod_id),
-        cmocka_unit_test_setup_teardown(test_ipam_alloc_release, ipam_setup, ipam_teardown),
-        cmocka_unit_test_setup_teardown(test_ipam_exhausted, ipam_setup, ipam_teardown),
-        cmocka_unit_test_setup_teardown(test_ipam_concurrent, ipam_setup, ipam_teardown),
-        cmocka_unit_test(test_nl_veth),
-        cmocka_unit_test(test_nl_bad_names),
-        cmocka_unit_test(test_nl_addr_route),
-        cmocka_unit_test(test_nl_reply),
-        cmocka_unit_test(test_nft_base),
-        cmocka_unit_test(test_nft_pod),
-        cmocka_unit_test(test_nft_pod_delete),
-        cmocka_unit_test(test_sysctl_keys),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_subnet_parse),
+    cmocka_unit_test(test_subnet_pool),
+    cmocka_unit_test(test_config),
+    cmocka_unit_test(test_pod_id),
+    cmocka_unit_test_setup_teardown(test_ipam_alloc_release, ipam_setup, ipam_teardown),
+    cmocka_unit_test_setup_teardown(test_ipam_exhausted, ipam_setup, ipam_teardown),
+    cmocka_unit_test_setup_teardown(test_ipam_concurrent, ipam_setup, ipam_teardown),
+    cmocka_unit_test(test_nl_veth),
+    cmocka_unit_test(test_nl_bad_names),
+    cmocka_unit_test(test_nl_addr_route),
+    cmocka_unit_test(test_nl_reply),
+    cmocka_unit_test(test_nft_base),
+    cmocka_unit_test(test_nft_pod),
+    cmocka_unit_test(test_nft_pod_delete),
+    cmocka_unit_test(test_sysctl_keys),
+};
+
+UNIT_MAIN(tests)
