@@ -36,4 +36,3 @@ int nl_build_addr(struct nl_batch *b, bool add, int family, int ifindex, const u
     nl_batch_end(b, nlh);
     return 0;
 }
-

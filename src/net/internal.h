@@ -25,10 +25,10 @@ struct nlmsghdr;
 
 /* ---- netlink batches (no I/O) ------------------------------------------- */
 
-#define NL_BATCH_SIZE 16384
+#define NL_BATCH_SIZE    16384
 #define NL_BATCH_MSG_MAX 1024 /* room reserved for each message being built */
-#define NL_BATCH_MSGS 16 /* messages per batch (per-message results) */
-#define NL_RECV_SIZE 32768
+#define NL_BATCH_MSGS    16   /* messages per batch (per-message results) */
+#define NL_RECV_SIZE     32768
 
 struct nl_batch {
     uint8_t buf[NL_BATCH_SIZE];
@@ -91,11 +91,11 @@ struct nl_result {
 
 struct nl_reply_state {
     uint32_t portid, seq_first, seq_last; /* what we expect */
-    struct nl_result *res; /* optional: per-message results */
-    unsigned acked; /* acks/errors seen for our sequence numbers */
-    int first_error; /* negative errno of the first failed request, or 0 */
-    unsigned first_error_index; /* which message of the batch */
-    char ext_msg[256]; /* the kernel's extended ack message, if any */
+    struct nl_result *res;                /* optional: per-message results */
+    unsigned acked;                       /* acks/errors seen for our sequence numbers */
+    int first_error;                      /* negative errno of the first failed request, or 0 */
+    unsigned first_error_index;           /* which message of the batch */
+    char ext_msg[256];                    /* the kernel's extended ack message, if any */
 };
 
 /* Parses one datagram received from the kernel: ACKs and errors (with
@@ -124,8 +124,8 @@ static inline void nl_closep(struct nl **p)
  * were still processed by the kernel), with the kernel's extended ack
  * message. With res: every request's outcome is stored there and only I/O
  * failures are returned. */
-int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data,
-                struct nl_result *res, struct err *err);
+int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct nl_result *res,
+                struct err *err);
 /* Sets err from the i-th outcome ("<what>: <ext ack>: <strerror>"); returns
  * its negative errno, or 0 when that request succeeded. */
 int nl_result_err(const struct nl_result *res, unsigned i, struct err *err, const char *what);

@@ -232,8 +232,8 @@ int net_ipam_alloc(const char *dir, const struct net_subnet *s, const char *pod_
         char name[INET6_ADDRSTRLEN];
         net_subnet_pool_addr(s, n, a);
         net_addr_format(s->family, a, name, sizeof(name));
-        _cleanup_close_ int fd = openat(dfd, name,
-                                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        _cleanup_close_ int fd =
+            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
             if (errno == EEXIST)
                 continue;
@@ -249,8 +249,8 @@ int net_ipam_alloc(const char *dir, const struct net_subnet *s, const char *pod_
         return 0;
     }
     net_subnet_format(s, sub, sizeof(sub));
-    return err_set(err, ENOSPC, "no free address in pod subnet %s (all %llu addresses leased)",
-                   sub, (unsigned long long)size);
+    return err_set(err, ENOSPC, "no free address in pod subnet %s (all %llu addresses leased)", sub,
+                   (unsigned long long)size);
 }
 
 int net_ipam_release_addr(const char *dir, const struct net_subnet *s, const uint8_t addr[16],
@@ -300,8 +300,9 @@ static int lease_read(int dfd, const char *name, int family, struct net_ipam_lea
 }
 
 /* Calls fn for each lease in every subnet directory under dir. */
-static int lease_walk(const char *dir, int (*fn)(int dfd, const char *name,
-                                                 const struct net_ipam_lease *l, void *data),
+static int lease_walk(const char *dir,
+                      int (*fn)(int dfd, const char *name, const struct net_ipam_lease *l,
+                                void *data),
                       void *data, struct err *err)
 {
     _cleanup_close_ int top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

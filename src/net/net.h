@@ -31,21 +31,21 @@
 
 #include "base/base.h"
 
-#define NET_BRIDGE_DEFAULT "kinglet0"
-#define NET_SUBNET_DEFAULT "10.88.0.0/16"
+#define NET_BRIDGE_DEFAULT   "kinglet0"
+#define NET_SUBNET_DEFAULT   "10.88.0.0/16"
 #define NET_IPAM_DIR_DEFAULT "/var/lib/kinglet/net/ipam"
-#define NET_MTU_DEFAULT 1500
-#define NET_POD_IFNAME "eth0"
-#define NET_NFT_TABLE "kinglet" /* family inet */
+#define NET_MTU_DEFAULT      1500
+#define NET_POD_IFNAME       "eth0"
+#define NET_NFT_TABLE        "kinglet" /* family inet */
 
 /* Limits on what a client can make us build. */
 #define NET_POD_ID_MAX 128
-#define NET_PORTS_MAX 256
+#define NET_PORTS_MAX  256
 
 /* ---- subnets (pure) ----------------------------------------------------- */
 
 struct net_subnet {
-    int family; /* AF_INET or AF_INET6 */
+    int family;       /* AF_INET or AF_INET6 */
     uint8_t addr[16]; /* network address, host bits zero */
     unsigned prefix;
 };
@@ -71,10 +71,10 @@ bool net_subnet_contains(const struct net_subnet *s, const uint8_t addr[16]);
 /* ---- configuration ------------------------------------------------------ */
 
 struct net_config {
-    char bridge[IFNAMSIZ]; /* default NET_BRIDGE_DEFAULT */
+    char bridge[IFNAMSIZ];        /* default NET_BRIDGE_DEFAULT */
     struct net_subnet subnets[2]; /* at most one IPv4 and one IPv6 */
     size_t nsubnets;
-    unsigned mtu; /* default NET_MTU_DEFAULT */
+    unsigned mtu;       /* default NET_MTU_DEFAULT */
     char ipam_dir[256]; /* lease directory, default NET_IPAM_DIR_DEFAULT */
 };
 
@@ -122,8 +122,8 @@ void net_pod_host_ifname(const char *pod_id, char ret[IFNAMSIZ]);
  * routes, loopback, host ports. On failure everything done so far is undone.
  * -EEXIST when the pod already has network (tear it down first). */
 int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd,
-                  const struct net_port_mapping *ports, size_t nports,
-                  struct net_pod_result *ret, struct err *err);
+                  const struct net_port_mapping *ports, size_t nports, struct net_pod_result *ret,
+                  struct err *err);
 /* Removes the pod's host ports, veth pair and address leases. Idempotent:
  * whatever is already gone (including the pod's netns) is success. */
 int net_pod_teardown(const struct net_config *cfg, const char *pod_id, struct err *err);

@@ -9,8 +9,7 @@
 
 #include "net/internal.h"
 
-int net_netns_run(int netns_fd, int (*fn)(void *data, struct err *err), void *data,
-                  struct err *err)
+int net_netns_run(int netns_fd, int (*fn)(void *data, struct err *err), void *data, struct err *err)
 {
     _cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self < 0)

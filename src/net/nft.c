@@ -27,7 +27,7 @@
 
 #include "net/internal.h"
 
-#define T "inet " NET_NFT_TABLE
+#define T              "inet " NET_NFT_TABLE
 #define COMMENT_PREFIX "kinglet:"
 
 static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,8 +57,10 @@ int net_nft_base_build(const struct net_config *cfg, struct buf *out)
         char s[NET_SUBNET_STRLEN];
         net_subnet_format(&cfg->subnets[i], s, sizeof(s));
         const char *ip = cfg->subnets[i].family == AF_INET ? "ip" : "ip6";
-        r |= buf_printf(out, "add rule " T " postrouting ct status dnat %s saddr %s %s daddr %s "
-                             "masquerade\n", ip, s, ip, s);
+        r |= buf_printf(out,
+                        "add rule " T " postrouting ct status dnat %s saddr %s %s daddr %s "
+                        "masquerade\n",
+                        ip, s, ip, s);
         r |= buf_printf(out, "add rule " T " postrouting %s saddr %s %s daddr != %s masquerade\n",
                         ip, s, ip, s);
     }
@@ -121,7 +123,8 @@ int net_nft_pod_build(const char *pod_id, const struct net_nft_dnat *ips, size_t
                 r |= buf_printf(out, "%s daddr %s ", v4 ? "ip" : "ip6", hip);
             else
                 r |= buf_printf(out, "meta nfproto %s ", v4 ? "ipv4" : "ipv6");
-            r |= buf_printf(out, "meta l4proto %s th dport %u dnat %s to %s%s%s:%u comment \"%s%s\"\n",
+            r |= buf_printf(out,
+                            "meta l4proto %s th dport %u dnat %s to %s%s%s:%u comment \"%s%s\"\n",
                             proto, m->host_port, v4 ? "ip" : "ip6", v4 ? "" : "[", d->addr,
                             v4 ? "" : "]", m->container_port, COMMENT_PREFIX, pod_id);
         }
@@ -129,8 +132,7 @@ int net_nft_pod_build(const char *pod_id, const struct net_nft_dnat *ips, size_t
     return r ? err_set(err, ENOMEM, "build host port rules") : 0;
 }
 
-int net_nft_pod_delete_build(const char *json, const char *pod_id, struct buf *out,
-                             struct err *err)
+int net_nft_pod_delete_build(const char *json, const char *pod_id, struct buf *out, struct err *err)
 {
     char want[NET_POD_ID_MAX + sizeof(COMMENT_PREFIX) + 1];
     snprintf(want, sizeof(want), COMMENT_PREFIX "%s", pod_id);
@@ -146,7 +148,8 @@ int net_nft_pod_delete_build(const char *json, const char *pod_id, struct buf *o
     int r = 0;
     size_t i;
     json_t *it;
-    json_array_foreach(items, i, it) {
+    json_array_foreach(items, i, it)
+    {
         json_t *rule = json_object_get(it, "rule");
         if (!json_is_object(rule))
             continue;

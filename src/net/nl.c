@@ -236,8 +236,8 @@ void nl_close(struct nl *nl)
     free(nl);
 }
 
-int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data,
-                struct nl_result *res, struct err *err)
+int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct nl_result *res,
+                struct err *err)
 {
     if (b->nmsgs == 0)
         return 0;

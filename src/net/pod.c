@@ -45,8 +45,10 @@ int net_config_set_subnets(struct net_config *cfg, const char *cidrs, struct err
             memcpy(one, p, len);
             one[len] = '\0';
             if (net_subnet_parse(one, &s[n]) < 0)
-                return err_set(err, EINVAL, "invalid pod subnet `%s` (IPv4 /8../30, IPv6 "
-                                            "/8../126)", one);
+                return err_set(err, EINVAL,
+                               "invalid pod subnet `%s` (IPv4 /8../30, IPv6 "
+                               "/8../126)",
+                               one);
             n++;
         }
         p += len;
@@ -273,8 +275,8 @@ static int pod_netns_configure(struct nl *pnl, const struct net_config *cfg,
 }
 
 int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd,
-                  const struct net_port_mapping *ports, size_t nports,
-                  struct net_pod_result *ret, struct err *err)
+                  const struct net_port_mapping *ports, size_t nports, struct net_pod_result *ret,
+                  struct err *err)
 {
     if (!net_pod_id_valid(pod_id))
         return err_set(err, EINVAL, "invalid pod id");
@@ -318,8 +320,10 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
     }
     if ((r = net_veth_create(nl, host, netns_fd, cfg->mtu, bridge, err)) < 0) {
         if (r == -EEXIST)
-            err_set(err, EEXIST, "pod already has network (veth `%s` or the pod's `%s` "
-                                 "exists)", host, NET_POD_IFNAME);
+            err_set(err, EEXIST,
+                    "pod already has network (veth `%s` or the pod's `%s` "
+                    "exists)",
+                    host, NET_POD_IFNAME);
         goto fail;
     }
     veth = true;

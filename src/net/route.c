@@ -28,4 +28,3 @@ int nl_build_route_default(struct nl_batch *b, bool add, int family, int ifindex
     nl_batch_end(b, nlh);
     return 0;
 }
-

@@ -97,8 +97,8 @@ static void print_result(const struct net_pod_result *r)
     printf("{\"host_ifname\": \"%s\", \"ips\": [", r->host_ifname);
     for (size_t i = 0; i < r->nips; i++)
         printf("%s{\"family\": %d, \"addr\": \"%s\", \"prefix\": %u, \"gateway\": \"%s\"}",
-               i ? ", " : "", r->ips[i].family == AF_INET ? 4 : 6, r->ips[i].addr,
-               r->ips[i].prefix, r->ips[i].gateway);
+               i ? ", " : "", r->ips[i].family == AF_INET ? 4 : 6, r->ips[i].addr, r->ips[i].prefix,
+               r->ips[i].gateway);
     printf("]}\n");
 }
 
@@ -197,16 +197,11 @@ static int bench(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"subnet", required_argument, NULL, 's'},
-        {"bridge", required_argument, NULL, 'b'},
-        {"mtu", required_argument, NULL, 'm'},
-        {"ipam", required_argument, NULL, 'i'},
-        {"pod", required_argument, NULL, 'p'},
-        {"netns", required_argument, NULL, 'n'},
-        {"port", required_argument, NULL, 'P'},
-        {"count", required_argument, NULL, 'c'},
-        {"allow-init-netns", no_argument, NULL, 'A'},
-        {},
+        {"subnet", required_argument, NULL, 's'},     {"bridge", required_argument, NULL, 'b'},
+        {"mtu", required_argument, NULL, 'm'},        {"ipam", required_argument, NULL, 'i'},
+        {"pod", required_argument, NULL, 'p'},        {"netns", required_argument, NULL, 'n'},
+        {"port", required_argument, NULL, 'P'},       {"count", required_argument, NULL, 'c'},
+        {"allow-init-netns", no_argument, NULL, 'A'}, {},
     };
     struct err e = {0};
     bool allow_init = false;

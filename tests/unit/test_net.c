@@ -38,9 +38,19 @@ static void test_subnet_parse(void **state)
     net_subnet_format(&s, buf, sizeof(buf));
     assert_string_equal(buf, "fd00:88::/64");
 
-    const char *bad[] = {"", "10.0.0.0", "10.0.0.0/", "10.0.0.0/31", "10.0.0.0/7",
-                         "10.0.0.0/33", "10.0.0.0/1a", "10.0.0.0/-1", "300.0.0.0/8",
-                         "fd00::/127", "fd00::/0", "hello/8", "10.0.0.0/0016",
+    const char *bad[] = {"",
+                         "10.0.0.0",
+                         "10.0.0.0/",
+                         "10.0.0.0/31",
+                         "10.0.0.0/7",
+                         "10.0.0.0/33",
+                         "10.0.0.0/1a",
+                         "10.0.0.0/-1",
+                         "300.0.0.0/8",
+                         "fd00::/127",
+                         "fd00::/0",
+                         "hello/8",
+                         "10.0.0.0/0016",
                          "10.0.0.0/16/2"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         if (net_subnet_parse(bad[i], &s) != -EINVAL)
@@ -404,7 +414,8 @@ static void test_nl_addr_route(void **state)
     assert_int_equal(ifa->ifa_index, 4);
     const struct nlattr *a;
     bool nodad = false, local = false;
-    mnl_attr_for_each(a, nlh, sizeof(*ifa)) {
+    mnl_attr_for_each(a, nlh, sizeof(*ifa))
+    {
         if (mnl_attr_get_type(a) == IFA_FLAGS)
             nodad = mnl_attr_get_u32(a) & IFA_F_NODAD;
         if (mnl_attr_get_type(a) == IFA_LOCAL)
@@ -418,7 +429,8 @@ static void test_nl_addr_route(void **state)
     assert_int_equal(rtm->rtm_dst_len, 0);
     assert_int_equal(rtm->rtm_family, AF_INET);
     bool gw = false, oif = false;
-    mnl_attr_for_each(a, nlh, sizeof(*rtm)) {
+    mnl_attr_for_each(a, nlh, sizeof(*rtm))
+    {
         if (mnl_attr_get_type(a) == RTA_GATEWAY)
             gw = mnl_attr_get_payload_len(a) == 4 && !memcmp(mnl_attr_get_payload(a), gw4, 4);
         if (mnl_attr_get_type(a) == RTA_OIF)
@@ -527,7 +539,8 @@ static void test_nl_reply(void **state)
     uint8_t nonul[256] = {0};
     size_t l = put_error(nonul, 10, 77, -EINVAL, "abc");
     struct nlmsghdr *eh = (struct nlmsghdr *)nonul;
-    struct nlattr *ma = (struct nlattr *)(nonul + MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(struct nlmsgerr)));
+    struct nlattr *ma =
+        (struct nlattr *)(nonul + MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(struct nlmsgerr)));
     ((char *)(ma + 1))[3] = 'd';
     ma->nla_len = sizeof(*ma) + 4;
     eh->nlmsg_len = (uint32_t)(l - 0);
@@ -635,9 +648,8 @@ static void test_nft_pod_delete(void **state)
     struct err e = {0};
     assert_int_equal(net_nft_pod_delete_build(json, "poda", &b, &e), 0);
     assert_int_equal(buf_append(&b, "", 1), 0);
-    assert_string_equal((const char *)b.data,
-                        "delete rule inet kinglet hostports handle 7\n"
-                        "delete rule inet kinglet hostports handle 9\n");
+    assert_string_equal((const char *)b.data, "delete rule inet kinglet hostports handle 7\n"
+                                              "delete rule inet kinglet hostports handle 9\n");
     buf_free(&b);
     assert_int_equal(net_nft_pod_delete_build(json, "nobody", &b, &e), 0);
     assert_int_equal(b.len, 0);
@@ -649,8 +661,9 @@ static void test_nft_pod_delete(void **state)
 static void test_sysctl_keys(void **state)
 {
     struct err e = {0};
-    const char *bad[] = {"kernel.shmmax", "net/../kernel/x", "net..ipv4", "net.ipv4.", "net",
-                         "net/ipv4//ip_forward", "net.ipv4.ip forward", "/net/ipv4"};
+    const char *bad[] = {
+        "kernel.shmmax", "net/../kernel/x",      "net..ipv4",           "net.ipv4.",
+        "net",           "net/ipv4//ip_forward", "net.ipv4.ip forward", "/net/ipv4"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         int r = net_sysctl_write(bad[i], "1", &e);
         if (r != -EINVAL)
