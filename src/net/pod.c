@@ -13,6 +13,7 @@
 #include <linux/rtnetlink.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "net/internal.h"
 
@@ -285,6 +286,14 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
     int r = net_config_validate(cfg, err);
     if (r < 0)
         return r;
+    /* A pod given the node's own namespace would get eth0 and a default
+     * route in it, taking over the node's network. */
+    struct stat pst, sst;
+    if (fstat(netns_fd, &pst) < 0)
+        return err_set(err, errno, "pod `%s`: network namespace", pod_id);
+    if (stat("/proc/thread-self/ns/net", &sst) == 0 && pst.st_dev == sst.st_dev &&
+        pst.st_ino == sst.st_ino)
+        return err_set(err, EINVAL, "pod `%s`: the network namespace is the node's own", pod_id);
     /* Check the port mappings before touching anything. */
     struct buf check = {0};
     r = net_nft_pod_build(pod_id, NULL, 0, ports, nports, &check, err);

@@ -215,6 +215,14 @@ def test_bad_netns_leaves_nothing(lab):
     assert not re.search(r"\bkl[0-9a-f]{12}\b", lab.run("ip", "-o", "link").stdout)
 
 
+def test_node_namespace_is_refused_as_a_pod(lab):
+    p = lab.run(*lab.driver_args(V4), "setup", "--pod", "hijack", "--netns",
+                "/proc/self/ns/net", check=False)
+    assert p.returncode == 1 and "the node's own" in p.stderr
+    assert "default" not in lab.run("ip", "route").stdout
+    assert leases(lab) == []
+
+
 def test_teardown_leaves_nothing_and_is_idempotent(lab):
     # someone else's table must survive everything kinglet does
     lab.run("nft", "add table inet other; add chain inet other c; add rule inet other c "
