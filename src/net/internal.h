@@ -22,6 +22,7 @@
 #include "net/net.h"
 
 struct nlmsghdr;
+struct nlattr;
 
 /* ---- netlink batches (no I/O) ------------------------------------------- */
 
@@ -91,6 +92,7 @@ struct nl_result {
 
 struct nl_reply_state {
     uint32_t portid, seq_first, seq_last; /* what we expect */
+    bool done;                            /* NLMSG_DONE seen (end of a dump) */
     struct nl_result *res;                /* optional: per-message results */
     unsigned acked;                       /* acks/errors seen for our sequence numbers */
     int first_error;                      /* negative errno of the first failed request, or 0 */
@@ -113,6 +115,8 @@ struct nl;
 /* A NETLINK_ROUTE socket (extended acks on) in netns_fd, or in the caller's
  * namespace when netns_fd < 0. */
 int nl_open(int netns_fd, struct nl **ret, struct err *err);
+/* The same on another netlink bus (NETLINK_NETFILTER for conntrack). */
+int nl_open_bus(int bus, int netns_fd, struct nl **ret, struct err *err);
 void nl_close(struct nl *nl);
 static inline void nl_closep(struct nl **p)
 {
@@ -126,9 +130,26 @@ static inline void nl_closep(struct nl **p)
  * failures are returned. */
 int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct nl_result *res,
                 struct err *err);
+/* Sends a batch holding one dump request and passes every reply to cb until
+ * the dump ends. */
+int nl_dump(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct err *err);
 /* Sets err from the i-th outcome ("<what>: <ext ack>: <strerror>"); returns
  * its negative errno, or 0 when that request succeeded. */
 int nl_result_err(const struct nl_result *res, unsigned i, struct err *err, const char *what);
+
+/* ---- conntrack ---------------------------------------------------------- */
+
+/* A dump of the conntrack entries of family with this protocol and original
+ * destination port (kernel-side filter). */
+int nl_build_ct_dump(struct nl_batch *b, int family, uint8_t l4proto, uint16_t dport);
+/* Deletes the entry with this CTA_TUPLE_ORIG payload. */
+int nl_build_ct_delete(struct nl_batch *b, int family, const void *tuple, size_t len);
+/* 1 when a CTA_TUPLE_ORIG attribute has l4proto and dport, 0 when not,
+ * -EBADMSG when malformed. */
+int net_ct_tuple_matches(const struct nlattr *tuple, uint8_t l4proto, uint16_t dport);
+/* Deletes the entries of family with l4proto and original destination port
+ * dport (at most 4096 per call). */
+int net_conntrack_flush_dport(int family, uint8_t l4proto, uint16_t dport, struct err *err);
 
 /* ---- links, addresses, routes ------------------------------------------- */
 

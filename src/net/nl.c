@@ -160,7 +160,9 @@ int nl_reply_parse(const void *buf, size_t len, struct nl_reply_state *st, nl_ms
             continue;
         switch (nlh->nlmsg_type) {
         case NLMSG_NOOP:
+            break;
         case NLMSG_DONE:
+            st->done = true;
             break;
         case NLMSG_OVERRUN:
             return -EBADMSG;
@@ -195,12 +197,17 @@ int nl_reply_parse(const void *buf, size_t len, struct nl_reply_state *st, nl_ms
 
 /* ---- I/O ---------------------------------------------------------------- */
 
-static int open_here(struct nl **ret, struct err *err)
+struct open_args {
+    int bus;
+    struct nl **ret;
+};
+
+static int open_here(int bus, struct nl **ret, struct err *err)
 {
     _cleanup_free_ struct nl *nl = calloc(1, sizeof(*nl));
     if (!nl)
         return err_set(err, ENOMEM, "netlink");
-    nl->sock = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+    nl->sock = mnl_socket_open2(bus, SOCK_CLOEXEC);
     if (!nl->sock)
         return err_set(err, errno, "open netlink socket");
     int one = 1;
@@ -218,14 +225,24 @@ static int open_here(struct nl **ret, struct err *err)
     return 0;
 }
 
-static int open_cb(void *data, struct err *err) { return open_here(data, err); }
+static int open_cb(void *data, struct err *err)
+{
+    struct open_args *a = data;
+    return open_here(a->bus, a->ret, err);
+}
+
+int nl_open_bus(int bus, int netns_fd, struct nl **ret, struct err *err)
+{
+    if (netns_fd < 0)
+        return open_here(bus, ret, err);
+    /* A socket belongs to the namespace it was created in. */
+    struct open_args a = {bus, ret};
+    return net_netns_run(netns_fd, open_cb, &a, err);
+}
 
 int nl_open(int netns_fd, struct nl **ret, struct err *err)
 {
-    if (netns_fd < 0)
-        return open_here(ret, err);
-    /* A socket belongs to the namespace it was created in. */
-    return net_netns_run(netns_fd, open_cb, ret, err);
+    return nl_open_bus(NETLINK_ROUTE, netns_fd, ret, err);
 }
 
 void nl_close(struct nl *nl)
@@ -277,6 +294,38 @@ int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, str
         if (st.ext_msg[0])
             return err_set(err, -st.first_error, "%s", st.ext_msg);
         return err_set(err, -st.first_error, "netlink request");
+    }
+    return 0;
+}
+
+int nl_dump(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct err *err)
+{
+    assert(b->nmsgs == 1);
+    if (nl->seq > UINT32_MAX - 2 * NL_BATCH_MSGS)
+        nl->seq = 0;
+    struct nlmsghdr *nlh = (struct nlmsghdr *)b->buf;
+    nlh->nlmsg_seq = ++nl->seq;
+    struct nl_reply_state st = {.portid = nl->portid, .seq_first = nl->seq, .seq_last = nl->seq};
+    if (mnl_socket_sendto(nl->sock, b->buf, b->len) < 0)
+        return err_set(err, errno, "netlink send");
+    _cleanup_free_ uint8_t *rbuf = malloc(NL_RECV_SIZE);
+    if (!rbuf)
+        return err_set(err, ENOMEM, "netlink");
+    while (!st.done && !st.acked) {
+        ssize_t n = mnl_socket_recvfrom(nl->sock, rbuf, NL_RECV_SIZE);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return err_set(err, errno, "netlink receive");
+        }
+        int r = nl_reply_parse(rbuf, (size_t)n, &st, cb, data);
+        if (r < 0)
+            return err_set(err, -r, "netlink dump");
+    }
+    if (st.first_error) {
+        if (st.ext_msg[0])
+            return err_set(err, -st.first_error, "%s", st.ext_msg);
+        return err_set(err, -st.first_error, "netlink dump");
     }
     return 0;
 }

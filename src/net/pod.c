@@ -366,6 +366,17 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
         rules = true;
         if ((r = net_nft_pod_add(cfg, pod_id, dnat, cfg->nsubnets, ports, nports, err)) < 0)
             goto fail;
+        /* Stale UDP flows to the new host ports would bypass the DNAT. Best
+         * effort, like CNI portmap: a failure here leaves a degraded port,
+         * not a broken pod. */
+        for (size_t i = 0; i < nports; i++) {
+            if (ports[i].protocol != NET_PROTO_UDP || !ports[i].host_port)
+                continue;
+            for (size_t k = 0; k < cfg->nsubnets; k++)
+                if (net_conntrack_flush_dport(cfg->subnets[k].family, IPPROTO_UDP,
+                                              ports[i].host_port, &ignored) < 0)
+                    log_debug("pod `%s`: UDP port %u: %s", pod_id, ports[i].host_port, ignored.msg);
+        }
     }
     return 0;
 

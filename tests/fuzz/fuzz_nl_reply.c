@@ -1,14 +1,29 @@
 /* libFuzzer target: netlink replies as the kernel would send them to
  * nl_transact (nl_reply_parse), with every RTM_NEWLINK handed to
- * nl_link_parse as net_link_get does. Neither may crash, read out of
+ * nl_link_parse as net_link_get does and conntrack entries to
+ * net_ct_tuple_matches as the UDP flush does. Neither may crash, read out of
  * bounds or leave an unterminated string. */
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/rtnetlink.h>
 #include <string.h>
 
 #include "net/internal.h"
 
+static int ct_attr_cb(const struct nlattr *a, void *data)
+{
+    if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
+        net_ct_tuple_matches(a, 17, 53);
+    return MNL_CB_OK;
+}
+
 static int link_cb(const struct nlmsghdr *nlh, void *data)
 {
+    /* conntrack dump entries, as net_conntrack_flush_dport reads them */
+    if ((nlh->nlmsg_type >> 8) == NFNL_SUBSYS_CTNETLINK &&
+        mnl_nlmsg_get_payload_len(nlh) >= sizeof(struct nfgenmsg))
+        mnl_attr_parse(nlh, sizeof(struct nfgenmsg), ct_attr_cb, NULL);
     if (nlh->nlmsg_type != RTM_NEWLINK)
         return 0;
     struct nl_link_info info;

@@ -48,7 +48,9 @@ if proto == "sctp":
     s = socket.socket(af, socket.SOCK_STREAM, socket.IPPROTO_SCTP)
 else:
     s = socket.socket(af, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
-s.settimeout(5)
+s.settimeout(float(sys.argv[5]) if len(sys.argv) > 5 else 5)
+if len(sys.argv) > 4 and sys.argv[4] != "0":
+    s.bind(("", int(sys.argv[4])))
 if proto != "udp":
     s.connect((host, port))
     print(s.recv(100).decode().strip())
@@ -194,6 +196,20 @@ def test_host_ports_from_outside_hairpin_and_localhost(lab, outside):
     assert "kinglet:web" not in rules
     assert client(lab, outside, "tcp", "192.0.2.1", 8080, check=False).returncode != 0
     assert ip not in " ".join(" ".join(x) for x in leases(lab))
+
+
+def test_stale_udp_flow_is_forgotten_when_a_port_is_published(lab, outside):
+    lab.run(*lab.driver_args(V4), "node-setup")  # conntrack is active from here on
+    # a client talks to UDP 5353 before any pod publishes it: nobody answers,
+    # and conntrack remembers the flow without DNAT
+    r = lab.in_ns(outside, PY, "-c", CLIENT, "udp", "192.0.2.1", "5353", "40000", "1",
+                  check=False)
+    assert r.returncode != 0
+    setup_pod(lab, "dns", ports=["udp:5353:53"])
+    start_server(lab, "dns", "udp", 53)
+    # the same flow (same source port) now reaches the pod
+    r = lab.in_ns(outside, PY, "-c", CLIENT, "udp", "192.0.2.1", "5353", "40000", check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "192.0.2.2", r.stderr
 
 
 def test_sctp_host_port(lab, outside):

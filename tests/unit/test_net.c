@@ -7,6 +7,8 @@
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/veth.h>
 #include <pthread.h>
 #include <string.h>
@@ -550,6 +552,63 @@ static void test_nl_reply(void **state)
     assert_string_equal(st3.ext_msg, "");
 }
 
+/* ---- conntrack ---------------------------------------------------------- */
+
+static void test_ct_messages(void **state)
+{
+    struct nl_batch b;
+    nl_batch_init(&b);
+    assert_int_equal(nl_build_ct_dump(&b, AF_INET, IPPROTO_UDP, 5353), 0);
+    assert_int_equal(nl_build_ct_dump(&b, AF_UNIX, IPPROTO_UDP, 5353), -EINVAL);
+    const struct nlmsghdr *nlh = nl_batch_msg(&b, 0);
+    assert_int_equal(nlh->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET);
+    assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP); /* no ACK on a dump */
+    const struct nfgenmsg *nfg = mnl_nlmsg_get_payload(nlh);
+    assert_int_equal(nfg->nfgen_family, AF_INET);
+    const struct nlattr *a, *tuple = NULL, *filter = NULL;
+    mnl_attr_for_each(a, nlh, sizeof(*nfg))
+    {
+        if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
+            tuple = a;
+        if (mnl_attr_get_type(a) == CTA_FILTER)
+            filter = a;
+    }
+    assert_non_null(tuple);
+    assert_non_null(filter);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_UDP, 5353), 1);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_UDP, 5354), 0);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_TCP, 5353), 0);
+    const struct nlattr *f = mnl_attr_get_payload(filter);
+    assert_int_equal(mnl_attr_get_type(f), CTA_FILTER_ORIG_FLAGS);
+    assert_int_equal(mnl_attr_get_u32(f), (1u << 3) | (1u << 5)); /* proto num, dst port */
+
+    /* delete by the original tuple, as dumped */
+    static struct nl_batch b2;
+    nl_batch_init(&b2);
+    assert_int_equal(nl_build_ct_delete(&b2, AF_INET6, mnl_attr_get_payload(tuple),
+                                        mnl_attr_get_payload_len(tuple)),
+                     0);
+    nlh = nl_batch_msg(&b2, 0);
+    assert_int_equal(nlh->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE);
+    assert_true(nlh->nlmsg_flags & NLM_F_ACK);
+    const struct nlattr *d = NULL;
+    mnl_attr_for_each(a, nlh, sizeof(*nfg)) d = a;
+    assert_int_equal(d->nla_type, CTA_TUPLE_ORIG | NLA_F_NESTED);
+    assert_int_equal(net_ct_tuple_matches(d, IPPROTO_UDP, 5353), 1);
+    uint8_t big[300] = {0};
+    assert_int_equal(nl_build_ct_delete(&b2, AF_INET, big, sizeof(big)), -EINVAL);
+
+    /* a malformed tuple: protocol number of the wrong size */
+    uint8_t buf[64] = {0};
+    struct nlmsghdr *m = mnl_nlmsg_put_header(buf);
+    struct nlattr *t = mnl_attr_nest_start(m, CTA_TUPLE_ORIG);
+    struct nlattr *p = mnl_attr_nest_start(m, CTA_TUPLE_PROTO);
+    mnl_attr_put_u32(m, CTA_PROTO_NUM, IPPROTO_UDP);
+    mnl_attr_nest_end(m, p);
+    mnl_attr_nest_end(m, t);
+    assert_int_equal(net_ct_tuple_matches(t, IPPROTO_UDP, 53), -EBADMSG);
+}
+
 /* ---- nftables text ------------------------------------------------------ */
 
 static void test_nft_base(void **state)
@@ -687,6 +746,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_nl_bad_names),
     cmocka_unit_test(test_nl_addr_route),
     cmocka_unit_test(test_nl_reply),
+    cmocka_unit_test(test_ct_messages),
     cmocka_unit_test(test_nft_base),
     cmocka_unit_test(test_nft_pod),
     cmocka_unit_test(test_nft_pod_delete),
