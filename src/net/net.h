@@ -127,6 +127,16 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
 /* Removes the pod's host ports, veth pair and address leases. Idempotent:
  * whatever is already gone (including the pod's netns) is success. */
 int net_pod_teardown(const struct net_config *cfg, const char *pod_id, struct err *err);
+/* The same, except that the veth pair and the leases go away in a background
+ * thread: the kernel's device deletion waits for RCU (20-30 ms) and the
+ * caller need not. When it returns, the pod's host ports are gone; its link
+ * and leases follow (a lease is released only after its link is gone, so an
+ * address is never handed out while still in use). If the process exits
+ * first, the leases remain and net_pod_ids finds the pod for a new teardown.
+ * At most 16 run at once; beyond that it behaves like net_pod_teardown. */
+int net_pod_teardown_async(const struct net_config *cfg, const char *pod_id, struct err *err);
+/* Waits until every background teardown has finished (shutdown, tests). */
+void net_pod_teardown_wait(void);
 /* The addresses currently leased to the pod (after a restart too). */
 int net_pod_ips(const struct net_config *cfg, const char *pod_id, struct net_pod_result *ret,
                 struct err *err);

@@ -390,31 +390,114 @@ fail:
     return err_wrap(err, "set up network of pod `%s`", pod_id);
 }
 
-int net_pod_teardown(const struct net_config *cfg, const char *pod_id, struct err *err)
+/* Host port rules first: they point at the pod's address. */
+static int teardown_rules(const struct net_config *cfg, const char *pod_id, struct err *err)
 {
-    if (!net_pod_id_valid(pod_id))
-        return err_set(err, EINVAL, "invalid pod id");
     _cleanup_free_ struct net_ipam_lease *leases = NULL;
     size_t n = 0;
     int r = net_ipam_list(cfg->ipam_dir, &leases, &n, err);
     if (r < 0)
-        return err_wrap(err, "tear down network of pod `%s`", pod_id);
+        return r;
     bool hostports = false;
     for (size_t i = 0; i < n; i++)
         hostports |= leases[i].hostports && !strcmp(leases[i].pod_id, pod_id);
-    /* Rules go first: they point at the pod's address. */
-    if (hostports && (r = net_nft_pod_remove(pod_id, err)) < 0)
-        return err_wrap(err, "tear down network of pod `%s`", pod_id);
-    /* Deleting the host end removes the pod end too (if the pod's namespace
-     * is already gone, so is the pair). */
+    return hostports ? net_nft_pod_remove(pod_id, err) : 0;
+}
+
+/* Then the veth pair (deleting the host end removes the pod end too; if the
+ * pod's namespace is already gone, so is the pair), and only then the
+ * leases, so an address is never reused while its old link exists. */
+static int teardown_link_leases(const char *ipam_dir, const char *pod_id, struct err *err)
+{
     char host[IFNAMSIZ];
     net_pod_host_ifname(pod_id, host);
     _cleanup_(nl_closep) struct nl *nl = NULL;
+    int r;
     if ((r = nl_open(-1, &nl, err)) < 0 || (r = net_link_delete(nl, host, err)) < 0)
-        return err_wrap(err, "tear down network of pod `%s`", pod_id);
-    if ((r = net_ipam_release(cfg->ipam_dir, pod_id, err)) < 0)
+        return r;
+    return net_ipam_release(ipam_dir, pod_id, err);
+}
+
+int net_pod_teardown(const struct net_config *cfg, const char *pod_id, struct err *err)
+{
+    if (!net_pod_id_valid(pod_id))
+        return err_set(err, EINVAL, "invalid pod id");
+    if (teardown_rules(cfg, pod_id, err) < 0 ||
+        teardown_link_leases(cfg->ipam_dir, pod_id, err) < 0)
         return err_wrap(err, "tear down network of pod `%s`", pod_id);
     return 0;
+}
+
+/* ---- background link deletion -------------------------------------------
+ * Deleting a network device waits for RCU (rcu_barrier in netdev_run_todo):
+ * some 20-30 ms whatever we do. net_pod_teardown_async leaves that wait to
+ * a detached thread, at most BG_MAX at a time (beyond that the caller waits
+ * as with net_pod_teardown). */
+
+#define BG_MAX 16
+
+static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
+static unsigned bg_running;
+
+struct bg_job {
+    char ipam_dir[sizeof(((struct net_config *)0)->ipam_dir)];
+    char pod_id[NET_POD_ID_MAX + 1];
+};
+
+static void *bg_main(void *data)
+{
+    struct bg_job *job = data;
+    struct err e = {0};
+    /* On failure the leases stay: a later teardown (or the restart's
+     * recovery through net_pod_ids) finishes the job. */
+    if (teardown_link_leases(job->ipam_dir, job->pod_id, &e) < 0)
+        log_debug("pod `%s`: background network teardown: %s", job->pod_id, e.msg);
+    free(job);
+    pthread_mutex_lock(&bg_lock);
+    bg_running--;
+    pthread_cond_broadcast(&bg_cond);
+    pthread_mutex_unlock(&bg_lock);
+    return NULL;
+}
+
+int net_pod_teardown_async(const struct net_config *cfg, const char *pod_id, struct err *err)
+{
+    if (!net_pod_id_valid(pod_id))
+        return err_set(err, EINVAL, "invalid pod id");
+    if (teardown_rules(cfg, pod_id, err) < 0)
+        return err_wrap(err, "tear down network of pod `%s`", pod_id);
+    struct bg_job *job = calloc(1, sizeof(*job));
+    bool started = false;
+    if (job) {
+        snprintf(job->ipam_dir, sizeof(job->ipam_dir), "%s", cfg->ipam_dir);
+        snprintf(job->pod_id, sizeof(job->pod_id), "%s", pod_id);
+        pthread_mutex_lock(&bg_lock);
+        if (bg_running < BG_MAX) {
+            pthread_attr_t attr;
+            pthread_t t;
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            started = pthread_create(&t, &attr, bg_main, job) == 0;
+            pthread_attr_destroy(&attr);
+            if (started)
+                bg_running++;
+        }
+        pthread_mutex_unlock(&bg_lock);
+        if (!started)
+            free(job);
+    }
+    if (!started && teardown_link_leases(cfg->ipam_dir, pod_id, err) < 0)
+        return err_wrap(err, "tear down network of pod `%s`", pod_id);
+    return 0;
+}
+
+void net_pod_teardown_wait(void)
+{
+    pthread_mutex_lock(&bg_lock);
+    while (bg_running)
+        pthread_cond_wait(&bg_cond, &bg_lock);
+    pthread_mutex_unlock(&bg_lock);
 }
 
 int net_pod_ips(const struct net_config *cfg, const char *pod_id, struct net_pod_result *ret,

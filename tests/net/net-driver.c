@@ -5,7 +5,7 @@
  * --allow-init-netns: the tests run it inside namespaces they created.
  *
  *   net-driver [options] setup --pod ID --netns PATH [--port tcp:8080:80[:hostip]]...
- *   net-driver [options] teardown --pod ID
+ *   net-driver [options] teardown --pod ID [--async]
  *   net-driver [options] ips --pod ID
  *   net-driver [options] alloc --pod ID          (IPAM only)
  *   net-driver [options] alloc-threads --count N (N threads allocate at once)
@@ -14,7 +14,7 @@
  *   net-driver [options] pods                    (ids holding leases)
  *   net-driver [options] node-setup | node-teardown | status
  *   net-driver [options] sysctl --netns PATH KEY VALUE
- *   net-driver [options] bench --count N [--port ...]
+ *   net-driver [options] bench --count N [--port ...] [--async]
  * options: --subnet CIDRS --bridge NAME --mtu N --ipam DIR */
 #include <fcntl.h>
 #include <getopt.h>
@@ -35,6 +35,7 @@ static struct net_port_mapping ports[MAX_PORTS];
 static char port_ips[MAX_PORTS][64];
 static size_t nports;
 static int count = 1;
+static bool async_teardown; /* net_pod_teardown_async, waited for before exit */
 
 static int fail(const struct err *e, const char *what)
 {
@@ -177,7 +178,9 @@ static int bench(void)
         if (net_pod_setup(&cfg, id, ns, ports, nports, &res, &e) < 0)
             return fail(&e, "setup");
         uint64_t t1 = now_mono_ns();
-        if (net_pod_teardown(&cfg, id, &e) < 0)
+        int r =
+            async_teardown ? net_pod_teardown_async(&cfg, id, &e) : net_pod_teardown(&cfg, id, &e);
+        if (r < 0)
             return fail(&e, "teardown");
         uint64_t t2 = now_mono_ns();
         close(ns);
@@ -185,6 +188,7 @@ static int bench(void)
         td[i] = t2 - t1;
         both[i] = t2 - t0;
     }
+    net_pod_teardown_wait();
     report("setup", su, count);
     report("teardown", td, count);
     report("setup+teardown", both, count);
@@ -197,11 +201,17 @@ static int bench(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"subnet", required_argument, NULL, 's'},     {"bridge", required_argument, NULL, 'b'},
-        {"mtu", required_argument, NULL, 'm'},        {"ipam", required_argument, NULL, 'i'},
-        {"pod", required_argument, NULL, 'p'},        {"netns", required_argument, NULL, 'n'},
-        {"port", required_argument, NULL, 'P'},       {"count", required_argument, NULL, 'c'},
-        {"allow-init-netns", no_argument, NULL, 'A'}, {},
+        {"subnet", required_argument, NULL, 's'},
+        {"bridge", required_argument, NULL, 'b'},
+        {"mtu", required_argument, NULL, 'm'},
+        {"ipam", required_argument, NULL, 'i'},
+        {"pod", required_argument, NULL, 'p'},
+        {"netns", required_argument, NULL, 'n'},
+        {"port", required_argument, NULL, 'P'},
+        {"count", required_argument, NULL, 'c'},
+        {"allow-init-netns", no_argument, NULL, 'A'},
+        {"async", no_argument, NULL, 'a'},
+        {},
     };
     struct err e = {0};
     bool allow_init = false;
@@ -241,6 +251,9 @@ int main(int argc, char **argv)
         case 'A':
             allow_init = true;
             break;
+        case 'a':
+            async_teardown = true;
+            break;
         default:
             return 2;
         }
@@ -270,8 +283,13 @@ int main(int argc, char **argv)
             return fail(&e, "setup");
         print_result(&res);
     } else if (!strcmp(cmd, "teardown")) {
-        if (!pod || net_pod_teardown(&cfg, pod, &e) < 0)
-            return pod ? fail(&e, "teardown") : 2;
+        if (!pod)
+            return 2;
+        int r = async_teardown ? net_pod_teardown_async(&cfg, pod, &e)
+                               : net_pod_teardown(&cfg, pod, &e);
+        net_pod_teardown_wait();
+        if (r < 0)
+            return fail(&e, "teardown");
     } else if (!strcmp(cmd, "ips")) {
         struct net_pod_result res;
         if (!pod || net_pod_ips(&cfg, pod, &res, &e) < 0)

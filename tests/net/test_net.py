@@ -266,6 +266,27 @@ def test_teardown_leaves_nothing_and_is_idempotent(lab):
     lab.run(*lab.driver_args(DUAL), "node-teardown")  # idempotent
 
 
+def test_async_teardown_leaves_nothing(lab, outside):
+    pods = [setup_pod(lab, f"bg{i}", ports=[f"tcp:{8100 + i}:80"]) for i in range(4)]
+    start_server(lab, "bg0", "tcp", 80)
+    assert client(lab, outside, "tcp", "192.0.2.1", 8100).stdout.strip() == "192.0.2.2"
+    for i in range(4):
+        # the driver waits for the background deletion before it exits
+        lab.run(*lab.driver_args(V4), "teardown", "--async", "--pod", f"bg{i}")
+    assert client(lab, outside, "tcp", "192.0.2.1", 8100, check=False).returncode != 0
+    links = lab.run("ip", "-o", "link").stdout
+    for p in pods:
+        assert p["host_ifname"] not in links
+    assert lab.run("ip", "-o", "link", "show", "master", "kinglet0").stdout.strip() == ""
+    assert "comment" not in lab.run("nft", "list", "chain", "inet", "kinglet",
+                                    "hostports").stdout
+    assert leases(lab) == []
+    out = lab.run(*lab.driver_args(V4), "bench", "--count", "10", "--async").stdout
+    assert "setup+teardown: n=10" in out
+    assert leases(lab) == []
+    assert not re.search(r"\bkl[0-9a-f]{12}\b", lab.run("ip", "-o", "link").stdout)
+
+
 def test_fifty_concurrent_allocations_are_distinct(lab):
     # 50 processes at once...
     procs = [lab.popen(*lab.driver_args(V4), "alloc", "--pod", f"proc-{i}") for i in range(50)]
