@@ -14,6 +14,8 @@
  *   net-driver [options] pods                    (ids holding leases)
  *   net-driver [options] node-setup | node-teardown | status
  *   net-driver [options] sysctl --netns PATH KEY VALUE
+ *   net-driver [options] setup-threads --count N  (N pods set up and torn down
+ *                                                 by N threads at once)
  *   net-driver [options] bench --count N [--port ...] [--async]
  * options: --subnet CIDRS --bridge NAME --mtu N --ipam DIR */
 #include <fcntl.h>
@@ -152,6 +154,71 @@ static int new_netns(void)
     }
     close(self);
     return fd;
+}
+
+struct pod_thread {
+    pthread_t t;
+    char id[48];
+    int ns;
+    struct net_pod_result res;
+    struct err err;
+    int r;
+    bool teardown;
+};
+
+static void *pod_thread_main(void *data)
+{
+    struct pod_thread *p = data;
+    pthread_barrier_wait(&barrier);
+    if (p->teardown)
+        p->r = (p->ns & 1) ? net_pod_teardown_async(&cfg, p->id, &p->err)
+                           : net_pod_teardown(&cfg, p->id, &p->err);
+    else
+        p->r = net_pod_setup(&cfg, p->id, p->ns, ports, nports, &p->res, &p->err);
+    return NULL;
+}
+
+static int run_pod_threads(struct pod_thread *p, bool teardown)
+{
+    if (pthread_barrier_init(&barrier, NULL, (unsigned)count) != 0)
+        return -1;
+    for (int i = 0; i < count; i++) {
+        p[i].teardown = teardown;
+        if (pthread_create(&p[i].t, NULL, pod_thread_main, &p[i]) != 0)
+            return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < count; i++) {
+        pthread_join(p[i].t, NULL);
+        if (p[i].r < 0)
+            rc = fail(&p[i].err, teardown ? "teardown" : "setup");
+    }
+    pthread_barrier_destroy(&barrier);
+    return rc;
+}
+
+static int setup_threads(void)
+{
+    struct pod_thread *p = calloc((size_t)count, sizeof(*p));
+    if (!p || count < 1)
+        return 1;
+    for (int i = 0; i < count; i++) {
+        snprintf(p[i].id, sizeof(p[i].id), "thr-%d-%d", (int)getpid(), i);
+        p[i].ns = new_netns();
+        if (p[i].ns < 0)
+            return 1;
+    }
+    int rc = run_pod_threads(p, false);
+    for (int i = 0; i < count && rc == 0; i++)
+        printf("%s %s\n", p[i].id, p[i].res.ips[0].addr);
+    fflush(stdout);
+    if (rc == 0)
+        rc = run_pod_threads(p, true);
+    net_pod_teardown_wait();
+    for (int i = 0; i < count; i++)
+        close(p[i].ns);
+    free(p);
+    return rc;
 }
 
 static int bench(void)
@@ -374,6 +441,8 @@ int main(int argc, char **argv)
         close(fd);
         if (r < 0)
             return fail(&e, "sysctl");
+    } else if (!strcmp(cmd, "setup-threads")) {
+        return setup_threads();
     } else if (!strcmp(cmd, "bench")) {
         return bench();
     } else {

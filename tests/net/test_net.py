@@ -320,6 +320,20 @@ def test_concurrent_pod_setups(lab):
     assert rules.count("dnat ip to") == 12
 
 
+def test_concurrent_setups_in_threads_of_one_process(lab):
+    # the daemon sets pods up from worker threads: setns per thread, the nft
+    # lock and the node preparation must hold under that
+    out = lab.run(*lab.driver_args(DUAL), "--port", "tcp:9900:80", "--port", "udp:9901:53",
+                  "setup-threads", "--count", "24", timeout=120).stdout
+    ips = [line.split()[1] for line in out.splitlines()]
+    assert len(ips) == 24 and len(set(ips)) == 24
+    # all torn down again (half of them in the background, waited for)
+    assert leases(lab) == []
+    assert not re.search(r"\bkl[0-9a-f]{12}\b", lab.run("ip", "-o", "link").stdout)
+    assert "comment" not in lab.run("nft", "list", "chain", "inet", "kinglet",
+                                    "hostports").stdout
+
+
 def test_ipam_survives_restart(lab):
     a = setup_pod(lab, "keep-a")
     b = setup_pod(lab, "keep-b")
