@@ -2,9 +2,10 @@
  *
  * The pure part (subnet parsing and arithmetic) has no I/O. Leases are files
  * in <dir>/<subnet>/ named by the address ("10.88.0.7", "fd00:88::7"), each
- * holding the pod id and optional flags. A lease is taken by creating its
- * file with O_CREAT|O_EXCL: the file system is the lock, so allocators in
- * different threads or processes can never take the same address, and after
+ * holding the pod id and optional flags. A lease is taken by linking a
+ * complete file to the address's name (link fails with EEXIST like
+ * O_CREAT|O_EXCL): the file system is the lock, so allocators in different
+ * threads or processes can never take the same address, and after
  * a restart the directory itself is the state — nothing to recover but to
  * read it. <dir>/<subnet>/.last remembers the last address handed out so
  * allocation goes round the pool instead of reusing a just-released address
@@ -218,11 +219,25 @@ int net_ipam_alloc(const char *dir, const struct net_subnet *s, const char *pod_
                         flags ? "\n" : "");
     if (clen < 0 || clen >= (int)sizeof(content))
         return err_set(err, EINVAL, "lease too long");
+    /* The lease is written complete under a private name first and then
+     * linked to the address's name: link() fails with EEXIST when the address
+     * is taken, so the claim stays atomic and a crash never leaves an empty
+     * lease that nobody owns. */
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), ".tmp.%d.%ld", (int)getpid(), (long)gettid());
+    _cleanup_close_ int fd =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return err_set(err, errno, "create lease");
+    if (write(fd, content, (size_t)clen) != clen) {
+        int e = errno ? errno : EIO;
+        unlinkat(dfd, tmp, 0);
+        return err_set(err, e, "write lease");
+    }
     uint64_t size = net_subnet_pool_size(s);
     uint64_t start = read_last(dfd, s);
     if (start >= size)
         start = 0;
-    char sub[NET_SUBNET_STRLEN];
     /* Bounded by the pool: every address is tried at most once. */
     for (uint64_t i = 0; i < size; i++) {
         uint64_t n = start + i;
@@ -232,22 +247,20 @@ int net_ipam_alloc(const char *dir, const struct net_subnet *s, const char *pod_
         char name[INET6_ADDRSTRLEN];
         net_subnet_pool_addr(s, n, a);
         net_addr_format(s->family, a, name, sizeof(name));
-        _cleanup_close_ int fd =
-            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
+        if (linkat(dfd, tmp, dfd, name, 0) < 0) {
             if (errno == EEXIST)
                 continue;
-            return err_set(err, errno, "create lease `%s`", name);
+            int e = errno;
+            unlinkat(dfd, tmp, 0);
+            return err_set(err, e, "create lease `%s`", name);
         }
-        if (write(fd, content, (size_t)clen) != clen) {
-            int e = errno ? errno : EIO;
-            unlinkat(dfd, name, 0);
-            return err_set(err, e, "write lease `%s`", name);
-        }
+        unlinkat(dfd, tmp, 0);
         write_last(dfd, name);
         memcpy(ret_addr, a, 16);
         return 0;
     }
+    unlinkat(dfd, tmp, 0);
+    char sub[NET_SUBNET_STRLEN];
     net_subnet_format(s, sub, sizeof(sub));
     return err_set(err, ENOSPC, "no free address in pod subnet %s (all %llu addresses leased)", sub,
                    (unsigned long long)size);

@@ -5,8 +5,8 @@
  * and whose other end is created directly inside the pod's network namespace
  * as `eth0`, with its address(es), MTU and default route(s); loopback is
  * brought up. Addresses come from a file-backed IPAM (one file per allocated
- * address, created with O_EXCL, so concurrent allocators in threads or
- * processes never hand out the same address). Egress masquerade and
+ * address, claimed atomically with link(2), so concurrent allocators in
+ * threads or processes never hand out the same address). Egress masquerade and
  * PortMapping host ports live in kinglet's own nftables table `inet kinglet`;
  * kinglet never touches any other table.
  *

@@ -241,6 +241,16 @@ static void test_ipam_alloc_release(void **state)
     assert_int_equal(net_ipam_release(tmpdir, "pb", &e), 0);
     assert_int_equal(net_ipam_release(tmpdir, "nobody", &e), 0);
     assert_int_equal(net_ipam_release(tmpdir, "../x", &e), -EINVAL);
+    /* no temporary file is left next to the leases */
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%s/10.1.0.0-29", tmpdir);
+    DIR *d = opendir(sub);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (str_has_prefix(de->d_name, ".tmp"))
+            fail_msg("left behind: %s", de->d_name);
+    closedir(d);
     assert_int_equal(net_ipam_release_addr(tmpdir, &s, c, &e), 0);
     assert_int_equal(net_ipam_list(tmpdir, &l, &n, &e), 0);
     assert_int_equal(n, 0);
