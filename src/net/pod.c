@@ -329,10 +329,8 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
     }
     if ((r = net_veth_create(nl, host, netns_fd, cfg->mtu, bridge, err)) < 0) {
         if (r == -EEXIST)
-            err_set(err, EEXIST,
-                    "pod already has network (veth `%s` or the pod's `%s` "
-                    "exists)",
-                    host, NET_POD_IFNAME);
+            err_set(err, EEXIST, "pod already has network (`%s` or the pod's `%s` exists)", host,
+                    NET_POD_IFNAME);
         goto fail;
     }
     veth = true;
