@@ -19,6 +19,7 @@
  *   net-driver [options] bench --count N [--port ...] [--async]
  * options: --subnet CIDRS --bridge NAME --mtu N --ipam DIR */
 #include <fcntl.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -156,6 +157,18 @@ static int new_netns(void)
     return fd;
 }
 
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 struct pod_thread {
     pthread_t t;
     char id[48];
@@ -232,6 +245,7 @@ static int bench(void)
     /* Node setup outside the loop, as the daemon does at start. */
     if (net_node_setup(&cfg, &e) < 0)
         return fail(&e, "node setup");
+    int fds = count_fds();
     for (int i = 0; i < count; i++) {
         int ns = new_netns();
         if (ns < 0) {
@@ -256,6 +270,11 @@ static int bench(void)
         both[i] = t2 - t0;
     }
     net_pod_teardown_wait();
+    /* Every pod's sockets and namespace fds are closed again. */
+    if (count_fds() != fds) {
+        fprintf(stderr, "net-driver: %d file descriptors leaked\n", count_fds() - fds);
+        return 1;
+    }
     report("setup", su, count);
     report("teardown", td, count);
     report("setup+teardown", both, count);
