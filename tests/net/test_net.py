@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import read_line
+from .conftest import read_line
 
 V4 = "10.99.0.0/24"
 DUAL = "10.99.0.0/24,fd00:99::/64"
