@@ -1,4 +1,4 @@
-/* net/nl: rtnetlink over libmnl.
+/* net/nl: netlink over libmnl (rtnetlink, and nfnetlink for conntrack).
  *
  * Requests are built into a batch without any I/O (so tests can inspect the
  * bytes), sent in one datagram, and every request carries NLM_F_ACK: the
