@@ -27,3 +27,9 @@ check_PROGRAMS += tests/unit/test_oci
 TESTS += tests/unit/test_oci
 tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_oci_LDADD = $(KUNIT_LIBS_ALL)
+
+# net: IPAM, netlink messages, nftables text.
+check_PROGRAMS += tests/unit/test_net
+TESTS += tests/unit/test_net
+tests_unit_test_net_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_net_LDADD = libknet.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS) -lpthread
