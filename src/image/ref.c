@@ -231,6 +231,11 @@ int image_ref_parse(const char *s, struct image_ref *ret, struct err *err)
         image_ref_clear(&r);
         return err_set(err, ENOMEM, "parse image reference");
     }
+    /* the limit applies to the normalised name, as in distribution */
+    if (strlen(r.domain) + 1 + strlen(r.path) > NAME_MAX_LEN) {
+        image_ref_clear(&r);
+        return fail(err, s, "repository name longer than 255 bytes");
+    }
     *ret = r;
     return 0;
 }
