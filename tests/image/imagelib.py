@@ -368,13 +368,14 @@ class FakeRegistry:
     an upstream registry (upstream=(host, port))."""
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
-                 fail_status=None):
+                 fail_status=None, throttle=0.0):
         self.blobs, self.manifests = {}, {}
         self.bearer, self.creds = bearer, creds
         self.corrupt = set(corrupt)
         self.redirect = redirect
         self.upstream = upstream
         self.fail_status = fail_status
+        self.throttle = throttle  # seconds of sleep per MiB of blob sent
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.refresh_token = "refresh-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.requests = []
@@ -457,7 +458,17 @@ class FakeRegistry:
                     b = bytearray(b)
                     b[len(b) // 2] ^= 0xFF
                     b = bytes(b)
-                return self._send(200, b, {"Content-Type": "application/octet-stream"})
+                if not fake.throttle:
+                    return self._send(200, b, {"Content-Type": "application/octet-stream"})
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                try:
+                    for off in range(0, len(b), 1 << 20):
+                        self.wfile.write(b[off:off + (1 << 20)])
+                        time.sleep(fake.throttle)
+                except OSError:
+                    pass
 
             def _forward(self):
                 c = http.client.HTTPConnection(*fake.upstream, timeout=60)
