@@ -603,6 +603,8 @@ void job_import_run(struct job *job)
     r = docker ? import_docker(job, dirfd, j, err) : import_oci(job, dirfd, j, err);
     if (r == 0 && job->n_results == 0)
         r = err_set(err, EINVAL, "the archive holds no image");
+    if (r == 0)
+        r = store_sync(sh->st, err);
 out:
     if (r < 0)
         err_wrap(err, "import `%s`", job->ref_str);

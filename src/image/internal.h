@@ -199,6 +199,9 @@ void store_blob_gc(struct store *st, char *const *keep, size_t n_keep);
 /* Moves an unpacked tmp dir to snapshots/<hex>. */
 int store_snap_commit(struct store *st, const char *tmpname, const char *chain_id,
                       const struct layer_stats *stats, struct err *err);
+/* Makes everything unpacked so far durable (syncfs): before a record that
+ * names new snapshots is handed to the loop. */
+int store_sync(struct store *st, struct err *err);
 /* Removes snapshot directories nobody references (blocking). */
 void store_snap_gc(struct store *st);
 void store_usage(struct store *st, uint64_t *bytes, uint64_t *inodes);

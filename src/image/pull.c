@@ -309,6 +309,8 @@ void job_pull_run(struct job *job)
     if (r < 0)
         goto out;
     r = store_blob_write(sh->st, cfg_digest, cfg.data, cfg.len, err);
+    if (r == 0)
+        r = store_sync(sh->st, err);
     if (r < 0)
         goto out;
 

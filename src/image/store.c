@@ -3,10 +3,11 @@
  *
  * Crash consistency rests on three rules:
  *  1. everything is built under tmp/ and becomes visible by one rename:
- *     blobs after fsync, snapshots after syncfs (the unpacked files are on
- *     disk before the directory appears under snapshots/);
+ *     blobs after fsync, snapshots once fully unpacked and verified;
  *  2. images.json is replaced atomically (write, fsync, rename, fsync dir)
- *     and only ever names snapshots that already exist;
+ *     and only names snapshots that exist and are durable: a job calls
+ *     store_sync() (one syncfs for the whole pull, instead of one per layer
+ *     or per file) after its last layer and before handing its record over;
  *  3. at start, tmp/ is emptied, records naming a missing snapshot are
  *     dropped, and snapshots and blobs no record names are removed.
  * So a kill at any moment leaves either the old or the new images.json, and
@@ -336,9 +337,6 @@ int store_snap_commit(struct store *st, const char *tmpname, const char *chain_i
     if (fd < 0)
         return err_set(err, errno, "create `%s/%s`", st->root, path);
     int r = write_all_fd(fd, info, (size_t)n);
-    /* the unpacked files must be on disk before the snapshot is visible */
-    if (r == 0 && syncfs(fd) < 0)
-        r = -errno;
     close(fd);
     if (r < 0)
         return err_set(err, -r, "write `%s/%s`", st->root, path);
@@ -353,6 +351,13 @@ int store_snap_commit(struct store *st, const char *tmpname, const char *chain_i
         fsync(dfd);
         close(dfd);
     }
+    return 0;
+}
+
+int store_sync(struct store *st, struct err *err)
+{
+    if (syncfs(st->root_fd) < 0)
+        return err_set(err, errno, "sync `%s`", st->root);
     return 0;
 }
 
