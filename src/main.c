@@ -1,8 +1,249 @@
+/* kinglet: the daemon (default) and the command-line tools, in one binary.
+ * This file wires the event loop: settings, the gRPC server, the CRI
+ * services and signals. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
 #include <string.h>
+#include <uv.h>
 
 #include "base/base.h"
+#include "config.h"
+#include "cri/cri.h"
+#include "grpc/grpc.h"
 #include "image/image.h"
 #include "oci/oci.h"
+
+static const char usage_text[] =
+    "Usage: kinglet [daemon] [OPTIONS]\n"
+    "       kinglet oci [--root DIR] COMMAND ...    OCI runtime (runc-compatible)\n"
+    "       kinglet image COMMAND ...               image store tools\n"
+    "\n"
+    "Runs the CRI v1 runtime daemon that kubelet talks to:\n"
+    "  kubelet --container-runtime-endpoint=unix:///run/kinglet/kinglet.sock\n"
+    "\n"
+    "Daemon options (each may also be set in the config file as `name = value`):\n"
+    "  -s, --socket PATH           gRPC unix socket (default /run/kinglet/kinglet.sock),\n"
+    "                              created with mode 0660; a stale socket is replaced\n"
+    "      --root DIR              persistent state (default /var/lib/kinglet)\n"
+    "      --state DIR             volatile state (default /run/kinglet)\n"
+    "  -c, --config FILE           read settings from FILE (optional; embedded defaults\n"
+    "                              otherwise); command-line flags override it\n"
+    "  -l, --log-level LEVEL       error, warning, info (default) or debug; debug logs\n"
+    "                              every RPC with its status and duration\n"
+    "      --log-format FORMAT     text (default) or json, one line per event on stderr\n"
+    "      --listen-tcp HOST:PORT  also serve gRPC on a TCP address (for benchmarks and\n"
+    "                              debugging; off by default; no authentication)\n"
+    "      --shutdown-timeout SEC  on SIGTERM/SIGINT, how long in-flight calls may\n"
+    "                              finish (default 10)\n"
+    "  -h, --help                  show this help\n"
+    "  -V, --version               show the version\n"
+    "\n"
+    "Signals: SIGTERM and SIGINT stop accepting, send GOAWAY, let in-flight calls\n"
+    "finish (up to --shutdown-timeout) and exit 0. SIGHUP is reserved.\n";
+
+struct daemon {
+    uv_loop_t loop;
+    struct config cfg;
+    struct grpc_server *srv;
+    struct cri *cri;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    bool stopping;
+};
+
+static void shutdown_done(void *data)
+{
+    struct daemon *d = data;
+    uv_close((uv_handle_t *)&d->sig_term, NULL);
+    uv_close((uv_handle_t *)&d->sig_int, NULL);
+    uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    log_info("stopped");
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->data;
+    if (signum == SIGHUP) {
+        log_info("SIGHUP: configuration reload is not supported yet; ignored");
+        return;
+    }
+    if (d->stopping) {
+        log_info("%s again: still finishing in-flight calls", strsignal(signum));
+        return;
+    }
+    d->stopping = true;
+    log_info("%s: shutting down", strsignal(signum));
+    cri_shutdown(d->cri);
+    grpc_server_shutdown(d->srv, (uint64_t)d->cfg.shutdown_timeout_s * 1000, shutdown_done, d);
+}
+
+static int parse_args(struct config *cfg, int argc, char **argv, struct err *err)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"root", required_argument, NULL, 'r'},
+        {"state", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"log-format", required_argument, NULL, 'f'},
+        {"listen-tcp", required_argument, NULL, 'p'},
+        {"shutdown-timeout", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0},
+    };
+    /* The config file comes first, so that flags override it wherever
+     * they stand on the command line. */
+    for (int i = 1; i < argc; i++) {
+        const char *file = NULL;
+        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc)
+            file = argv[i + 1];
+        else if (str_has_prefix(argv[i], "--config="))
+            file = argv[i] + strlen("--config=");
+        if (!file)
+            continue;
+        _cleanup_free_ char *text = NULL;
+        int r = read_file_at(AT_FDCWD, file, 1 << 20, &text, NULL);
+        if (r < 0)
+            return err_set(err, -r, "read config `%s`", file);
+        r = config_parse(cfg, text, file, err);
+        if (r < 0)
+            return r;
+    }
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (c) {
+        case 's':
+            key = "socket";
+            break;
+        case 'r':
+            key = "root";
+            break;
+        case 't':
+            key = "state";
+            break;
+        case 'l':
+            key = "log-level";
+            break;
+        case 'f':
+            key = "log-format";
+            break;
+        case 'p':
+            key = "listen-tcp";
+            break;
+        case 'g':
+            key = "shutdown-timeout";
+            break;
+        case 'c':
+            continue;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 1;
+        case 'V':
+            printf("kinglet %s (CRI v1)\n", PACKAGE_VERSION);
+            return 1;
+        default:
+            return err_set(err, EINVAL, "see `kinglet --help`");
+        }
+        int r = config_set(cfg, key, optarg, err);
+        if (r < 0)
+            return r;
+    }
+    if (optind < argc)
+        return err_set(err, EINVAL, "unexpected argument `%s`", argv[optind]);
+    return 0;
+}
+
+static int daemon_start(struct daemon *d, struct err *err)
+{
+    int r = mkdir_p(d->cfg.root_dir, 0700);
+    if (r < 0)
+        return err_set(err, -r, "create root directory `%s`", d->cfg.root_dir);
+    r = mkdir_p(d->cfg.state_dir, 0700);
+    if (r < 0)
+        return err_set(err, -r, "create state directory `%s`", d->cfg.state_dir);
+
+    struct cri_config cc = {
+        .socket_path = d->cfg.socket_path,
+        .root_dir = d->cfg.root_dir,
+        .state_dir = d->cfg.state_dir,
+    };
+    r = cri_new(&d->loop, &cc, &d->cri, err);
+    if (r < 0)
+        return r;
+    r = grpc_server_new(&d->loop, NULL, &d->srv);
+    if (r < 0)
+        return err_set(err, -r, "create the gRPC server");
+    r = cri_register(d->cri, d->srv, err);
+    if (r < 0)
+        return r;
+    r = grpc_server_listen_unix(d->srv, d->cfg.socket_path, 0660, err);
+    if (r < 0)
+        return r;
+    if (d->cfg.listen_tcp) {
+        char host[256];
+        int port;
+        config_split_hostport(d->cfg.listen_tcp, host, sizeof(host), &port);
+        r = grpc_server_listen_tcp(d->srv, host, port, err);
+        if (r < 0)
+            return r;
+        log_warn("serving gRPC without authentication on tcp %s", d->cfg.listen_tcp);
+    }
+    uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
+    int nums[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+        uv_signal_init(&d->loop, sigs[i]);
+        sigs[i]->data = d;
+        uv_signal_start(sigs[i], on_signal, nums[i]);
+    }
+    log_info("kinglet %s serving CRI v1 on unix://%s (root %s, state %s)", PACKAGE_VERSION,
+             d->cfg.socket_path, d->cfg.root_dir, d->cfg.state_dir);
+    return 0;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static int daemon_main(int argc, char **argv)
+{
+    struct daemon d = {0};
+    struct err err = {0};
+    config_defaults(&d.cfg);
+    int r = parse_args(&d.cfg, argc, argv, &err);
+    if (r > 0) {
+        config_free(&d.cfg);
+        return 0;
+    }
+    if (r < 0) {
+        fprintf(stderr, "kinglet: %s\n", err.msg);
+        config_free(&d.cfg);
+        return 2;
+    }
+    enum log_level level = LOG_LEVEL_INFO;
+    log_level_parse(d.cfg.log_level, &level);
+    log_set_level(level);
+    log_set_json(strcmp(d.cfg.log_format, "json") == 0);
+    signal(SIGPIPE, SIG_IGN);
+
+    uv_loop_init(&d.loop);
+    int status = 0;
+    if (daemon_start(&d, &err) < 0) {
+        log_error("cannot start: %s", err.msg);
+        status = 1;
+        uv_walk(&d.loop, close_walk, NULL);
+    }
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&d.loop);
+    grpc_server_free(d.srv);
+    cri_free(d.cri);
+    config_free(&d.cfg);
+    return status;
+}
 
 int main(int argc, char **argv)
 {
@@ -10,6 +251,7 @@ int main(int argc, char **argv)
         return oci_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return image_cli_main(argc - 1, argv + 1);
-    log_error("daemon not built yet");
-    return 1;
+    if (argc > 1 && strcmp(argv[1], "daemon") == 0)
+        return daemon_main(argc - 1, argv + 1);
+    return daemon_main(argc, argv);
 }

@@ -14,13 +14,13 @@
 
 /* ---- ownership ---------------------------------------------------------- */
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define _cleanup_free_ _cleanup_(freep)
-#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_(f)     __attribute__((cleanup(f)))
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
-#define _unused_ __attribute__((unused))
-#define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _warn_unused_ __attribute__((warn_unused_result))
+#define _unused_         __attribute__((unused))
+#define _printf_(a, b)   __attribute__((format(printf, a, b)))
+#define _warn_unused_    __attribute__((warn_unused_result))
 
 static inline void freep(void *p) { free(*(void **)p); }
 static inline void closep(int *fd)
@@ -87,8 +87,8 @@ void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
 
 #define log_enabled(l) ((l) <= log_get_level())
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
-#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
-#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_debug(...)                                                                             \
     do {                                                                                           \
         if (log_enabled(LOG_LEVEL_DEBUG))                                                          \

@@ -1,3 +1,4 @@
 noinst_LIBRARIES += libkcri.a
 libkcri_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
-libkcri_a_SOURCES = src/cri/cri.h
+libkcri_a_SOURCES = src/cri/cri.h src/cri/internal.h src/cri/service.c src/cri/version.c \
+	src/cri/runtime_config.c src/cri/events.c

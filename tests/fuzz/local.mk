@@ -1,20 +1,22 @@
-# libFuzzer targets, built only with --enable-fuzzing (CC=clang).
+# libFuzzer targets, built only with --enable-fuzzing (CC=clang); seed
+# corpora live beside them in <target>_corpus/.
 if FUZZING
-FUZZ_IMAGE_CC = $(AM_CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer,address,undefined
-FUZZ_IMAGE_LD = -fsanitize=fuzzer,address,undefined
-FUZZ_IMAGE_LIBS = libkimage.a libkbase.a $(DEP_LIBS)
-check_PROGRAMS += tests/fuzz/fuzz_image_ref tests/fuzz/fuzz_image_manifest \
+FUZZ_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) -fsanitize=fuzzer
+noinst_PROGRAMS = tests/fuzz/fuzz_grpc_conn
+tests_fuzz_fuzz_grpc_conn_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_grpc_conn_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_grpc_conn_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
+
+# image: reference parser, manifest/config parser, layer unpacker
+noinst_PROGRAMS += tests/fuzz/fuzz_image_ref tests/fuzz/fuzz_image_manifest \
 	tests/fuzz/fuzz_image_unpack
-tests_fuzz_fuzz_image_ref_SOURCES = tests/fuzz/fuzz_image_ref.c
-tests_fuzz_fuzz_image_ref_CFLAGS = $(FUZZ_IMAGE_CC)
-tests_fuzz_fuzz_image_ref_LDFLAGS = $(FUZZ_IMAGE_LD)
-tests_fuzz_fuzz_image_ref_LDADD = $(FUZZ_IMAGE_LIBS)
-tests_fuzz_fuzz_image_manifest_SOURCES = tests/fuzz/fuzz_image_manifest.c
-tests_fuzz_fuzz_image_manifest_CFLAGS = $(FUZZ_IMAGE_CC)
-tests_fuzz_fuzz_image_manifest_LDFLAGS = $(FUZZ_IMAGE_LD)
-tests_fuzz_fuzz_image_manifest_LDADD = $(FUZZ_IMAGE_LIBS)
-tests_fuzz_fuzz_image_unpack_SOURCES = tests/fuzz/fuzz_image_unpack.c
-tests_fuzz_fuzz_image_unpack_CFLAGS = $(FUZZ_IMAGE_CC)
-tests_fuzz_fuzz_image_unpack_LDFLAGS = $(FUZZ_IMAGE_LD)
-tests_fuzz_fuzz_image_unpack_LDADD = $(FUZZ_IMAGE_LIBS)
+tests_fuzz_fuzz_image_ref_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_ref_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_ref_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_manifest_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_manifest_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_manifest_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_unpack_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_unpack_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 endif

@@ -1,12 +1,8 @@
 /* Unit tests of the image module's pure logic: references, manifests,
  * platform selection, configs, chain IDs. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <string.h>
 
-#include <cmocka.h>
-
+#include "harness.h"
 #include "image/internal.h"
 
 #define D64A "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -284,13 +280,10 @@ static void test_endpoints(void **state)
     reg_endpoints_free(eps, n);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ref_normalise),   cmocka_unit_test(test_ref_invalid),
-        cmocka_unit_test(test_digest_valid),    cmocka_unit_test(test_manifest_image),
-        cmocka_unit_test(test_index_select),    cmocka_unit_test(test_manifest_refused),
-        cmocka_unit_test(test_config),          cmocka_unit_test(test_endpoints),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_ref_normalise),   cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),    cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),    cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),          cmocka_unit_test(test_endpoints),
+};
+UNIT_MAIN(tests)

@@ -1,0 +1,185 @@
+#include <string.h>
+
+#include "config.h"
+
+void config_defaults(struct config *cfg)
+{
+    *cfg = (struct config){0};
+    cfg->socket_path = strdup("/run/kinglet/kinglet.sock");
+    cfg->root_dir = strdup("/var/lib/kinglet");
+    cfg->state_dir = strdup("/run/kinglet");
+    cfg->log_level = strdup("info");
+    cfg->log_format = strdup("text");
+    cfg->shutdown_timeout_s = 10;
+}
+
+static int set_str(char **field, const char *value)
+{
+    char *v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    free(*field);
+    *field = v;
+    return 0;
+}
+
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *ret_port)
+{
+    const char *colon;
+    const char *h = s;
+    size_t hl;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -EINVAL;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -EINVAL;
+        hl = (size_t)(colon - s);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -EINVAL;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535)
+        return -EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *ret_port = (int)port;
+    return 0;
+}
+
+int config_set(struct config *cfg, const char *key, const char *value, struct err *err)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } strs[] = {
+        {"socket", offsetof(struct config, socket_path)},
+        {"root", offsetof(struct config, root_dir)},
+        {"state", offsetof(struct config, state_dir)},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+        if (strcmp(key, strs[i].key) != 0)
+            continue;
+        if (value[0] != '/')
+            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
+        return set_str((char **)((char *)cfg + strs[i].off), value);
+    }
+    if (strcmp(key, "log-level") == 0) {
+        enum log_level l;
+        if (log_level_parse(value, &l) < 0)
+            return err_set(err, EINVAL, "log-level: `%s` is not error, warning, info or debug",
+                           value);
+        return set_str(&cfg->log_level, value);
+    }
+    if (strcmp(key, "log-format") == 0) {
+        if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
+            return err_set(err, EINVAL, "log-format: `%s` is not text or json", value);
+        return set_str(&cfg->log_format, value);
+    }
+    if (strcmp(key, "listen-tcp") == 0) {
+        char host[256];
+        int port;
+        if (value[0] && config_split_hostport(value, host, sizeof(host), &port) < 0)
+            return err_set(err, EINVAL, "listen-tcp: `%s` is not HOST:PORT", value);
+        if (!value[0]) {
+            free(cfg->listen_tcp);
+            cfg->listen_tcp = NULL;
+            return 0;
+        }
+        return set_str(&cfg->listen_tcp, value);
+    }
+    if (strcmp(key, "shutdown-timeout") == 0) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (!value[0] || *end || v < 0 || v > 3600)
+            return err_set(err, EINVAL, "shutdown-timeout: `%s` is not 0..3600 seconds", value);
+        cfg->shutdown_timeout_s = (unsigned)v;
+        return 0;
+    }
+    return err_set(err, EINVAL, "unknown setting `%s`", key);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Parses the value in place; returns NULL on a syntax error. */
+static char *parse_value(char *v)
+{
+    v = trim(v);
+    if (*v != '"') {
+        char *hash = strchr(v, '#');
+        if (hash)
+            *hash = '\0';
+        v = trim(v);
+        return strchr(v, '"') ? NULL : v;
+    }
+    char *out = v, *p = v + 1;
+    while (*p && *p != '"') {
+        if (*p == '\\') {
+            p++;
+            if (*p != '"' && *p != '\\')
+                return NULL;
+        }
+        *out++ = *p++;
+    }
+    if (*p != '"')
+        return NULL;
+    char *rest = trim(p + 1);
+    if (*rest && *rest != '#')
+        return NULL;
+    *out = '\0';
+    return v;
+}
+
+int config_parse(struct config *cfg, const char *text, const char *name, struct err *err)
+{
+    _cleanup_free_ char *copy = strdup(text);
+    if (!copy)
+        return err_set(err, ENOMEM, "config");
+    int lineno = 0;
+    for (char *line = copy, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        lineno++;
+        char *l = trim(line);
+        if (!*l || *l == '#')
+            continue;
+        char *eq = strchr(l, '=');
+        if (!eq)
+            return err_set(err, EINVAL, "%s:%d: expected `key = value`", name, lineno);
+        *eq = '\0';
+        char *key = trim(l);
+        char *value = parse_value(eq + 1);
+        if (!*key || !value)
+            return err_set(err, EINVAL, "%s:%d: expected `key = value`", name, lineno);
+        int r = config_set(cfg, key, value, err);
+        if (r < 0)
+            return err_wrap(err, "%s:%d", name, lineno);
+    }
+    return 0;
+}
+
+void config_free(struct config *cfg)
+{
+    free(cfg->socket_path);
+    free(cfg->root_dir);
+    free(cfg->state_dir);
+    free(cfg->log_level);
+    free(cfg->log_format);
+    free(cfg->listen_tcp);
+    *cfg = (struct config){0};
+}

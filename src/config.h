@@ -1,0 +1,26 @@
+/* The daemon's settings: embedded defaults, then the optional config file,
+ * then command-line flags. */
+#pragma once
+
+#include "base/base.h"
+
+struct config {
+    char *socket_path;
+    char *root_dir;
+    char *state_dir;
+    char *log_level;
+    char *log_format;
+    char *listen_tcp; /* "HOST:PORT", NULL = off */
+    unsigned shutdown_timeout_s;
+};
+
+void config_defaults(struct config *cfg);
+/* Sets one setting by its name (the long flag's name); -EINVAL with the
+ * reason in err for an unknown name or a bad value. */
+int config_set(struct config *cfg, const char *key, const char *value, struct err *err);
+/* Parses a config file's text: `key = value` lines, values bare or in
+ * double quotes (\" and \\ escapes), '#' comments. Errors name the line. */
+int config_parse(struct config *cfg, const char *text, const char *name, struct err *err);
+/* Splits "HOST:PORT" / "[V6]:PORT". */
+int config_split_hostport(const char *s, char *host, size_t hostlen, int *ret_port);
+void config_free(struct config *cfg);

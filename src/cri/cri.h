@@ -1,0 +1,26 @@
+/* cri: the CRI v1 RuntimeService and ImageService on top of the gRPC
+ * server. One file per RPC or RPC family; this header is what the daemon
+ * (src/main.c) uses to wire it. */
+#pragma once
+
+#include <uv.h>
+
+#include "base/base.h"
+#include "grpc/grpc.h"
+
+struct cri_config {
+    const char *socket_path; /* for status info */
+    const char *root_dir;    /* persistent state */
+    const char *state_dir;   /* volatile state */
+};
+
+struct cri;
+
+/* Loads persisted runtime settings (blocking: call before the loop runs). */
+int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, struct err *err);
+/* Routes every method of both CRI services to its handler; RPCs whose
+ * handlers have not been built answer UNIMPLEMENTED naming the RPC. */
+int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err);
+/* Ends long-running calls (event streams) ahead of a server shutdown. */
+void cri_shutdown(struct cri *cri);
+void cri_free(struct cri *cri);

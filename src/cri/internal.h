@@ -1,0 +1,72 @@
+/* Private to src/cri: the handler convention.
+ *
+ * A handler receives a decoded request in call->req and ends the call
+ * exactly once with cri_reply() (OK + response message) or cri_fail*(),
+ * at once or later from an after-work callback on the loop. Handlers run on
+ * the loop thread: blocking work goes to the thread pool (uv_queue_work). */
+#pragma once
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "api.pb-c.h"
+#include "cri/cri.h"
+
+struct cri_call;
+typedef void (*cri_handler_fn)(struct cri_call *call);
+
+struct cri_route {
+    char path[128];
+    const char *name; /* "Version" */
+    const ProtobufCMessageDescriptor *input;
+    cri_handler_fn fn; /* NULL: not implemented yet */
+    struct cri *cri;
+};
+
+struct cri_call {
+    struct cri *cri;
+    struct grpc_call *gc;
+    const struct cri_route *route;
+    ProtobufCMessage *req;
+    uint64_t start_ns;
+    void *data; /* the handler's */
+};
+
+struct cri_events;
+
+struct cri {
+    uv_loop_t *loop;
+    char *socket_path;
+    char *root_dir;
+    char *state_dir;
+    struct cri_route *routes;
+    size_t n_routes;
+    char *pod_cidr; /* from UpdateRuntimeConfig, persisted */
+    char *cgroup2_mount;
+    char *cgroup2_controllers; /* space-separated, as the kernel lists them */
+    struct cri_events *events;
+};
+
+void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
+void cri_fail(struct cri_call *call, int status, const char *fmt, ...) _printf_(3, 4);
+/* Maps err->code to a status (the one place that does). */
+void cri_fail_err(struct cri_call *call, const struct err *err);
+int cri_status_from_errno(int code);
+/* Streaming: one response message; -ECANCELED once the call is over. */
+int cri_send(struct cri_call *call, const ProtobufCMessage *msg);
+/* Streaming: ends the call with status. */
+void cri_finish(struct cri_call *call, int status, const char *message);
+
+/* Handlers, one file per RPC or family. */
+void cri_version(struct cri_call *call);        /* version.c */
+void cri_status(struct cri_call *call);         /* runtime_config.c */
+void cri_runtime_config(struct cri_call *call); /* runtime_config.c */
+void cri_update_runtime_config(struct cri_call *call);
+void cri_get_container_events(struct cri_call *call); /* events.c */
+
+bool cri_pod_cidr_valid(const char *s);
+int cri_runtime_config_load(struct cri *cri, struct err *err);
+int cri_events_new(struct cri_events **ret);
+void cri_events_shutdown(struct cri_events *ev);
+void cri_events_free(struct cri_events *ev);
+/* Sends an event to every subscriber (for the container lifecycle code). */
+void cri_events_publish(struct cri *cri, const Runtime__V1__ContainerEventResponse *ev);

@@ -1,0 +1,286 @@
+/* Status, RuntimeConfig and UpdateRuntimeConfig: what the runtime can do
+ * and how it is configured. The pod CIDR kubelet sends is persisted under
+ * the root directory (off the loop) and reloaded at start. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "cri/internal.h"
+
+#define RUNTIME_CONFIG_FILE "runtime-config.json"
+#define MAX_POD_CIDR_LEN    256
+
+/* One or two comma-separated CIDRs (IPv4 and/or IPv6), or empty. */
+bool cri_pod_cidr_valid(const char *s)
+{
+    if (strlen(s) > MAX_POD_CIDR_LEN)
+        return false;
+    if (!*s)
+        return true;
+    /* strtok_r below would skip empty items silently. */
+    if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+        return false;
+    char copy[MAX_POD_CIDR_LEN + 1];
+    snprintf(copy, sizeof(copy), "%s", s);
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (++n > 2)
+            return false;
+        char *slash = strchr(tok, '/');
+        if (!slash || !slash[1] || strlen(slash + 1) > 3)
+            return false;
+        *slash = '\0';
+        char *end;
+        long bits = strtol(slash + 1, &end, 10);
+        if (*end)
+            return false;
+        unsigned char addr[16];
+        if (inet_pton(AF_INET, tok, addr) == 1) {
+            if (bits < 0 || bits > 32)
+                return false;
+        } else if (inet_pton(AF_INET6, tok, addr) == 1) {
+            if (bits < 0 || bits > 128)
+                return false;
+        } else {
+            return false;
+        }
+    }
+    return n > 0;
+}
+
+/* Finds the cgroup2 mount and whether it has controllers: on hybrid hosts
+ * it exists without controllers and limits cannot be enforced. */
+static void detect_cgroup2(struct cri *cri)
+{
+    _cleanup_free_ char *info = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &info, NULL) < 0)
+        return;
+    char *save = NULL;
+    for (char *line = strtok_r(info, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        const char *sep = strstr(line, " - ");
+        if (!sep || strncmp(sep + 3, "cgroup2 ", 8) != 0)
+            continue;
+        char mnt[4096];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+            continue;
+        cri->cgroup2_mount = strdup(mnt);
+        break;
+    }
+    if (!cri->cgroup2_mount) {
+        log_warn("no cgroup2 mount found: container resource limits will not be enforced");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/cgroup.controllers", cri->cgroup2_mount);
+    _cleanup_free_ char *ctl = NULL;
+    if (read_file_at(AT_FDCWD, path, 4096, &ctl, NULL) < 0)
+        ctl = strdup("");
+    if (!ctl)
+        return;
+    ctl[strcspn(ctl, "\n")] = '\0';
+    cri->cgroup2_controllers = strdup(ctl);
+    /* The controllers container limits need; hybrid hosts lack them. */
+    static const char *const needed[] = {"cpu", "cpuset", "io", "memory", "pids"};
+    struct buf missing = {0};
+    for (size_t i = 0; i < ARRAY_SIZE(needed); i++) {
+        bool found = false;
+        char copy[4096];
+        snprintf(copy, sizeof(copy), "%s", ctl);
+        char *save2 = NULL;
+        for (char *t = strtok_r(copy, " ", &save2); t; t = strtok_r(NULL, " ", &save2))
+            found |= strcmp(t, needed[i]) == 0;
+        if (!found)
+            buf_printf(&missing, "%s%s", missing.len ? ", " : "", needed[i]);
+    }
+    if (missing.len)
+        log_warn("cgroup2 at `%s` lacks the %s controller(s) (hybrid cgroup layout?): those "
+                 "container resource limits will not be enforced",
+                 cri->cgroup2_mount, (char *)missing.data);
+    buf_free(&missing);
+}
+
+int cri_runtime_config_load(struct cri *cri, struct err *err)
+{
+    detect_cgroup2(cri);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/" RUNTIME_CONFIG_FILE, cri->root_dir);
+    _cleanup_free_ char *text = NULL;
+    int r = read_file_at(AT_FDCWD, path, 64 * 1024, &text, NULL);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return err_set(err, -r, "read `%s`", path);
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    const char *cidr = root ? json_string_value(json_object_get(root, "podCIDR")) : NULL;
+    if (cidr && cri_pod_cidr_valid(cidr))
+        cri->pod_cidr = strdup(cidr);
+    else
+        log_warn("ignoring unreadable `%s`", path);
+    json_decref(root);
+    return 0;
+}
+
+static Runtime__V1__RuntimeCondition *condition(Runtime__V1__RuntimeCondition *c, const char *type,
+                                                bool ok, const char *reason, const char *message)
+{
+    runtime__v1__runtime_condition__init(c);
+    c->type = (char *)type;
+    c->status = ok;
+    c->reason = (char *)(ok ? "" : reason);
+    c->message = (char *)(ok ? "" : message);
+    return c;
+}
+
+static void config_json(struct cri *cri, struct buf *b)
+{
+    buf_printf(
+        b, "{\"runtimeName\":\"kinglet\",\"runtimeVersion\":\"%s\",\"socket\":", PACKAGE_VERSION);
+    buf_append_json_string(b, cri->socket_path);
+    buf_printf(b, ",\"rootDir\":");
+    buf_append_json_string(b, cri->root_dir);
+    buf_printf(b, ",\"stateDir\":");
+    buf_append_json_string(b, cri->state_dir);
+    buf_printf(b, ",\"cgroupDriver\":\"cgroupfs\",\"cgroup2Mount\":");
+    buf_append_json_string(b, cri->cgroup2_mount ? cri->cgroup2_mount : "");
+    buf_printf(b, ",\"cgroup2Controllers\":");
+    buf_append_json_string(b, cri->cgroup2_controllers ? cri->cgroup2_controllers : "");
+    buf_printf(b, ",\"podCIDR\":");
+    buf_append_json_string(b, cri->pod_cidr ? cri->pod_cidr : "");
+    buf_printf(b, ",\"pid\":%d}", (int)getpid());
+}
+
+void cri_status(struct cri_call *call)
+{
+    const Runtime__V1__StatusRequest *req = (const void *)call->req;
+    Runtime__V1__RuntimeCondition conds[2], *condp[2];
+    /* Tell the truth: kubelet keeps the node NotReady until these are
+     * true, which is right while the runtime cannot run pods. */
+    condp[0] = condition(&conds[0], "RuntimeReady", false, "ContainersNotImplemented",
+                         "kinglet cannot run containers through CRI yet");
+    condp[1] = condition(&conds[1], "NetworkReady", false, "NetworkNotImplemented",
+                         "kinglet's built-in pod networking is not available yet");
+    Runtime__V1__RuntimeStatus status = RUNTIME__V1__RUNTIME_STATUS__INIT;
+    status.n_conditions = 2;
+    status.conditions = condp;
+
+    Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;
+    Runtime__V1__RuntimeHandler handler = RUNTIME__V1__RUNTIME_HANDLER__INIT;
+    handler.name = "";
+    handler.features = &features;
+    Runtime__V1__RuntimeHandler *handlers[] = {&handler};
+    Runtime__V1__RuntimeFeatures rf = RUNTIME__V1__RUNTIME_FEATURES__INIT;
+
+    Runtime__V1__StatusResponse resp = RUNTIME__V1__STATUS_RESPONSE__INIT;
+    resp.status = &status;
+    resp.n_runtime_handlers = 1;
+    resp.runtime_handlers = handlers;
+    resp.features = &rf;
+
+    struct buf json = {0};
+    Runtime__V1__StatusResponse__InfoEntry entry = RUNTIME__V1__STATUS_RESPONSE__INFO_ENTRY__INIT;
+    Runtime__V1__StatusResponse__InfoEntry *entries[] = {&entry};
+    if (req->verbose) {
+        config_json(call->cri, &json);
+        if (buf_append(&json, "", 1) < 0) {
+            buf_free(&json);
+            cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        entry.key = "config";
+        entry.value = (char *)json.data;
+        resp.n_info = 1;
+        resp.info = entries;
+    }
+    cri_reply(call, &resp.base);
+    buf_free(&json);
+}
+
+void cri_runtime_config(struct cri_call *call)
+{
+    Runtime__V1__LinuxRuntimeConfiguration linux_cfg =
+        RUNTIME__V1__LINUX_RUNTIME_CONFIGURATION__INIT;
+    linux_cfg.cgroup_driver = RUNTIME__V1__CGROUP_DRIVER__CGROUPFS;
+    Runtime__V1__RuntimeConfigResponse resp = RUNTIME__V1__RUNTIME_CONFIG_RESPONSE__INIT;
+    resp.linux = &linux_cfg;
+    cri_reply(call, &resp.base);
+}
+
+struct save_work {
+    uv_work_t req;
+    struct cri_call *call;
+    char *path;
+    struct buf content;
+    char *cidr;
+    int result;
+};
+
+static void save_work(uv_work_t *req)
+{
+    struct save_work *w = req->data;
+    w->result = write_file_atomic(AT_FDCWD, w->path, w->content.data, w->content.len, 0600);
+}
+
+static void save_done(uv_work_t *req, int status)
+{
+    struct save_work *w = req->data;
+    struct cri_call *call = w->call;
+    if (status < 0)
+        w->result = status;
+    if (w->result < 0) {
+        cri_fail(call, GRPC_STATUS_INTERNAL, "persist the pod CIDR in `%s`: %s", w->path,
+                 strerror(-w->result));
+    } else {
+        free(call->cri->pod_cidr);
+        call->cri->pod_cidr = TAKE_PTR(w->cidr);
+        log_info("pod CIDR set to `%s`", call->cri->pod_cidr);
+        Runtime__V1__UpdateRuntimeConfigResponse resp =
+            RUNTIME__V1__UPDATE_RUNTIME_CONFIG_RESPONSE__INIT;
+        cri_reply(call, &resp.base);
+    }
+    free(w->path);
+    free(w->cidr);
+    buf_free(&w->content);
+    free(w);
+}
+
+void cri_update_runtime_config(struct cri_call *call)
+{
+    const Runtime__V1__UpdateRuntimeConfigRequest *req = (const void *)call->req;
+    const char *cidr = req->runtime_config && req->runtime_config->network_config
+                           ? req->runtime_config->network_config->pod_cidr
+                           : "";
+    if (!cri_pod_cidr_valid(cidr)) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+                 "pod_cidr `%.256s` is not one or two comma-separated CIDRs", cidr);
+        return;
+    }
+    struct cri *cri = call->cri;
+    if (cri->pod_cidr && strcmp(cri->pod_cidr, cidr) == 0) {
+        Runtime__V1__UpdateRuntimeConfigResponse resp =
+            RUNTIME__V1__UPDATE_RUNTIME_CONFIG_RESPONSE__INIT;
+        cri_reply(call, &resp.base);
+        return;
+    }
+    struct save_work *w = calloc(1, sizeof(*w));
+    int r = w ? mkdir_p(cri->root_dir, 0700) : -ENOMEM;
+    /* mkdir_p of an existing directory is a stat: cheap enough here. */
+    if (r < 0 || asprintf(&w->path, "%s/" RUNTIME_CONFIG_FILE, cri->root_dir) < 0 ||
+        !(w->cidr = strdup(cidr)) || buf_printf(&w->content, "{\"podCIDR\":") < 0 ||
+        buf_append_json_string(&w->content, cidr) < 0 || buf_append(&w->content, "}\n", 2) < 0) {
+        if (w) {
+            free(w->path);
+            free(w->cidr);
+            buf_free(&w->content);
+            free(w);
+        }
+        cri_fail(call, GRPC_STATUS_INTERNAL, "prepare runtime config: %s",
+                 strerror(r < 0 ? -r : ENOMEM));
+        return;
+    }
+    w->call = call;
+    w->req.data = w;
+    uv_queue_work(cri->loop, &w->req, save_work, save_done);
+}

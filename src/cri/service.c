@@ -1,0 +1,239 @@
+/* Routing, request decoding, replies and the errno → gRPC status map. */
+#include <string.h>
+
+#include "cri/internal.h"
+
+static const struct {
+    const char *name;
+    cri_handler_fn fn;
+} handlers[] = {
+    {"Version", cri_version},
+    {"Status", cri_status},
+    {"RuntimeConfig", cri_runtime_config},
+    {"UpdateRuntimeConfig", cri_update_runtime_config},
+    {"GetContainerEvents", cri_get_container_events},
+};
+
+static const ProtobufCServiceDescriptor *const services[] = {
+    &runtime__v1__runtime_service__descriptor,
+    &runtime__v1__image_service__descriptor,
+};
+
+int cri_status_from_errno(int code)
+{
+    switch (code < 0 ? -code : code) {
+    case 0:
+        return GRPC_STATUS_OK;
+    case ENOENT:
+    case ESRCH:
+        return GRPC_STATUS_NOT_FOUND;
+    case EINVAL:
+    case ENAMETOOLONG:
+    case E2BIG:
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    case EEXIST:
+        return GRPC_STATUS_ALREADY_EXISTS;
+    case EPERM:
+    case EACCES:
+        return GRPC_STATUS_PERMISSION_DENIED;
+    case ENOSPC:
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case EDQUOT:
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case ETIMEDOUT:
+        return GRPC_STATUS_DEADLINE_EXCEEDED;
+    case ENOSYS:
+    case ENOTSUP:
+        return GRPC_STATUS_UNIMPLEMENTED;
+    case EBUSY:
+    case EAGAIN:
+        return GRPC_STATUS_UNAVAILABLE;
+    case ECANCELED:
+        return GRPC_STATUS_CANCELLED;
+    case EBADMSG:
+    case EILSEQ:
+        return GRPC_STATUS_DATA_LOSS;
+    case ENOTEMPTY:
+    case EALREADY:
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    default:
+        return GRPC_STATUS_INTERNAL;
+    }
+}
+
+static void call_free(struct cri_call *call)
+{
+    if (call->req)
+        protobuf_c_message_free_unpacked(call->req, NULL);
+    free(call);
+}
+
+static void log_rpc(struct cri_call *call, int status, const char *message)
+{
+    double ms = (double)(now_mono_ns() - call->start_ns) / 1e6;
+    if (status == GRPC_STATUS_OK) {
+        log_debug("rpc %s OK %.3fms", call->route->path, ms);
+        return;
+    }
+    /* A failed RPC is logged once, here. Client mistakes and absent
+     * objects are routine for kubelet; server-side failures are errors. */
+    enum log_level level;
+    switch (status) {
+    case GRPC_STATUS_INTERNAL:
+    case GRPC_STATUS_UNKNOWN:
+    case GRPC_STATUS_DATA_LOSS:
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        level = LOG_LEVEL_ERROR;
+        break;
+    case GRPC_STATUS_NOT_FOUND:
+    case GRPC_STATUS_UNIMPLEMENTED:
+    case GRPC_STATUS_CANCELLED:
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        level = LOG_LEVEL_DEBUG;
+        break;
+    default:
+        level = LOG_LEVEL_INFO;
+    }
+    if (log_enabled(level))
+        log_msg(level, "rpc %s %s %.3fms: %s", call->route->path, grpc_status_name(status), ms,
+                message ? message : "");
+}
+
+void cri_finish(struct cri_call *call, int status, const char *message)
+{
+    log_rpc(call, status, message);
+    grpc_call_finish(call->gc, status, message);
+    call_free(call);
+}
+
+int cri_send(struct cri_call *call, const ProtobufCMessage *msg)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    _cleanup_free_ uint8_t *data = malloc(len ? len : 1);
+    if (!data)
+        return -ENOMEM;
+    protobuf_c_message_pack(msg, data);
+    return grpc_call_send(call->gc, data, len);
+}
+
+void cri_reply(struct cri_call *call, const ProtobufCMessage *resp)
+{
+    int r = cri_send(call, resp);
+    if (r < 0 && r != -ECANCELED) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "cannot send the response: %s",
+                 strerror(-r));
+        return;
+    }
+    cri_finish(call, GRPC_STATUS_OK, NULL);
+}
+
+void cri_fail(struct cri_call *call, int status, const char *fmt, ...)
+{
+    char msg[ERR_MSG_MAX + 128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cri_finish(call, status, msg);
+}
+
+void cri_fail_err(struct cri_call *call, const struct err *err)
+{
+    cri_finish(call, cri_status_from_errno(err->code), err->msg);
+}
+
+static void dispatch(struct grpc_call *gc, const uint8_t *msg, size_t len, void *data)
+{
+    const struct cri_route *route = data;
+    struct cri_call *call = calloc(1, sizeof(*call));
+    if (!call) {
+        grpc_call_finish(gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    call->cri = route->cri;
+    call->gc = gc;
+    call->route = route;
+    call->start_ns = now_mono_ns();
+    if (!route->fn) {
+        cri_fail(call, GRPC_STATUS_UNIMPLEMENTED, "%s is not implemented by kinglet yet",
+                 route->name);
+        return;
+    }
+    call->req = protobuf_c_message_unpack(route->input, NULL, len, msg);
+    if (!call->req) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s: cannot decode the message",
+                 route->input->short_name);
+        return;
+    }
+    route->fn(call);
+}
+
+int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < ARRAY_SIZE(services); s++)
+        n += services[s]->n_methods;
+    cri->routes = calloc(n, sizeof(*cri->routes));
+    if (!cri->routes)
+        return err_set(err, ENOMEM, "routes");
+    for (size_t s = 0; s < ARRAY_SIZE(services); s++) {
+        const ProtobufCServiceDescriptor *svc = services[s];
+        for (unsigned i = 0; i < svc->n_methods; i++) {
+            struct cri_route *r = &cri->routes[cri->n_routes++];
+            const ProtobufCMethodDescriptor *m = &svc->methods[i];
+            snprintf(r->path, sizeof(r->path), "/%s/%s", svc->name, m->name);
+            r->name = m->name;
+            r->input = m->input;
+            r->cri = cri;
+            for (size_t h = 0; h < ARRAY_SIZE(handlers); h++)
+                if (strcmp(handlers[h].name, m->name) == 0)
+                    r->fn = handlers[h].fn;
+            int rc = grpc_server_add_method(srv, r->path, dispatch, r);
+            if (rc < 0)
+                return err_set(err, -rc, "register `%s`", r->path);
+        }
+    }
+    return 0;
+}
+
+int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, struct err *err)
+{
+    struct cri *cri = calloc(1, sizeof(*cri));
+    if (!cri)
+        return err_set(err, ENOMEM, "cri");
+    cri->loop = loop;
+    cri->socket_path = strdup(cfg->socket_path);
+    cri->root_dir = strdup(cfg->root_dir);
+    cri->state_dir = strdup(cfg->state_dir);
+    int r = cri_events_new(&cri->events);
+    if (r < 0 || !cri->socket_path || !cri->root_dir || !cri->state_dir) {
+        cri_free(cri);
+        return err_set(err, ENOMEM, "cri");
+    }
+    r = cri_runtime_config_load(cri, err);
+    if (r < 0) {
+        cri_free(cri);
+        return r;
+    }
+    *ret = cri;
+    return 0;
+}
+
+void cri_shutdown(struct cri *cri) { cri_events_shutdown(cri->events); }
+
+void cri_free(struct cri *cri)
+{
+    if (!cri)
+        return;
+    cri_events_free(cri->events);
+    free(cri->routes);
+    free(cri->socket_path);
+    free(cri->root_dir);
+    free(cri->state_dir);
+    free(cri->pod_cidr);
+    free(cri->cgroup2_mount);
+    free(cri->cgroup2_controllers);
+    free(cri);
+}

@@ -1,0 +1,393 @@
+/* One gRPC call per HTTP/2 stream: request assembly and validation,
+ * dispatch, response output through an nghttp2 data provider, trailers,
+ * deadlines and cancellation.
+ *
+ * A call is referenced by its stream (until nghttp2 closes the stream or the
+ * connection goes away) and by its handler (from dispatch until
+ * grpc_call_finish); it is freed when neither holds it. */
+#include <assert.h>
+#include <string.h>
+
+#include "grpc/internal.h"
+
+#define MAX_HEADER_BYTES (64 * 1024)
+/* Request bytes one connection may hold at once across its calls. */
+#define MAX_CONN_BUFFERED (64u * 1024 * 1024)
+
+#define NV(n, v, vlen)                                                                             \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE                \
+    }
+#define NVS(n, v) NV(n, v, sizeof(v) - 1)
+
+static void call_unref(struct grpc_call *call);
+
+struct grpc_call *call_new(struct conn *c, int32_t stream_id)
+{
+    struct grpc_call *call = calloc(1, sizeof(*call));
+    if (!call)
+        return NULL;
+    call->conn = c;
+    call->stream_id = stream_id;
+    call->stream_open = true;
+    call->refs = 1; /* the stream's */
+    link_insert(&c->calls, &call->node);
+    return call;
+}
+
+static void timer_free_cb(uv_handle_t *h)
+{
+    struct grpc_server *srv = h->data;
+    (void)srv;
+    free(h);
+}
+
+static void call_release_input(struct grpc_call *call)
+{
+    if (call->conn)
+        call->conn->buffered -= call->in.len;
+    buf_free(&call->in);
+}
+
+static void call_unref(struct grpc_call *call)
+{
+    assert(call->refs > 0);
+    if (--call->refs > 0)
+        return;
+    call_release_input(call);
+    if (call->node.next)
+        link_remove(&call->node);
+    if (call->deadline) {
+        uv_timer_stop(call->deadline);
+        uv_close((uv_handle_t *)call->deadline, timer_free_cb);
+    }
+    buf_free(&call->out);
+    free(call->status_message);
+    free(call);
+}
+
+static void flush_later(struct grpc_call *call)
+{
+    if (call->conn && !call->conn->in_recv)
+        conn_flush(call->conn);
+}
+
+static void run_cancel(struct grpc_call *call)
+{
+    if (call->cancelled)
+        return;
+    call->cancelled = true;
+    if (call->dispatched && call->cancel_fn) {
+        /* The handler may finish (and drop its reference) from here. */
+        call->refs++;
+        call->cancel_fn(call, call->cancel_data);
+        call_unref(call);
+    }
+}
+
+void call_cancel(struct grpc_call *call, int status, const char *why)
+{
+    (void)status;
+    (void)why;
+    run_cancel(call);
+}
+
+void call_stream_closed(struct grpc_call *call)
+{
+    if (!call->stream_open)
+        return;
+    call->stream_open = false;
+    call_release_input(call);
+    if (call->node.next)
+        link_remove(&call->node);
+    call->conn = NULL;
+    if (call->deadline)
+        uv_timer_stop(call->deadline);
+    /* The client went away (or the response is complete): nothing more can
+     * be delivered. */
+    if (!call->responded)
+        run_cancel(call);
+    call_unref(call);
+}
+
+static ssize_t out_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                           uint32_t *flags, nghttp2_data_source *source, void *user_data)
+{
+    struct grpc_call *call = source->ptr;
+    size_t avail = call->out.len - call->out_off;
+    if (avail > 0) {
+        size_t n = avail < length ? avail : length;
+        memcpy(buf, call->out.data + call->out_off, n);
+        call->out_off += n;
+        if (call->out_off == call->out.len)
+            call->out.len = call->out_off = 0;
+        return (ssize_t)n;
+    }
+    if (!call->finished) {
+        call->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    /* Output drained and the status is known: end with trailers. */
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    char code[16];
+    int clen = snprintf(code, sizeof(code), "%d", call->status);
+    nghttp2_nv nva[2] = {NV("grpc-status", code, (size_t)clen)};
+    size_t n = 1;
+    struct buf enc = {0};
+    if (call->status_message && call->status_message[0] &&
+        grpc_message_encode(call->status_message, &enc) == 0) {
+        nghttp2_nv m = NV("grpc-message", enc.data, enc.len);
+        nva[n++] = m;
+    }
+    int r = nghttp2_submit_trailer(session, stream_id, nva, n);
+    buf_free(&enc);
+    if (r < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int submit_headers(struct grpc_call *call)
+{
+    nghttp2_nv nva[] = {NVS(":status", "200"), NVS("content-type", "application/grpc")};
+    nghttp2_data_provider prd = {.source.ptr = call, .read_callback = out_read_cb};
+    int r =
+        nghttp2_submit_response(call->conn->session, call->stream_id, nva, ARRAY_SIZE(nva), &prd);
+    if (r == 0)
+        call->headers_sent = true;
+    return r;
+}
+
+static void submit_trailers_only(struct grpc_call *call, int status, const char *message)
+{
+    char code[16];
+    int clen = snprintf(code, sizeof(code), "%d", status);
+    struct buf enc = {0};
+    nghttp2_nv nva[4] = {NVS(":status", "200"), NVS("content-type", "application/grpc"),
+                         NV("grpc-status", code, (size_t)clen)};
+    size_t n = 3;
+    if (message && message[0] && grpc_message_encode(message, &enc) == 0) {
+        nghttp2_nv m = NV("grpc-message", enc.data, enc.len);
+        nva[n++] = m;
+    }
+    nghttp2_submit_response(call->conn->session, call->stream_id, nva, n, NULL);
+    buf_free(&enc);
+}
+
+/* Ends the response with a status: trailers-only, or trailers behind what is
+ * already queued. */
+static void respond(struct grpc_call *call, int status, const char *message)
+{
+    if (call->responded || !call->stream_open || !call->conn)
+        return;
+    call->responded = true;
+    if (call->deadline)
+        uv_timer_stop(call->deadline);
+    if (!call->headers_sent) {
+        submit_trailers_only(call, status, message);
+    } else {
+        call->status = status;
+        call->status_message = message ? strdup(message) : NULL;
+        call->finished = true;
+        if (call->deferred) {
+            call->deferred = false;
+            nghttp2_session_resume_data(call->conn->session, call->stream_id);
+        }
+    }
+    call_release_input(call);
+    flush_later(call);
+}
+
+void call_respond_error(struct grpc_call *call, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_debug("grpc: %s: %s: %s", call->path[0] ? call->path : "(no path)",
+              grpc_status_name(status), msg);
+    respond(call, status, msg);
+}
+
+static void deadline_cb(uv_timer_t *t)
+{
+    struct grpc_call *call = t->data;
+    call->refs++;
+    call_respond_error(call, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+    run_cancel(call);
+    call_unref(call);
+}
+
+static bool split_path(const char *path, const char **svc, size_t *svc_len, const char **name)
+{
+    if (path[0] != '/')
+        return false;
+    const char *slash = strchr(path + 1, '/');
+    if (!slash || slash == path + 1 || !slash[1])
+        return false;
+    *svc = path + 1;
+    *svc_len = (size_t)(slash - path - 1);
+    *name = slash + 1;
+    return true;
+}
+
+void call_headers_complete(struct grpc_call *call)
+{
+    struct grpc_server *srv = call->conn->srv;
+    if (!call->content_type_ok) {
+        /* Not gRPC: the gRPC spec asks for HTTP 415. */
+        nghttp2_nv nva[] = {NVS(":status", "415")};
+        call->responded = true;
+        nghttp2_submit_response(call->conn->session, call->stream_id, nva, ARRAY_SIZE(nva), NULL);
+        return;
+    }
+    if (!call->is_post) {
+        call_respond_error(call, GRPC_STATUS_UNIMPLEMENTED, "method must be POST");
+        return;
+    }
+    bool service_known = false;
+    if (!call->path_too_long)
+        call->method = server_find_method(srv, call->path, &service_known);
+    if (!call->method) {
+        const char *svc, *name;
+        size_t svc_len;
+        if (call->path_too_long || !split_path(call->path, &svc, &svc_len, &name))
+            call_respond_error(call, GRPC_STATUS_UNIMPLEMENTED, "malformed method name");
+        else if (!service_known)
+            call_respond_error(call, GRPC_STATUS_UNIMPLEMENTED, "unknown service %.*s",
+                               (int)svc_len, svc);
+        else
+            call_respond_error(call, GRPC_STATUS_UNIMPLEMENTED,
+                               "unknown method %s for service %.*s", name, (int)svc_len, svc);
+        return;
+    }
+    if (call->bad_timeout) {
+        call_respond_error(call, GRPC_STATUS_INTERNAL, "malformed grpc-timeout header");
+        return;
+    }
+    if (call->have_timeout) {
+        call->deadline = malloc(sizeof(*call->deadline));
+        if (!call->deadline) {
+            call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        uv_timer_init(srv->loop, call->deadline);
+        call->deadline->data = call;
+        uint64_t ms = call->timeout_ns / 1000000 + (call->timeout_ns % 1000000 ? 1 : 0);
+        uv_timer_start(call->deadline, deadline_cb, ms, 0);
+    }
+}
+
+void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
+{
+    if (call->responded || !call->method)
+        return;
+    struct conn *c = call->conn;
+    if (c->buffered + len > MAX_CONN_BUFFERED) {
+        call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "too many request bytes in flight on this connection");
+        return;
+    }
+    uint32_t n = 0;
+    /* Look at the prefix before buffering, so an oversized or compressed
+     * message is refused without holding its bytes. */
+    if (call->in.len < 5) {
+        uint8_t head[5];
+        size_t have = call->in.len, take = len < 5 - have ? len : 5 - have;
+        if (have)
+            memcpy(head, call->in.data, have);
+        memcpy(head + have, data, take);
+        enum grpc_frame_result fr = grpc_frame_peek(head, have + take, GRPC_MAX_RECV_MESSAGE, &n);
+        if (fr == GRPC_FRAME_TOO_LARGE) {
+            call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                               "grpc: received message larger than max (%u vs. %u)", n,
+                               GRPC_MAX_RECV_MESSAGE);
+            return;
+        }
+        if (fr == GRPC_FRAME_COMPRESSED) {
+            call_respond_error(
+                call, GRPC_STATUS_UNIMPLEMENTED,
+                "compressed messages are not supported (grpc-encoding identity only)");
+            return;
+        }
+        if (fr == GRPC_FRAME_BAD_FLAG) {
+            call_respond_error(call, GRPC_STATUS_INTERNAL, "invalid message compression flag");
+            return;
+        }
+    }
+    if (buf_append(&call->in, data, len) < 0) {
+        call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    c->buffered += len;
+    if (grpc_frame_peek(call->in.data, call->in.len, GRPC_MAX_RECV_MESSAGE, &n) == GRPC_FRAME_OK &&
+        call->in.len > 5 + (size_t)n)
+        call_respond_error(call, GRPC_STATUS_INTERNAL,
+                           "more than one request message for a unary or server-streaming call");
+}
+
+void call_request_complete(struct grpc_call *call)
+{
+    call->remote_closed = true;
+    if (call->responded || !call->method)
+        return;
+    uint32_t n = 0;
+    enum grpc_frame_result fr =
+        grpc_frame_peek(call->in.data, call->in.len, GRPC_MAX_RECV_MESSAGE, &n);
+    if (fr != GRPC_FRAME_OK) {
+        call_respond_error(call, GRPC_STATUS_INTERNAL,
+                           call->in.len ? "truncated request message" : "no request message");
+        return;
+    }
+    call->dispatched = true;
+    call->refs++; /* the handler's, until grpc_call_finish */
+    const struct method *m = call->method;
+    m->fn(call, call->in.data + 5, n, m->data);
+    /* The stream is open while inside nghttp2's receive callback, so the
+     * call is still alive here even if the handler already finished. */
+    call_release_input(call);
+}
+
+int grpc_call_send(struct grpc_call *call, const void *msg, size_t len)
+{
+    if (call->responded || call->cancelled || !call->stream_open || !call->conn)
+        return -ECANCELED;
+    if (len > UINT32_MAX)
+        return -EMSGSIZE;
+    uint8_t head[5];
+    grpc_frame_header(head, (uint32_t)len);
+    if (buf_reserve(&call->out, len + 5) < 0)
+        return -ENOMEM;
+    buf_append(&call->out, head, 5);
+    buf_append(&call->out, msg, len);
+    if (!call->headers_sent) {
+        if (submit_headers(call) < 0)
+            return -EIO;
+    } else if (call->deferred) {
+        call->deferred = false;
+        nghttp2_session_resume_data(call->conn->session, call->stream_id);
+    }
+    flush_later(call);
+    return 0;
+}
+
+void grpc_call_finish(struct grpc_call *call, int status, const char *message)
+{
+    assert(call->dispatched);
+    respond(call, status, message);
+    call->dispatched = false;
+    call->cancel_fn = NULL;
+    call_unref(call);
+}
+
+bool grpc_call_cancelled(const struct grpc_call *call) { return call->cancelled; }
+
+void grpc_call_on_cancel(struct grpc_call *call, grpc_cancel_fn fn, void *data)
+{
+    call->cancel_fn = fn;
+    call->cancel_data = data;
+}
+
+size_t grpc_call_pending(const struct grpc_call *call) { return call->out.len - call->out_off; }
+
+const char *grpc_call_path(const struct grpc_call *call) { return call->path; }

@@ -1,0 +1,114 @@
+/* grpc: gRPC over HTTP/2 cleartext (prior knowledge) on libuv + nghttp2.
+ *
+ * The server knows nothing of CRI: it routes ":path" to a handler, hands it
+ * the request message bytes (length prefix removed, size-checked), and
+ * carries response messages, status and trailers back. Unary and
+ * server-streaming calls are supported. Everything here runs on the loop
+ * thread.
+ *
+ * A call's lifetime: the handler receives it with the request and must end
+ * it exactly once with grpc_call_finish(), at once or later (after work in
+ * the thread pool). If the client goes away, the deadline passes or the
+ * server shuts down first, the call is marked cancelled and its cancel
+ * callback runs; the handler still calls grpc_call_finish(), which then only
+ * releases the call. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/base.h"
+
+enum grpc_status {
+    GRPC_STATUS_OK = 0,
+    GRPC_STATUS_CANCELLED = 1,
+    GRPC_STATUS_UNKNOWN = 2,
+    GRPC_STATUS_INVALID_ARGUMENT = 3,
+    GRPC_STATUS_DEADLINE_EXCEEDED = 4,
+    GRPC_STATUS_NOT_FOUND = 5,
+    GRPC_STATUS_ALREADY_EXISTS = 6,
+    GRPC_STATUS_PERMISSION_DENIED = 7,
+    GRPC_STATUS_RESOURCE_EXHAUSTED = 8,
+    GRPC_STATUS_FAILED_PRECONDITION = 9,
+    GRPC_STATUS_ABORTED = 10,
+    GRPC_STATUS_OUT_OF_RANGE = 11,
+    GRPC_STATUS_UNIMPLEMENTED = 12,
+    GRPC_STATUS_INTERNAL = 13,
+    GRPC_STATUS_UNAVAILABLE = 14,
+    GRPC_STATUS_DATA_LOSS = 15,
+    GRPC_STATUS_UNAUTHENTICATED = 16,
+};
+
+/* Largest request message accepted (RESOURCE_EXHAUSTED beyond). */
+#define GRPC_MAX_RECV_MESSAGE (16u * 1024 * 1024)
+
+struct grpc_server;
+struct grpc_call;
+
+/* Called when the request message is complete; msg is valid only during
+ * the call. */
+typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *msg, size_t len, void *data);
+typedef void (*grpc_cancel_fn)(struct grpc_call *call, void *data);
+
+struct grpc_server_options {
+    uint32_t max_concurrent_streams; /* per connection; 0 = default (1024) */
+    uint32_t max_connections;        /* 0 = default (1024) */
+    uint64_t handshake_timeout_ms;   /* 0 = default (10 s) */
+};
+
+int grpc_server_new(uv_loop_t *loop, const struct grpc_server_options *opts,
+                    struct grpc_server **ret);
+/* path is "/package.Service/Method". -EEXIST if registered twice. */
+int grpc_server_add_method(struct grpc_server *srv, const char *path, grpc_handler_fn fn,
+                           void *data);
+/* Listens on a unix socket created with `mode`. A stale socket (nothing
+ * accepts on it) is replaced; a live one or a non-socket file is an error. */
+int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode, struct err *err);
+int grpc_server_listen_tcp(struct grpc_server *srv, const char *host, int port, struct err *err);
+/* Serves one already-connected unix stream socket (socket activation,
+ * tests, fuzzing); the server owns fd from then on. */
+int grpc_server_adopt(struct grpc_server *srv, int fd);
+/* Stops accepting, sends GOAWAY, cancels calls, lets in-flight calls finish
+ * for up to grace_ms, then closes what is left; done runs once everything
+ * is closed. */
+void grpc_server_shutdown(struct grpc_server *srv, uint64_t grace_ms, void (*done)(void *),
+                          void *data);
+/* After shutdown's done callback. */
+void grpc_server_free(struct grpc_server *srv);
+size_t grpc_server_connections(const struct grpc_server *srv);
+
+/* Queues one response message (copied). Returns -ECANCELED once the call
+ * is cancelled or finished, -ENOMEM. */
+int grpc_call_send(struct grpc_call *call, const void *msg, size_t len);
+/* Ends the call: trailers with status and message (percent-encoded on the
+ * wire), or a trailers-only response when nothing was sent. The call must
+ * not be used afterwards. */
+void grpc_call_finish(struct grpc_call *call, int status, const char *message);
+bool grpc_call_cancelled(const struct grpc_call *call);
+void grpc_call_on_cancel(struct grpc_call *call, grpc_cancel_fn fn, void *data);
+/* Bytes queued for the client and not yet taken by HTTP/2 flow control. */
+size_t grpc_call_pending(const struct grpc_call *call);
+const char *grpc_call_path(const struct grpc_call *call);
+
+/* ---- pure helpers (exposed for tests and fuzzing) ----------------------- */
+
+/* Parses a grpc-timeout value ("1-8 digits" + H|M|S|m|u|n) into ns. */
+int grpc_timeout_parse(const char *s, size_t len, uint64_t *ret_ns);
+/* Percent-encodes a grpc-message value into out (NUL-terminated). */
+int grpc_message_encode(const char *msg, struct buf *out);
+/* Length-prefixed message framing. */
+enum grpc_frame_result {
+    GRPC_FRAME_INCOMPLETE = 0, /* need more bytes */
+    GRPC_FRAME_OK = 1,
+    GRPC_FRAME_COMPRESSED = -1,
+    GRPC_FRAME_TOO_LARGE = -2,
+    GRPC_FRAME_BAD_FLAG = -3,
+};
+/* Looks at the start of buf: on OK, *ret_len is the message length and the
+ * message starts at buf + 5. */
+enum grpc_frame_result grpc_frame_peek(const uint8_t *buf, size_t len, size_t max,
+                                       uint32_t *ret_len);
+void grpc_frame_header(uint8_t out[5], uint32_t len);
+const char *grpc_status_name(int status);

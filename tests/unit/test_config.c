@@ -1,0 +1,90 @@
+/* Daemon settings: the config file format and flag values. */
+#include "harness.h"
+
+#include "config.h"
+
+static void defaults(void **state)
+{
+    struct config c;
+    config_defaults(&c);
+    assert_string_equal(c.socket_path, "/run/kinglet/kinglet.sock");
+    assert_string_equal(c.root_dir, "/var/lib/kinglet");
+    assert_string_equal(c.state_dir, "/run/kinglet");
+    assert_null(c.listen_tcp);
+    assert_int_equal(c.shutdown_timeout_s, 10);
+    config_free(&c);
+}
+
+static void parse_file(void **state)
+{
+    struct config c;
+    struct err err = {0};
+    config_defaults(&c);
+    const char *text = "# comment\n"
+                       "\n"
+                       "socket = \"/tmp/a b.sock\"   # trailing comment\n"
+                       "root=/srv/kinglet\n"
+                       "  state =   \"/run/k\\\"q\\\\\"\n"
+                       "log-level = debug\n"
+                       "listen-tcp = \"[::1]:9000\"\n"
+                       "shutdown-timeout = 3\n";
+    assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
+    assert_string_equal(c.socket_path, "/tmp/a b.sock");
+    assert_string_equal(c.root_dir, "/srv/kinglet");
+    assert_string_equal(c.state_dir, "/run/k\"q\\");
+    assert_string_equal(c.log_level, "debug");
+    assert_string_equal(c.listen_tcp, "[::1]:9000");
+    assert_int_equal(c.shutdown_timeout_s, 3);
+    config_free(&c);
+}
+
+static void errors_name_the_line(void **state)
+{
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"socket = /a\nnonsense\n", "f.conf:2: expected `key = value`"},
+        {"\n\nbogus = 1\n", "f.conf:3: unknown setting `bogus`"},
+        {"root = relative\n", "f.conf:1: root: `relative` is not an absolute path"},
+        {"log-level = loud\n", "f.conf:1: log-level"},
+        {"shutdown-timeout = -1\n", "f.conf:1: shutdown-timeout"},
+        {"shutdown-timeout = 99999\n", "f.conf:1: shutdown-timeout"},
+        {"listen-tcp = nocolon\n", "f.conf:1: listen-tcp"},
+        {"socket = \"/unterminated\n", "f.conf:1: expected"},
+        {"socket = \"/a\" junk\n", "f.conf:1: expected"},
+        {"socket = \"/a\\n\"\n", "f.conf:1: expected"},
+        {" = /a\n", "f.conf:1: expected"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct config c;
+        struct err err = {0};
+        config_defaults(&c);
+        assert_int_equal(config_parse(&c, bad[i].text, "f.conf", &err), -EINVAL);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: `%s` does not contain `%s`", i, err.msg, bad[i].want);
+        config_free(&c);
+    }
+}
+
+static void hostport(void **state)
+{
+    char host[64];
+    int port = 0;
+    assert_int_equal(config_split_hostport("127.0.0.1:8080", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 8080);
+    assert_int_equal(config_split_hostport("[fe80::1]:0", host, sizeof(host), &port), 0);
+    assert_string_equal(host, "fe80::1");
+    assert_int_equal(port, 0);
+    const char *bad[] = {":80", "host:", "host:65536", "host:8x", "[::1]80", "noport"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(config_split_hostport(bad[i], host, sizeof(host), &port), -EINVAL);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(defaults),
+    cmocka_unit_test(parse_file),
+    cmocka_unit_test(errors_name_the_line),
+    cmocka_unit_test(hostport),
+};
+UNIT_MAIN(tests)
