@@ -110,8 +110,10 @@ struct image_service;
  * holds the store. */
 int image_service_new(uv_loop_t *loop, const struct image_config *cfg,
                       struct image_service **ret, struct err *err);
-/* Cancels pulls in progress, waits for the threads, frees everything. Call
- * from the loop thread once no callback is pending or the loop is done. */
+/* Cancels pulls and imports in progress (their callbacks run with
+ * -ECANCELED before this returns), waits for their threads, and frees
+ * everything once the pending save is done and the loop has closed the
+ * service's handle: keep running the loop afterwards. */
 void image_service_free(struct image_service *svc);
 
 /* Completion of a pull, on the loop thread. r < 0: err says why (err->code is

@@ -636,7 +636,8 @@ char *image_snapshot_path(struct image_service *svc, const char *chain_id)
 int image_service_new(uv_loop_t *loop, const struct image_config *cfg,
                       struct image_service **ret, struct err *err)
 {
-    reg_global_init();
+    /* libcurl (and OpenSSL) initialise at the first pull, not here: an idle
+     * daemon that never pulls keeps a small footprint */
     struct image_service *svc = calloc(1, sizeof(*svc));
     if (!svc)
         return err_set(err, ENOMEM, "image service");
@@ -760,7 +761,7 @@ static void finish_free(struct image_service *svc)
         free(w);
     }
     svc->pending = NULL;
-    if (svc->async.data) {
+    if (svc->async.data && !uv_is_closing((uv_handle_t *)&svc->async)) {
         uv_close((uv_handle_t *)&svc->async, on_close);
     } else {
         svc->async.data = svc;
@@ -796,7 +797,14 @@ void image_service_free(struct image_service *svc)
         list = j->next;
         if (!j->joined)
             uv_thread_join(&j->thread);
+        if (--svc->n_jobs == 0)
+            uv_unref((uv_handle_t *)&svc->async);
         job_release_holds(svc, j);
+        if (j->cb) {
+            struct err e;
+            err_set(&e, ECANCELED, "`%s`: the image service is shutting down", j->ref_str);
+            j->cb(j->data, -ECANCELED, &e, NULL);
+        }
         job_free(j);
     }
     finish_free(svc);

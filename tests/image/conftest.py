@@ -77,10 +77,6 @@ def images():
     return imgs
 
 
-EVIL_CANARIES = ["/tmp/kinglet-evil-traversal", "/tmp/kinglet-evil-symlink",
-                 "/tmp/kinglet-evil-symlink-rel"]
-
-
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory, images):
     """Plain-HTTP docker-registry with every test image pushed."""
@@ -151,3 +147,20 @@ def kimage(kinglet_bin, tmp_path, registry):
     k = Kinglet(kinglet_bin, tmp_path / "root", registry)
     yield k
     shutil.rmtree(tmp_path / "root", ignore_errors=True)
+
+
+# The daemon fixtures of tests/cri (Daemon, daemon_factory, cri stubs), for the
+# ImageService tests; loaded under another module name.
+def _load_cri_fixtures():
+    import importlib.util
+    path = pathlib.Path(__file__).resolve().parent.parent / "cri" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("cri_conftest", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cri_conftest"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_cri_conftest = _load_cri_fixtures()
+cri = _cri_conftest.cri
+daemon_factory = _cri_conftest.daemon_factory

@@ -40,6 +40,11 @@ MT_LAYER = {
 }
 
 
+# Files the hostile test layers try to create outside the store.
+EVIL_CANARIES = ["/tmp/kinglet-evil-traversal", "/tmp/kinglet-evil-symlink",
+                 "/tmp/kinglet-evil-symlink-rel"]
+
+
 def sha256(data):
     return "sha256:" + hashlib.sha256(data).hexdigest()
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import EVIL_CANARIES
+from imagelib import EVIL_CANARIES
 
 
 def test_pull_busybox(kimage, registry, images):
