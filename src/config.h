@@ -17,7 +17,7 @@ struct config {
     size_t n_registry_mirrors;
     char **insecure_registries;
     size_t n_insecure_registries;
-    char *registry_certs_dir; /* NULL = /etc/kinglet/certs.d */
+    char *registry_certs_dir;  /* NULL = /etc/kinglet/certs.d */
     unsigned pull_concurrency; /* 0 = the image service's default */
 };
 

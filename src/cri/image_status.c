@@ -63,8 +63,8 @@ static char *verbose_info(struct cri *cri, const struct image_info *img)
     json_t *layers = json_array();
     for (size_t i = 0; i < img->n_layers; i++) {
         char *p = image_snapshot_path(cri->images, img->chain_ids[i]);
-        json_array_append_new(layers, json_pack("{s:s,s:s}", "chainID", img->chain_ids[i],
-                                                "path", p ? p : ""));
+        json_array_append_new(
+            layers, json_pack("{s:s,s:s}", "chainID", img->chain_ids[i], "path", p ? p : ""));
         free(p);
     }
     json_object_set_new(o, "layers", layers);

@@ -21,24 +21,23 @@ struct cli {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kinglet image [OPTIONS] COMMAND\n"
-            "options:\n"
-            "  --root DIR                   daemon root (default " DEFAULT_ROOT ")\n"
-            "  --registry-mirror HOST=URL   pull HOST's images from URL first (repeatable)\n"
-            "  --insecure-registry HOST     allow plain HTTP / unverified TLS (repeatable)\n"
-            "  --certs-dir DIR              per-registry ca.crt, client.cert, client.key\n"
-            "  --no-origin-fallback         with mirrors, never contact the origin\n"
-            "  --pull-concurrency N         layers downloaded at once (default 3)\n"
-            "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
-            "commands:\n"
-            "  pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
-            "       [--registry-token T] REF...\n"
-            "  ls [--json] [--quiet] [FILTER]\n"
-            "  inspect REF\n"
-            "  rm REF...\n"
-            "  import [--socket PATH] FILE|-\n"
-            "  fsinfo\n");
+    fprintf(f, "usage: kinglet image [OPTIONS] COMMAND\n"
+               "options:\n"
+               "  --root DIR                   daemon root (default " DEFAULT_ROOT ")\n"
+               "  --registry-mirror HOST=URL   pull HOST's images from URL first (repeatable)\n"
+               "  --insecure-registry HOST     allow plain HTTP / unverified TLS (repeatable)\n"
+               "  --certs-dir DIR              per-registry ca.crt, client.cert, client.key\n"
+               "  --no-origin-fallback         with mirrors, never contact the origin\n"
+               "  --pull-concurrency N         layers downloaded at once (default 3)\n"
+               "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
+               "commands:\n"
+               "  pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
+               "       [--registry-token T] REF...\n"
+               "  ls [--json] [--quiet] [FILTER]\n"
+               "  inspect REF\n"
+               "  rm REF...\n"
+               "  import [--socket PATH] FILE|-\n"
+               "  fsinfo\n");
 }
 
 static void pull_done(void *data, int r, const struct err *err, const char *image_id)
@@ -167,8 +166,8 @@ static int cmd_fsinfo(struct cli *c)
         fprintf(stderr, "kinglet image: %s\n", err.msg);
         return 1;
     }
-    printf("{\"mountpoint\": \"%s\", \"used_bytes\": %llu, \"inodes_used\": %llu}\n",
-           u.mountpoint, (unsigned long long)u.used_bytes, (unsigned long long)u.inodes_used);
+    printf("{\"mountpoint\": \"%s\", \"used_bytes\": %llu, \"inodes_used\": %llu}\n", u.mountpoint,
+           (unsigned long long)u.used_bytes, (unsigned long long)u.inodes_used);
     image_fs_usage_clear(&u);
     return 0;
 }

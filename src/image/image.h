@@ -54,7 +54,7 @@ bool image_digest_valid(const char *s);
 /* ---- service ------------------------------------------------------------ */
 
 struct image_config {
-    const char *root;   /* daemon root; the store lives in <root>/image */
+    const char *root;          /* daemon root; the store lives in <root>/image */
     unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
     /* "HOST=URL" entries, tried in order before HOST itself. */
     const char *const *mirrors;
@@ -108,8 +108,8 @@ struct image_service;
  * of interrupted work and garbage. Runs before the loop serves requests:
  * it blocks for the time the cleanup takes. -EBUSY when another process
  * holds the store. */
-int image_service_new(uv_loop_t *loop, const struct image_config *cfg,
-                      struct image_service **ret, struct err *err);
+int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct image_service **ret,
+                      struct err *err);
 /* Cancels pulls and imports in progress (their callbacks run with
  * -ECANCELED before this returns), waits for their threads, and frees
  * everything once the pending save is done and the loop has closed the

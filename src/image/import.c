@@ -21,7 +21,7 @@
 #include "image/internal.h"
 
 #define IMPORT_IMAGES_MAX 1024
-#define IMPORT_JSON_MAX (4u << 20)
+#define IMPORT_JSON_MAX   (4u << 20)
 
 static int open_beneath(int dirfd, const char *path, int flags)
 {
@@ -379,11 +379,11 @@ static int import_docker(struct job *job, int dirfd, json_t *manifest, struct er
         return err_set(err, EINVAL, "manifest.json is not a list of images");
     size_t i;
     json_t *m;
-    json_array_foreach(manifest, i, m) {
+    json_array_foreach(manifest, i, m)
+    {
         const char *config_path = json_string_value(json_object_get(m, "Config"));
         json_t *layers = json_object_get(m, "Layers");
-        if (!config_path || !json_is_array(layers) ||
-            json_array_size(layers) > IMAGE_LAYERS_MAX)
+        if (!config_path || !json_is_array(layers) || json_array_size(layers) > IMAGE_LAYERS_MAX)
             return err_set(err, EINVAL, "manifest.json entry %zu is incomplete", i);
         _cleanup_free_ char *config = NULL;
         size_t config_len;
@@ -431,13 +431,14 @@ static int import_docker(struct job *job, int dirfd, json_t *manifest, struct er
         json_t *rt = json_object_get(m, "RepoTags");
         size_t k;
         json_t *t;
-        json_array_foreach(rt, k, t) {
+        json_array_foreach(rt, k, t)
+        {
             char *s = json_is_string(t) ? normalise_tag(json_string_value(t)) : NULL;
             if (s && strv_push(&tags, &n_tags, s) < 0)
                 break;
         }
-        r = man_json ? import_image(job, dirfd, config, config_len, paths, NULL, NULL, n,
-                                    man_json, strlen(man_json), tags, n_tags, NULL, 0, err)
+        r = man_json ? import_image(job, dirfd, config, config_len, paths, NULL, NULL, n, man_json,
+                                    strlen(man_json), tags, n_tags, NULL, 0, err)
                      : err_set(err, ENOMEM, "import");
         free(man_json);
         free(paths);
@@ -479,7 +480,8 @@ static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err
         return err_set(err, EINVAL, "index.json has no manifests");
     size_t i;
     json_t *m;
-    json_array_foreach(mans, i, m) {
+    json_array_foreach(mans, i, m)
+    {
         const char *digest = json_string_value(json_object_get(m, "digest"));
         json_t *ann = json_object_get(m, "annotations");
         const char *name = json_string_value(json_object_get(ann, "io.containerd.image.name"));
@@ -495,8 +497,8 @@ static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err
         if (r < 0)
             return r;
         struct image_manifest *tm = NULL, *mm = NULL;
-        r = image_manifest_parse(json_string_value(json_object_get(m, "mediaType")), top,
-                                 top_len, &tm, err);
+        r = image_manifest_parse(json_string_value(json_object_get(m, "mediaType")), top, top_len,
+                                 &tm, err);
         if (r < 0)
             return r;
         if (tm->kind == IMAGE_MANIFEST_INDEX) {
@@ -590,8 +592,9 @@ void job_import_run(struct job *job)
         r = read_beneath(dirfd, "index.json", IMPORT_JSON_MAX, &data, &len);
     }
     if (r < 0) {
-        r = r == -ENOENT ? err_set(err, EINVAL, "neither a docker-save archive (manifest.json) "
-                                                "nor an OCI image layout (index.json)")
+        r = r == -ENOENT ? err_set(err, EINVAL,
+                                   "neither a docker-save archive (manifest.json) "
+                                   "nor an OCI image layout (index.json)")
                          : err_set(err, -r, "read the archive's index");
         goto out;
     }

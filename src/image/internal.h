@@ -7,11 +7,11 @@
 #include "image/image.h"
 
 /* ---- limits on what registries and archives can make us allocate -------- */
-#define IMAGE_MANIFEST_MAX (4u << 20)
-#define IMAGE_CONFIG_MAX (8u << 20)
-#define IMAGE_LAYERS_MAX 256
-#define IMAGE_INDEX_MAX 1024
-#define IMAGE_TOKEN_MAX (64u << 10)
+#define IMAGE_MANIFEST_MAX   (4u << 20)
+#define IMAGE_CONFIG_MAX     (8u << 20)
+#define IMAGE_LAYERS_MAX     256
+#define IMAGE_INDEX_MAX      1024
+#define IMAGE_TOKEN_MAX      (64u << 10)
 #define IMAGE_ERROR_BODY_MAX 4096
 
 /* ---- digests (digest.c, OpenSSL EVP) ------------------------------------ */
@@ -27,12 +27,11 @@ int image_chain_ids(char *const *diff_ids, size_t n, char ***ret);
 void strv_free(char **v, size_t n);
 
 /* ---- manifests (manifest.c, pure) --------------------------------------- */
-#define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_OCI_INDEX       "application/vnd.oci.image.index.v1+json"
+#define MT_OCI_MANIFEST    "application/vnd.oci.image.manifest.v1+json"
+#define MT_DOCKER_LIST     "application/vnd.docker.distribution.manifest.list.v2+json"
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define MT_ACCEPT                                                                                  \
-    MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
+#define MT_ACCEPT          MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
 
 struct image_descriptor {
     char *media_type;
@@ -45,8 +44,8 @@ enum image_manifest_kind { IMAGE_MANIFEST_INDEX, IMAGE_MANIFEST_IMAGE };
 
 struct image_manifest {
     enum image_manifest_kind kind;
-    struct image_descriptor config;  /* IMAGE only */
-    struct image_descriptor *descs;  /* layers (IMAGE) or manifests (INDEX) */
+    struct image_descriptor config; /* IMAGE only */
+    struct image_descriptor *descs; /* layers (IMAGE) or manifests (INDEX) */
     size_t n_descs;
 };
 
@@ -58,8 +57,7 @@ void image_manifest_free(struct image_manifest *m);
 /* Picks the entry for os/arch/variant (variant NULL = any, preferring none);
  * -ENOENT listing the platforms offered when none fits. */
 int image_index_select(const struct image_manifest *idx, const char *os, const char *arch,
-                       const char *variant, const struct image_descriptor **ret,
-                       struct err *err);
+                       const char *variant, const struct image_descriptor **ret, struct err *err);
 
 struct image_config_info {
     char *user;
@@ -106,8 +104,8 @@ int rm_rf_at(int dirfd, const char *name);
 /* ---- registry client (registry.c, blocking: worker threads only) -------- */
 
 struct reg_endpoint {
-    char *base;  /* "https://host:port[/prefix]" without trailing slash */
-    char *host;  /* host[:port] of base, for certs.d lookups */
+    char *base; /* "https://host:port[/prefix]" without trailing slash */
+    char *host; /* host[:port] of base, for certs.d lookups */
     bool skip_verify;
     bool mirror;
     bool send_auth; /* credentials belong to the origin only */
@@ -156,9 +154,9 @@ void reg_endpoints_free(struct reg_endpoint *eps, size_t n);
 
 struct snap_ref {
     char *chain_id;
-    unsigned refs;     /* records in the index + holds of work in progress */
-    bool busy;         /* being unpacked right now */
-    bool present;      /* snapshots/<hex> exists */
+    unsigned refs; /* records in the index + holds of work in progress */
+    bool busy;     /* being unpacked right now */
+    bool present;  /* snapshots/<hex> exists */
     uint64_t bytes, inodes;
 };
 
@@ -180,8 +178,7 @@ void store_close(struct store *st);
 int store_tmpdir(struct store *st, char ret[64], struct err *err);
 int store_blob_write(struct store *st, const char *digest, const void *data, size_t len,
                      struct err *err);
-int store_blob_read(struct store *st, const char *digest, size_t max, char **ret,
-                    size_t *ret_len);
+int store_blob_read(struct store *st, const char *digest, size_t max, char **ret, size_t *ret_len);
 
 /* Layer coordination (any thread). store_snap_acquire takes a reference on
  * chain_id: returns 1 if the snapshot exists, 0 if the caller must build it
@@ -207,8 +204,7 @@ void store_snap_gc(struct store *st);
 void store_usage(struct store *st, uint64_t *bytes, uint64_t *inodes);
 
 /* Records (de)serialisation. */
-int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
-                       struct err *err);
+int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n, struct err *err);
 char *store_records_dump(struct image_info *const *imgs, size_t n);
 int store_records_write(struct store *st, const char *json, struct err *err);
 void image_info_free(struct image_info *img);
@@ -220,7 +216,7 @@ struct layer_job_ctx;
 struct job {
     struct image_service *svc;
     enum { JOB_PULL, JOB_IMPORT } kind;
-    char *ref_str;  /* pull: the reference as given; import: the path */
+    char *ref_str; /* pull: the reference as given; import: the path */
     struct image_ref ref;
     struct image_auth auth; /* owned copies */
     image_pull_cb cb;

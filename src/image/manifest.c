@@ -35,8 +35,7 @@ static char *dup_str(json_t *o, const char *key)
     return s ? strdup(s) : NULL;
 }
 
-static int parse_descriptor(json_t *o, struct image_descriptor *d, bool platform,
-                            struct err *err)
+static int parse_descriptor(json_t *o, struct image_descriptor *d, bool platform, struct err *err)
 {
     if (!json_is_object(o))
         return err_set(err, EINVAL, "descriptor is not an object");
@@ -111,8 +110,9 @@ int image_manifest_parse(const char *content_type, const void *data, size_t len,
     }
     json_t *sv = json_object_get(root, "schemaVersion");
     if (json_is_integer(sv) && json_integer_value(sv) == 1) {
-        r = err_set(err, EINVAL, "Docker image manifest schema 1 is not supported (deprecated "
-                                 "format): push the image again with a current client");
+        r = err_set(err, EINVAL,
+                    "Docker image manifest schema 1 is not supported (deprecated "
+                    "format): push the image again with a current client");
         goto out;
     }
     if (content_type && strstr(content_type, "distribution.manifest.v1+")) {
@@ -227,8 +227,7 @@ static const char *norm_variant(const char *arch, const char *variant)
 }
 
 int image_index_select(const struct image_manifest *idx, const char *os, const char *arch,
-                       const char *variant, const struct image_descriptor **ret,
-                       struct err *err)
+                       const char *variant, const struct image_descriptor **ret, struct err *err)
 {
     const struct image_descriptor *best = NULL;
     int best_score = -1;
@@ -262,9 +261,9 @@ int image_index_select(const struct image_manifest *idx, const char *os, const c
         buf_printf(&b, "%s%s/%s%s%s", b.len ? ", " : "", d->os, d->arch ? d->arch : "?",
                    d->variant ? "/" : "", d->variant ? d->variant : "");
     }
-    int r = err_set(err, ENOENT, "no image for platform %s/%s%s%s in the index; offered: %s", os,
-                    arch, variant ? "/" : "", variant ? variant : "",
-                    b.len ? (char *)b.data : "none");
+    int r =
+        err_set(err, ENOENT, "no image for platform %s/%s%s%s in the index; offered: %s", os, arch,
+                variant ? "/" : "", variant ? variant : "", b.len ? (char *)b.data : "none");
     buf_free(&b);
     return r;
 }
@@ -278,8 +277,7 @@ void image_config_info_clear(struct image_config_info *c)
     *c = (struct image_config_info){0};
 }
 
-int image_config_parse(const void *data, size_t len, struct image_config_info *ret,
-                       struct err *err)
+int image_config_parse(const void *data, size_t len, struct image_config_info *ret, struct err *err)
 {
     if (len > IMAGE_CONFIG_MAX)
         return err_set(err, EFBIG, "image config larger than %u bytes", IMAGE_CONFIG_MAX);
@@ -294,8 +292,7 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
         goto out;
     }
     json_t *cfg = json_object_get(root, "config");
-    const char *user = json_is_object(cfg) ? json_string_value(json_object_get(cfg, "User"))
-                                           : NULL;
+    const char *user = json_is_object(cfg) ? json_string_value(json_object_get(cfg, "User")) : NULL;
     c.user = strdup(user ? user : "");
     c.os = dup_str(root, "os");
     c.arch = dup_str(root, "architecture");
@@ -307,8 +304,7 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
     }
     size_t n = json_array_size(diff_ids);
     if (n > IMAGE_LAYERS_MAX) {
-        r = err_set(err, E2BIG, "image config lists %zu layers (limit %d)", n,
-                    IMAGE_LAYERS_MAX);
+        r = err_set(err, E2BIG, "image config lists %zu layers (limit %d)", n, IMAGE_LAYERS_MAX);
         goto out;
     }
     c.diff_ids = calloc(n ? n : 1, sizeof(char *));

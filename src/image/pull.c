@@ -141,8 +141,8 @@ static void *layer_worker(void *arg)
         if (i >= w->man->n_descs || atomic_load(&w->job->cancel))
             break;
         const struct image_descriptor *d = &w->man->descs[i];
-        struct layer_expect ex = {.digest = d->digest, .size = (int64_t)d->size,
-                                  .diff_id = w->diff_ids[i]};
+        struct layer_expect ex = {
+            .digest = d->digest, .size = (int64_t)d->size, .diff_id = w->diff_ids[i]};
         struct reg_opener o = {.sess = w->sess, .digest = d->digest};
         struct layer_opener op = {.open = reg_open, .close = reg_close, .ctx = &o};
         struct err err = {0};
@@ -167,8 +167,8 @@ static int fetch_layers(struct job *job, struct reg_session *sess, const struct 
                         char **diff_ids, char **chain_ids, struct err *err)
 {
     const struct image_service_shared *sh = image_service_shared(job->svc);
-    struct layer_work w = {.job = job, .sess = sess, .man = man, .diff_ids = diff_ids,
-                           .chain_ids = chain_ids};
+    struct layer_work w = {
+        .job = job, .sess = sess, .man = man, .diff_ids = diff_ids, .chain_ids = chain_ids};
     pthread_mutex_init(&w.mu, NULL);
     unsigned n = sh->concurrency;
     if (n > man->n_descs)
@@ -232,8 +232,8 @@ void job_pull_run(struct job *job)
     int r;
 
     r = reg_endpoints_for(job->ref.domain, (const char *const *)sh->mirrors, sh->n_mirrors,
-                          (const char *const *)sh->insecure, sh->n_insecure, sh->no_origin,
-                          &eps, &n_eps, err);
+                          (const char *const *)sh->insecure, sh->n_insecure, sh->no_origin, &eps,
+                          &n_eps, err);
     if (r < 0)
         goto out;
     struct reg_options opt = {.certs_dir = sh->certs_dir, .cancel = &job->cancel};
@@ -289,16 +289,16 @@ void job_pull_run(struct job *job)
     }
     digest_of(cfg.data, cfg.len, cfg_digest);
     if (strcmp(cfg_digest, man->config.digest) != 0 || cfg.len != man->config.size) {
-        r = err_set(err, EPROTO, "image config digest mismatch: got %s, expected %s",
-                    cfg_digest, man->config.digest);
+        r = err_set(err, EPROTO, "image config digest mismatch: got %s, expected %s", cfg_digest,
+                    man->config.digest);
         goto out;
     }
     r = image_config_parse(cfg.data, cfg.len, &ci, err);
     if (r < 0)
         goto out;
     if (ci.n_diff_ids != man->n_descs) {
-        r = err_set(err, EINVAL, "manifest has %zu layers but the config lists %zu",
-                    man->n_descs, ci.n_diff_ids);
+        r = err_set(err, EINVAL, "manifest has %zu layers but the config lists %zu", man->n_descs,
+                    ci.n_diff_ids);
         goto out;
     }
     if (image_chain_ids(ci.diff_ids, ci.n_diff_ids, &chain) < 0) {
@@ -336,7 +336,8 @@ void job_pull_run(struct job *job)
             img->n_repo_tags = 1;
     }
     img->repo_digests = calloc(1, sizeof(char *));
-    if (img->repo_digests && name && asprintf(&img->repo_digests[0], "%s@%s", name, top_digest) >= 0)
+    if (img->repo_digests && name &&
+        asprintf(&img->repo_digests[0], "%s@%s", name, top_digest) >= 0)
         img->n_repo_digests = 1;
     if (!img->id || !img->manifest || !img->user || !img->n_repo_digests ||
         (job->ref.tag && !img->n_repo_tags) || job_add_result(job, img) < 0) {

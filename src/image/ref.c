@@ -147,8 +147,7 @@ int image_ref_parse(const char *s, struct image_ref *ret, struct err *err)
         return err_set(err, EINVAL, "invalid image reference: empty");
     size_t total = strnlen(s, IMAGE_REF_MAX + 1);
     if (total > IMAGE_REF_MAX)
-        return err_set(err, EINVAL, "invalid image reference: longer than %d bytes",
-                       IMAGE_REF_MAX);
+        return err_set(err, EINVAL, "invalid image reference: longer than %d bytes", IMAGE_REF_MAX);
 
     _cleanup_free_ char *copy = strdup(s);
     if (!copy)

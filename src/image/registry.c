@@ -26,8 +26,8 @@
 
 #include "image/internal.h"
 
-#define STREAM_HIGH (4u << 20)
-#define ATTEMPTS 4
+#define STREAM_HIGH       (4u << 20)
+#define ATTEMPTS          4
 #define DEFAULT_CERTS_DIR "/etc/kinglet/certs.d"
 
 struct reg_session {
@@ -126,8 +126,8 @@ static int ep_add(struct reg_endpoint **eps, size_t *n, const char *url, bool sk
         return -ENOMEM;
     *eps = v;
     struct reg_endpoint *e = &v[*n];
-    *e = (struct reg_endpoint){.skip_verify = skip_verify, .mirror = mirror,
-                               .send_auth = send_auth};
+    *e =
+        (struct reg_endpoint){.skip_verify = skip_verify, .mirror = mirror, .send_auth = send_auth};
     if (strstr(url, "://"))
         e->base = strdup(url);
     else if (asprintf(&e->base, "https://%s", url) < 0)
@@ -229,8 +229,7 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
             oom = !s->basic;
         } else if (auth->username && *auth->username) {
             _cleanup_free_ char *up = NULL;
-            if (asprintf(&up, "%s:%s", auth->username, auth->password ? auth->password : "") <
-                0)
+            if (asprintf(&up, "%s:%s", auth->username, auth->password ? auth->password : "") < 0)
                 oom = true;
             else
                 oom = !(s->basic = b64(up, strlen(up)));
@@ -364,8 +363,8 @@ static int curl_error(struct err *err, CURLcode c, const char *errbuf, const cha
 
 static int status_error(struct err *err, long status, const char *what, const struct buf *body)
 {
-    int code = status == 401 || status == 403 ? EACCES
-               : status == 404               ? ENOENT
+    int code = status == 401 || status == 403   ? EACCES
+               : status == 404                  ? ENOENT
                : status == 429 || status >= 500 ? EAGAIN
                                                 : EPROTO;
     /* registries explain in a JSON errors array: show its start */
@@ -574,8 +573,7 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
         return 0;
     }
     if (!c.bearer || (!str_has_prefix(c.realm, "https://") && !str_has_prefix(c.realm, "http://")))
-        return err_set(err, EACCES, "registry %s: unsupported authentication challenge",
-                       ep->host);
+        return err_set(err, EACCES, "registry %s: unsupported authentication challenge", ep->host);
     _cleanup_free_ char *scope_def = NULL;
     if (asprintf(&scope_def, "repository:%s:pull", s->repo) < 0)
         return err_set(err, ENOMEM, "auth");
@@ -597,8 +595,8 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
                              "&client_id=kinglet",
                              tok, svc, scope) < 0)
             return err_set(err, ENOMEM, "auth");
-        r = http_get(s, ep, c.realm, NULL, NULL, IMAGE_TOKEN_MAX, &body, NULL, &www2, &status,
-                     form, err);
+        r = http_get(s, ep, c.realm, NULL, NULL, IMAGE_TOKEN_MAX, &body, NULL, &www2, &status, form,
+                     err);
         explicit_bzero(form, strlen(form));
     } else {
         _cleanup_free_ char *url = NULL;
@@ -639,8 +637,8 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
 }
 
 /* GET path from endpoint i with auth and retries. */
-static int ep_get(struct reg_session *s, size_t i, const char *path, const char *accept,
-                  size_t max, struct buf *body, char **ret_ct, struct err *err)
+static int ep_get(struct reg_session *s, size_t i, const char *path, const char *accept, size_t max,
+                  struct buf *body, char **ret_ct, struct err *err)
 {
     _cleanup_free_ char *url = NULL;
     if (asprintf(&url, "%s/v2/%s", s->eps[i].base, path) < 0)
@@ -653,8 +651,8 @@ static int ep_get(struct reg_session *s, size_t i, const char *path, const char 
         _cleanup_free_ char *www = NULL;
         long status = 0;
         char *authz = authz_copy(s, i);
-        int r = http_get(s, &s->eps[i], url, accept, authz, max, body, ret_ct, &www, &status,
-                         NULL, err);
+        int r = http_get(s, &s->eps[i], url, accept, authz, max, body, ret_ct, &www, &status, NULL,
+                         err);
         free_secret(authz);
         if (r == 0 && status == 401 && !authed) {
             authed = true;

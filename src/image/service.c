@@ -633,8 +633,8 @@ char *image_snapshot_path(struct image_service *svc, const char *chain_id)
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
-int image_service_new(uv_loop_t *loop, const struct image_config *cfg,
-                      struct image_service **ret, struct err *err)
+int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct image_service **ret,
+                      struct err *err)
 {
     /* libcurl (and OpenSSL) initialise at the first pull, not here: an idle
      * daemon that never pulls keeps a small footprint */

@@ -205,8 +205,7 @@ static int write_durable(struct store *st, const char *dst, const void *data, si
 {
     char tmp[64];
     tmp_name(tmp, "f");
-    int fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
+    int fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(err, errno, "create `%s/%s`", st->root, tmp);
     int r = write_all_fd(fd, data, len);
@@ -243,8 +242,7 @@ int store_blob_write(struct store *st, const char *digest, const void *data, siz
     return write_durable(st, path, data, len, err);
 }
 
-int store_blob_read(struct store *st, const char *digest, size_t max, char **ret,
-                    size_t *ret_len)
+int store_blob_read(struct store *st, const char *digest, size_t max, char **ret, size_t *ret_len)
 {
     if (!image_digest_valid(digest))
         return -EINVAL;
@@ -329,11 +327,10 @@ int store_snap_commit(struct store *st, const char *tmpname, const char *chain_i
     char path[128], dst[96];
     snprintf(path, sizeof(path), "%s/info.json", tmpname);
     char info[512];
-    int n = snprintf(info, sizeof(info),
-                     "{\"diff_id\":\"%s\",\"bytes\":%llu,\"inodes\":%llu}\n", stats->diff_id,
-                     (unsigned long long)stats->bytes, (unsigned long long)stats->inodes);
-    int fd = openat(st->root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                    0600);
+    int n = snprintf(info, sizeof(info), "{\"diff_id\":\"%s\",\"bytes\":%llu,\"inodes\":%llu}\n",
+                     stats->diff_id, (unsigned long long)stats->bytes,
+                     (unsigned long long)stats->inodes);
+    int fd = openat(st->root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(err, errno, "create `%s/%s`", st->root, path);
     int r = write_all_fd(fd, info, (size_t)n);
@@ -485,10 +482,10 @@ static struct image_info *record_from_json(json_t *o)
     img->pinned = json_is_true(json_object_get(o, "pinned"));
     if (!img->id || !img->manifest || !img->user)
         goto fail;
-    if (strv_from_json(json_object_get(o, "repo_tags"), &img->repo_tags, &img->n_repo_tags,
+    if (strv_from_json(json_object_get(o, "repo_tags"), &img->repo_tags, &img->n_repo_tags, false) <
+            0 ||
+        strv_from_json(json_object_get(o, "repo_digests"), &img->repo_digests, &img->n_repo_digests,
                        false) < 0 ||
-        strv_from_json(json_object_get(o, "repo_digests"), &img->repo_digests,
-                       &img->n_repo_digests, false) < 0 ||
         strv_from_json(json_object_get(o, "layers"), &img->chain_ids, &img->n_layers, true) < 0)
         goto fail;
     return img;
@@ -497,8 +494,7 @@ fail:
     return NULL;
 }
 
-int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
-                       struct err *err)
+int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n, struct err *err)
 {
     _cleanup_free_ char *data = NULL;
     size_t len;

@@ -32,9 +32,9 @@
 
 #include "image/internal.h"
 
-#define OUT_CHUNK (256u << 10)
-#define MAX_DEPTH 256
-#define MAX_ENTRIES 4000000u
+#define OUT_CHUNK       (256u << 10)
+#define MAX_DEPTH       256
+#define MAX_ENTRIES     4000000u
 #define MAX_XATTR_VALUE (64u << 10)
 
 enum comp { COMP_UNKNOWN, COMP_NONE, COMP_GZIP, COMP_ZSTD };
@@ -217,8 +217,7 @@ static int produce(struct pipeline *p, const void **ret, size_t *ret_len)
             if (zr == Z_STREAM_END)
                 p->stream_end = true;
             else if (zr != Z_OK && zr != Z_BUF_ERROR)
-                return pipe_fail(p, EPROTO, "corrupt gzip stream: %s",
-                                 p->z.msg ? p->z.msg : "?");
+                return pipe_fail(p, EPROTO, "corrupt gzip stream: %s", p->z.msg ? p->z.msg : "?");
             size_t n = OUT_CHUNK - p->z.avail_out;
             if (n) {
                 hasher_update(p->diff_h, p->out, n);
@@ -611,8 +610,7 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
     char path[PATH_MAX];
     int r = clean_path(raw, path, sizeof(path));
     if (r == -EINVAL)
-        return err_set(x->err, EPERM, "tar entry `%.200s` escapes the layer (path traversal)",
-                       raw);
+        return err_set(x->err, EPERM, "tar entry `%.200s` escapes the layer (path traversal)", raw);
     if (r < 0)
         return err_set(x->err, -r, "tar entry `%.200s`", raw);
 
@@ -640,8 +638,10 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
     const char *base;
     int parent = open_parent(x, path, &base);
     if (parent == -EXDEV || parent == -ELOOP)
-        return err_set(x->err, EPERM, "tar entry `%.200s` goes through a symlink that leads "
-                                      "outside the layer", path);
+        return err_set(x->err, EPERM,
+                       "tar entry `%.200s` goes through a symlink that leads "
+                       "outside the layer",
+                       path);
     if (parent < 0)
         return err_set(x->err, -parent, "open parent directory of `%.200s`", path);
 
@@ -652,8 +652,8 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
         char target[PATH_MAX];
         r = clean_path(hardlink, target, sizeof(target));
         if (r == -EINVAL || (r == 0 && !*target))
-            return err_set(x->err, EPERM, "hardlink `%.200s` -> `%.200s` escapes the layer",
-                           path, hardlink);
+            return err_set(x->err, EPERM, "hardlink `%.200s` -> `%.200s` escapes the layer", path,
+                           hardlink);
         if (r < 0)
             return err_set(x->err, -r, "hardlink `%.200s`", path);
         if (strcmp(target, path) == 0)
@@ -676,8 +676,8 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
         if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode)) {
             int en = S_ISDIR(st.st_mode) ? EPERM : errno;
             close(tfd);
-            return err_set(x->err, en, "hardlink `%.200s`: target `%.200s` not in the layer",
-                           path, hardlink);
+            return err_set(x->err, en, "hardlink `%.200s`: target `%.200s` not in the layer", path,
+                           hardlink);
         }
         r = clear_existing(x, parent, base, false);
         if (r >= 0 && x->cached_fd < 0) {
@@ -823,8 +823,9 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
     archive_read_support_format_tar(x.a);
     archive_read_set_format_option(x.a, "tar", "hdrcharset", "BINARY");
     if (archive_read_open(x.a, &p, NULL, archive_read_cb, NULL) != ARCHIVE_OK) {
-        r = p.error ? p.error : err_set(err, EINVAL, "layer is not a tar archive: %s",
-                                        archive_error_string(x.a));
+        r = p.error
+                ? p.error
+                : err_set(err, EINVAL, "layer is not a tar archive: %s", archive_error_string(x.a));
         goto out;
     }
     for (unsigned n = 0;; n++) {
@@ -871,13 +872,12 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
         goto out;
     }
     if (expect->digest && strcmp(raw, expect->digest) != 0) {
-        r = err_set(err, EPROTO, "layer digest mismatch: got %s, expected %s", raw,
-                    expect->digest);
+        r = err_set(err, EPROTO, "layer digest mismatch: got %s, expected %s", raw, expect->digest);
         goto out;
     }
     if (expect->diff_id && strcmp(ret->diff_id, expect->diff_id) != 0) {
-        r = err_set(err, EPROTO, "layer diff_id mismatch: got %s, config says %s",
-                    ret->diff_id, expect->diff_id);
+        r = err_set(err, EPROTO, "layer diff_id mismatch: got %s, config says %s", ret->diff_id,
+                    expect->diff_id);
         goto out;
     }
 out:

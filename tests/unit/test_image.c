@@ -94,7 +94,8 @@ static void test_ref_invalid(void **state)
 static void test_digest_valid(void **state)
 {
     assert_true(image_digest_valid(D64A));
-    assert_false(image_digest_valid("sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    assert_false(image_digest_valid(
+        "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
     assert_false(image_digest_valid(D64A "a"));
     assert_false(image_digest_valid("sha256:"));
     assert_false(image_digest_valid(NULL));
@@ -192,13 +193,18 @@ static void test_manifest_refused(void **state)
     parse_bad(NULL, "{", "not valid JSON");
     parse_bad(NULL, "{\"schemaVersion\":3}", "schemaVersion 2");
     parse_bad(NULL, "{\"schemaVersion\":2,\"mediaType\":\"text/plain\"}", "unsupported");
-    parse_bad(NULL, "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:x\",\"size\":1},\"layers\":[]}",
-              "digest");
-    parse_bad(NULL, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":-1},\"layers\":[]}",
-              "size");
-    parse_bad(NULL, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1}}", "layers");
     parse_bad(NULL,
-              "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"application/vnd.cncf.helm.config.v1+json\","
+              "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:x\",\"size\":1},\"layers\":[]}",
+              "digest");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A
+              "\",\"size\":-1},\"layers\":[]}",
+              "size");
+    parse_bad(NULL, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1}}",
+              "layers");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"application/"
+              "vnd.cncf.helm.config.v1+json\","
               "\"digest\":\"" D64A "\",\"size\":1},\"layers\":[]}",
               "not a container image");
     parse_bad(NULL,
@@ -208,7 +214,8 @@ static void test_manifest_refused(void **state)
     parse_bad(NULL, "{\"schemaVersion\":2,\"schemaVersion\":2}", "not valid JSON");
     /* too many layers */
     struct buf b = {0};
-    buf_printf(&b, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1},\"layers\":[");
+    buf_printf(&b,
+               "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1},\"layers\":[");
     for (int i = 0; i <= IMAGE_LAYERS_MAX; i++)
         buf_printf(&b, "%s{\"digest\":\"" D64A "\",\"size\":1}", i ? "," : "");
     buf_printf(&b, "]}");
@@ -223,8 +230,9 @@ static void test_manifest_refused(void **state)
 
 static void test_config(void **state)
 {
-    const char *j = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"User\":\"1000:1000\"},"
-                    "\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D64A "\",\"" D64B "\"]}}";
+    const char *j =
+        "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"User\":\"1000:1000\"},"
+        "\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D64A "\",\"" D64B "\"]}}";
     struct image_config_info c;
     struct err err = {0};
     assert_int_equal(image_config_parse(j, strlen(j), &c, &err), 0);
@@ -259,7 +267,8 @@ static void test_endpoints(void **state)
     struct reg_endpoint *eps;
     size_t n;
     struct err err = {0};
-    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, false, &eps, &n, &err), 0);
+    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, false, &eps, &n, &err),
+                     0);
     assert_int_equal(n, 3);
     assert_string_equal(eps[0].base, "http://127.0.0.1:5000");
     assert_true(eps[0].mirror && !eps[0].send_auth && eps[0].skip_verify);
@@ -269,10 +278,12 @@ static void test_endpoints(void **state)
     assert_string_equal(eps[2].base, "https://registry-1.docker.io");
     assert_true(eps[2].send_auth && !eps[2].mirror);
     reg_endpoints_free(eps, n);
-    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, true, &eps, &n, &err), 0);
+    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, true, &eps, &n, &err),
+                     0);
     assert_int_equal(n, 2);
     reg_endpoints_free(eps, n);
-    assert_int_equal(reg_endpoints_for("insecure.example", mirrors, 3, insecure, 2, true, &eps, &n, &err), 0);
+    assert_int_equal(
+        reg_endpoints_for("insecure.example", mirrors, 3, insecure, 2, true, &eps, &n, &err), 0);
     assert_int_equal(n, 2);
     assert_string_equal(eps[0].base, "https://insecure.example");
     assert_true(eps[0].skip_verify);
@@ -281,9 +292,9 @@ static void test_endpoints(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ref_normalise),   cmocka_unit_test(test_ref_invalid),
-    cmocka_unit_test(test_digest_valid),    cmocka_unit_test(test_manifest_image),
-    cmocka_unit_test(test_index_select),    cmocka_unit_test(test_manifest_refused),
-    cmocka_unit_test(test_config),          cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_ref_normalise), cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),  cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),  cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),        cmocka_unit_test(test_endpoints),
 };
 UNIT_MAIN(tests)
