@@ -293,7 +293,8 @@ int image_cli_main(int argc, char **argv)
     argc -= optind;
     argv += optind;
     if (strcmp(cmd, "pull") && strcmp(cmd, "ls") && strcmp(cmd, "rm") && strcmp(cmd, "import") &&
-        strcmp(cmd, "inspect") && strcmp(cmd, "fsinfo")) {
+        strcmp(cmd, "inspect") && strcmp(cmd, "fsinfo") && strcmp(cmd, "hold") &&
+        strcmp(cmd, "release")) {
         fprintf(stderr, "kinglet image: unknown command `%s`\n", cmd);
         usage(stderr);
         goto out;
@@ -366,6 +367,22 @@ int image_cli_main(int argc, char **argv)
         uv_run(&loop, UV_RUN_DEFAULT);
         if (c.failures)
             rc = 1;
+    } else if (strcmp(cmd, "hold") == 0 || strcmp(cmd, "release") == 0) {
+        bool hold = cmd[0] == 'h';
+        if (argc != (hold ? 3 : 2)) {
+            rc = 2;
+        } else {
+            int r = hold ? image_hold(c.svc, argv[1], argv[2], rm_done, &c, &err)
+                         : image_release(c.svc, argv[1], rm_done, &c, &err);
+            if (r < 0) {
+                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                rc = 1;
+            } else {
+                c.pending++;
+                uv_run(&loop, UV_RUN_DEFAULT);
+                rc = c.failures ? 1 : 0;
+            }
+        }
     } else if (strcmp(cmd, "rm") == 0) {
         for (int i = 1; i < argc; i++) {
             err_clear(&err);

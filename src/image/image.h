@@ -142,6 +142,16 @@ typedef void (*image_done_cb)(void *data, int r, const struct err *err);
 int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, void *data,
                  struct err *err);
 
+/* Containers: keeps the layers of image `ref` while `holder` (a container
+ * id) uses them, even if the image itself is removed; a holder holds one
+ * image at a time. Persisted with the records, so garbage collection at the
+ * next start respects it too. -ENOENT when the image is absent. */
+int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
+               void *data, struct err *err);
+/* Drops holder's hold (absent: not an error); unused layers are collected. */
+int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
+                  struct err *err);
+
 /* Adds images from a `docker save` or OCI-layout archive at path ("-" is not
  * accepted here: the CLI spools stdin into a file first). cb's image_id is
  * the last image of the archive. */

@@ -204,8 +204,17 @@ void store_snap_gc(struct store *st);
 void store_usage(struct store *st, uint64_t *bytes, uint64_t *inodes);
 
 /* Records (de)serialisation. */
-int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n, struct err *err);
-char *store_records_dump(struct image_info *const *imgs, size_t n);
+/* Layers a container (the holder) keeps in use, whatever happens to images. */
+struct image_hold {
+    char *holder;
+    char **chain_ids;
+    size_t n_layers;
+};
+void image_hold_free(struct image_hold *h);
+int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
+                       struct image_hold ***ret_holds, size_t *ret_n_holds, struct err *err);
+char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_hold *const *holds,
+                         size_t n_holds);
 int store_records_write(struct store *st, const char *json, struct err *err);
 void image_info_free(struct image_info *img);
 

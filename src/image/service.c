@@ -38,6 +38,8 @@ struct image_service {
     struct image_service_shared sh;
     struct image_info **imgs;
     size_t n_imgs;
+    struct image_hold **holds;
+    size_t n_holds;
 
     uv_async_t async;
     pthread_mutex_t mu; /* done queue and the active job list */
@@ -180,7 +182,7 @@ static void start_save(struct image_service *svc)
     if (!s)
         return; /* retried at the next request */
     s->svc = svc;
-    s->json = store_records_dump(svc->imgs, svc->n_imgs);
+    s->json = store_records_dump(svc->imgs, svc->n_imgs, svc->holds, svc->n_holds);
     s->waiters = svc->pending;
     svc->pending = NULL;
     if (svc->gc_pending) {
@@ -604,6 +606,75 @@ int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, v
     return 0;
 }
 
+/* ---- holds (containers) ----------------------------------------------------------- */
+
+static ssize_t hold_index(struct image_service *svc, const char *holder)
+{
+    for (size_t i = 0; i < svc->n_holds; i++)
+        if (strcmp(svc->holds[i]->holder, holder) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static void hold_drop(struct image_service *svc, size_t i)
+{
+    struct image_hold *h = svc->holds[i];
+    for (size_t l = 0; l < h->n_layers; l++)
+        store_snap_release(&svc->st, h->chain_ids[l]);
+    image_hold_free(h);
+    memmove(&svc->holds[i], &svc->holds[i + 1], (svc->n_holds - i - 1) * sizeof(*svc->holds));
+    svc->n_holds--;
+}
+
+int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
+               void *data, struct err *err)
+{
+    if (!holder || !*holder || strlen(holder) > 256)
+        return err_set(err, EINVAL, "invalid holder");
+    const struct image_info *img = image_lookup(svc, ref);
+    if (!img)
+        return err_set(err, ENOENT, "image `%s` not found", ref);
+    struct image_hold *h = calloc(1, sizeof(*h));
+    struct image_hold **v = realloc(svc->holds, (svc->n_holds + 1) * sizeof(*v));
+    if (v)
+        svc->holds = v;
+    char **chain = NULL;
+    if (!h || !v || !(h->holder = strdup(holder)) ||
+        strv_dup((const char *const *)img->chain_ids, img->n_layers, &chain) < 0) {
+        image_hold_free(h);
+        return err_set(err, ENOMEM, "hold image");
+    }
+    h->chain_ids = chain;
+    h->n_layers = img->n_layers;
+    for (size_t l = 0; l < h->n_layers; l++)
+        store_snap_ref(&svc->st, h->chain_ids[l]);
+    /* a holder holds one image: the new hold replaces an old one */
+    ssize_t old = hold_index(svc, holder);
+    svc->holds[svc->n_holds++] = h;
+    if (old >= 0)
+        hold_drop(svc, (size_t)old);
+    struct remove_ctx *c = calloc(1, sizeof(*c));
+    if (c)
+        *c = (struct remove_ctx){.cb = cb, .data = data};
+    request_save(svc, old >= 0, c ? remove_saved : NULL, c);
+    return 0;
+}
+
+int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
+                  struct err *err)
+{
+    struct remove_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return err_set(err, ENOMEM, "release image");
+    *c = (struct remove_ctx){.cb = cb, .data = data};
+    ssize_t i = holder ? hold_index(svc, holder) : -1;
+    if (i >= 0)
+        hold_drop(svc, (size_t)i);
+    /* absent holder: nothing to do (idempotent) */
+    request_save(svc, i >= 0, remove_saved, c);
+    return 0;
+}
+
 /* ---- fs info / paths ---------------------------------------------------------- */
 
 int image_fs_info(struct image_service *svc, struct image_fs_usage *ret, struct err *err)
@@ -680,9 +751,25 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     /* records: drop those whose layers are gone, then collect garbage */
     struct image_info **imgs;
     size_t n;
-    r = store_records_load(&svc->st, &imgs, &n, err);
+    struct image_hold **holds;
+    size_t n_holds;
+    r = store_records_load(&svc->st, &imgs, &n, &holds, &n_holds, err);
     if (r < 0)
         goto fail;
+    svc->holds = holds;
+    for (size_t i = 0; i < n_holds; i++) {
+        bool ok = true;
+        for (size_t l = 0; l < holds[i]->n_layers && ok; l++)
+            ok = store_snap_present(&svc->st, holds[i]->chain_ids[l]);
+        if (!ok) {
+            log_warn("layers held by `%s` are gone; dropping the hold", holds[i]->holder);
+            image_hold_free(holds[i]);
+            continue;
+        }
+        for (size_t l = 0; l < holds[i]->n_layers; l++)
+            store_snap_ref(&svc->st, holds[i]->chain_ids[l]);
+        svc->holds[svc->n_holds++] = holds[i];
+    }
     size_t k = 0;
     bool dropped = false;
     for (size_t i = 0; i < n; i++) {
@@ -702,7 +789,8 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     svc->imgs = imgs;
     svc->n_imgs = k;
     if (dropped) {
-        _cleanup_free_ char *json = store_records_dump(svc->imgs, svc->n_imgs);
+        _cleanup_free_ char *json =
+            store_records_dump(svc->imgs, svc->n_imgs, svc->holds, svc->n_holds);
         if (json)
             store_records_write(&svc->st, json, NULL);
     }
@@ -737,6 +825,9 @@ static void on_close(uv_handle_t *h)
     for (size_t i = 0; i < svc->n_imgs; i++)
         image_info_free(svc->imgs[i]);
     free(svc->imgs);
+    for (size_t i = 0; i < svc->n_holds; i++)
+        image_hold_free(svc->holds[i]);
+    free(svc->holds);
     store_close(&svc->st);
     struct image_service_shared *sh = &svc->sh;
     strv_free(sh->mirrors, sh->n_mirrors);

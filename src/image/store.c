@@ -494,12 +494,47 @@ fail:
     return NULL;
 }
 
-int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n, struct err *err)
+void image_hold_free(struct image_hold *h)
+{
+    if (!h)
+        return;
+    free(h->holder);
+    strv_free(h->chain_ids, h->n_layers);
+    free(h);
+}
+
+static int holds_from_json(json_t *a, struct image_hold ***ret, size_t *ret_n)
+{
+    size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    struct image_hold **v = calloc(n ? n : 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(a, i);
+        const char *holder = json_string_value(json_object_get(o, "holder"));
+        struct image_hold *h = calloc(1, sizeof(*h));
+        if (!h || !holder || !(h->holder = strdup(holder)) ||
+            strv_from_json(json_object_get(o, "layers"), &h->chain_ids, &h->n_layers, true) < 0) {
+            image_hold_free(h);
+            continue;
+        }
+        v[k++] = h;
+    }
+    *ret = v;
+    *ret_n = k;
+    return 0;
+}
+
+int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
+                       struct image_hold ***ret_holds, size_t *ret_n_holds, struct err *err)
 {
     _cleanup_free_ char *data = NULL;
     size_t len;
     *ret = NULL;
     *ret_n = 0;
+    *ret_holds = NULL;
+    *ret_n_holds = 0;
     int r = read_file_at(st->root_fd, "images.json", RECORDS_MAX, &data, &len);
     if (r == -ENOENT)
         return 0;
@@ -524,6 +559,13 @@ int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n
         if (img)
             v[k++] = img;
     }
+    if (holds_from_json(json_object_get(j, "holds"), ret_holds, ret_n_holds) < 0) {
+        for (size_t i = 0; i < k; i++)
+            image_info_free(v[i]);
+        free(v);
+        json_decref(j);
+        return err_set(err, ENOMEM, "load image records");
+    }
     json_decref(j);
     *ret = v;
     *ret_n = k;
@@ -538,7 +580,8 @@ static json_t *strv_to_json(char *const *v, size_t n)
     return a;
 }
 
-char *store_records_dump(struct image_info *const *imgs, size_t n)
+char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_hold *const *holds,
+                         size_t n_holds)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -556,7 +599,11 @@ char *store_records_dump(struct image_info *const *imgs, size_t n)
         json_object_set_new(o, "layers", strv_to_json(img->chain_ids, img->n_layers));
         json_array_append_new(a, o);
     }
-    json_t *root = json_pack("{s:i,s:o}", "version", 1, "images", a);
+    json_t *h = json_array();
+    for (size_t i = 0; i < n_holds; i++)
+        json_array_append_new(h, json_pack("{s:s,s:o}", "holder", holds[i]->holder, "layers",
+                                           strv_to_json(holds[i]->chain_ids, holds[i]->n_layers)));
+    json_t *root = json_pack("{s:i,s:o,s:o}", "version", 1, "images", a, "holds", h);
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return s;

@@ -197,3 +197,22 @@ def test_hostile_layer(kimage, registry, name):
     for c in EVIL_CANARIES:
         assert not os.path.exists(c), f"{name} wrote {c}"
     assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_hold_keeps_layers_across_removal_and_restart(kimage, registry, images):
+    """A container's hold keeps its image's layers when the image is removed,
+    across restarts of the store, until released."""
+    ref = f"{registry.host}/shared:v1"
+    kimage.run("pull", ref, f"{registry.host}/busybox:latest")
+    kimage.run("hold", "container-1", ref)
+    assert kimage.run("hold", "c2", "nosuch:1", check=False).returncode == 1
+    snaps = set(kimage.snapshots())
+    kimage.run("rm", ref, f"{registry.host}/busybox:latest")
+    assert kimage.ls() == []
+    assert set(kimage.snapshots()) == snaps, "held layers stay"
+    # a new start collects garbage, but not held layers
+    kimage.run("ls")
+    assert set(kimage.snapshots()) == snaps
+    kimage.run("release", "container-1")
+    kimage.run("release", "container-1")  # idempotent
+    assert kimage.snapshots() == []
