@@ -102,6 +102,40 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->shutdown_timeout_s = (unsigned)v;
         return 0;
     }
+    if (strcmp(key, "registry-mirror") == 0 || strcmp(key, "insecure-registry") == 0) {
+        bool mirror = key[0] == 'r';
+        const char *eq = strchr(value, '=');
+        if (mirror && (!eq || eq == value || !eq[1]))
+            return err_set(err, EINVAL, "registry-mirror: `%s` is not HOST=URL", value);
+        if (!mirror && (!value[0] || strchr(value, '/')))
+            return err_set(err, EINVAL, "insecure-registry: `%s` is not HOST[:PORT]", value);
+        char ***v = mirror ? &cfg->registry_mirrors : &cfg->insecure_registries;
+        size_t *n = mirror ? &cfg->n_registry_mirrors : &cfg->n_insecure_registries;
+        if (*n >= 256)
+            return err_set(err, E2BIG, "%s: more than 256 entries", key);
+        char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+        if (!nv || !(nv[*n] = strdup(value))) {
+            if (nv)
+                *v = nv;
+            return -ENOMEM;
+        }
+        *v = nv;
+        (*n)++;
+        return 0;
+    }
+    if (strcmp(key, "registry-certs-dir") == 0) {
+        if (value[0] != '/')
+            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
+        return set_str(&cfg->registry_certs_dir, value);
+    }
+    if (strcmp(key, "pull-concurrency") == 0) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (!value[0] || *end || v < 1 || v > 32)
+            return err_set(err, EINVAL, "pull-concurrency: `%s` is not 1..32", value);
+        cfg->pull_concurrency = (unsigned)v;
+        return 0;
+    }
     return err_set(err, EINVAL, "unknown setting `%s`", key);
 }
 
@@ -181,5 +215,12 @@ void config_free(struct config *cfg)
     free(cfg->log_level);
     free(cfg->log_format);
     free(cfg->listen_tcp);
+    for (size_t i = 0; i < cfg->n_registry_mirrors; i++)
+        free(cfg->registry_mirrors[i]);
+    free(cfg->registry_mirrors);
+    for (size_t i = 0; i < cfg->n_insecure_registries; i++)
+        free(cfg->insecure_registries[i]);
+    free(cfg->insecure_registries);
+    free(cfg->registry_certs_dir);
     *cfg = (struct config){0};
 }

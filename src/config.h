@@ -12,6 +12,13 @@ struct config {
     char *log_format;
     char *listen_tcp; /* "HOST:PORT", NULL = off */
     unsigned shutdown_timeout_s;
+    /* images: repeatable "HOST=URL" and "HOST[:PORT]" entries */
+    char **registry_mirrors;
+    size_t n_registry_mirrors;
+    char **insecure_registries;
+    size_t n_insecure_registries;
+    char *registry_certs_dir;  /* NULL = /etc/kinglet/certs.d */
+    unsigned pull_concurrency; /* 0 = the image service's default */
 };
 
 void config_defaults(struct config *cfg);

@@ -36,6 +36,13 @@ static const char usage_text[] =
     "                              debugging; off by default; no authentication)\n"
     "      --shutdown-timeout SEC  on SIGTERM/SIGINT, how long in-flight calls may\n"
     "                              finish (default 10)\n"
+    "      --registry-mirror HOST=URL  pull HOST's images from URL first, falling back\n"
+    "                              to HOST (repeatable; http:// means plain HTTP)\n"
+    "      --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS\n"
+    "                              (repeatable)\n"
+    "      --registry-certs-dir DIR  per-registry DIR/HOST[:PORT]/{ca.crt,client.cert,\n"
+    "                              client.key} (default /etc/kinglet/certs.d)\n"
+    "      --pull-concurrency N    layers downloaded at once per pull (default 3)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -88,6 +95,10 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"log-format", required_argument, NULL, 'f'},
         {"listen-tcp", required_argument, NULL, 'p'},
         {"shutdown-timeout", required_argument, NULL, 'g'},
+        {"registry-mirror", required_argument, NULL, 'M'},
+        {"insecure-registry", required_argument, NULL, 'I'},
+        {"registry-certs-dir", required_argument, NULL, 'C'},
+        {"pull-concurrency", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -136,6 +147,18 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'g':
             key = "shutdown-timeout";
             break;
+        case 'M':
+            key = "registry-mirror";
+            break;
+        case 'I':
+            key = "insecure-registry";
+            break;
+        case 'C':
+            key = "registry-certs-dir";
+            break;
+        case 'P':
+            key = "pull-concurrency";
+            break;
         case 'c':
             continue;
         case 'h':
@@ -165,10 +188,19 @@ static int daemon_start(struct daemon *d, struct err *err)
     if (r < 0)
         return err_set(err, -r, "create state directory `%s`", d->cfg.state_dir);
 
+    struct image_config ic = {
+        .pull_concurrency = d->cfg.pull_concurrency,
+        .mirrors = (const char *const *)d->cfg.registry_mirrors,
+        .n_mirrors = d->cfg.n_registry_mirrors,
+        .insecure = (const char *const *)d->cfg.insecure_registries,
+        .n_insecure = d->cfg.n_insecure_registries,
+        .certs_dir = d->cfg.registry_certs_dir,
+    };
     struct cri_config cc = {
         .socket_path = d->cfg.socket_path,
         .root_dir = d->cfg.root_dir,
         .state_dir = d->cfg.state_dir,
+        .image = &ic,
     };
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)

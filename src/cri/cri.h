@@ -7,11 +7,15 @@
 
 #include "base/base.h"
 #include "grpc/grpc.h"
+#include "image/image.h"
 
 struct cri_config {
     const char *socket_path; /* for status info */
     const char *root_dir;    /* persistent state */
     const char *state_dir;   /* volatile state */
+    /* Image service settings (mirrors, insecure registries, ...); NULL =
+     * defaults. Its root is root_dir whatever it says. */
+    const struct image_config *image;
 };
 
 struct cri;
@@ -21,6 +25,7 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
 /* Routes every method of both CRI services to its handler; RPCs whose
  * handlers have not been built answer UNIMPLEMENTED naming the RPC. */
 int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err);
-/* Ends long-running calls (event streams) ahead of a server shutdown. */
+/* Ends long-running calls (event streams) and cancels image pulls (their
+ * calls fail CANCELLED) ahead of a server shutdown. */
 void cri_shutdown(struct cri *cri);
 void cri_free(struct cri *cri);

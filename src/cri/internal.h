@@ -10,6 +10,7 @@
 
 #include "api.pb-c.h"
 #include "cri/cri.h"
+#include "image/image.h"
 
 struct cri_call;
 typedef void (*cri_handler_fn)(struct cri_call *call);
@@ -44,6 +45,7 @@ struct cri {
     char *cgroup2_mount;
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     struct cri_events *events;
+    struct image_service *images;
 };
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
@@ -62,6 +64,11 @@ void cri_status(struct cri_call *call);         /* runtime_config.c */
 void cri_runtime_config(struct cri_call *call); /* runtime_config.c */
 void cri_update_runtime_config(struct cri_call *call);
 void cri_get_container_events(struct cri_call *call); /* events.c */
+void cri_pull_image(struct cri_call *call);           /* image_pull.c */
+void cri_image_status(struct cri_call *call);         /* image_status.c */
+void cri_list_images(struct cri_call *call);          /* image_status.c */
+void cri_remove_image(struct cri_call *call);         /* image_remove.c */
+void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 
 bool cri_pod_cidr_valid(const char *s);
 int cri_runtime_config_load(struct cri *cri, struct err *err);

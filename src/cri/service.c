@@ -12,6 +12,11 @@ static const struct {
     {"RuntimeConfig", cri_runtime_config},
     {"UpdateRuntimeConfig", cri_update_runtime_config},
     {"GetContainerEvents", cri_get_container_events},
+    {"PullImage", cri_pull_image},
+    {"ImageStatus", cri_image_status},
+    {"ListImages", cri_list_images},
+    {"RemoveImage", cri_remove_image},
+    {"ImageFsInfo", cri_image_fs_info},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {
@@ -217,17 +222,32 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
+    struct image_config icfg = cfg->image ? *cfg->image : (struct image_config){0};
+    icfg.root = cfg->root_dir;
+    r = image_service_new(loop, &icfg, &cri->images, err);
+    if (r < 0) {
+        err_wrap(err, "image service");
+        cri_free(cri);
+        return r;
+    }
     *ret = cri;
     return 0;
 }
 
-void cri_shutdown(struct cri *cri) { cri_events_shutdown(cri->events); }
+void cri_shutdown(struct cri *cri)
+{
+    cri_events_shutdown(cri->events);
+    /* pulls in flight end now (their calls fail CANCELLED) */
+    image_service_free(cri->images);
+    cri->images = NULL;
+}
 
 void cri_free(struct cri *cri)
 {
     if (!cri)
         return;
     cri_events_free(cri->events);
+    image_service_free(cri->images);
     free(cri->routes);
     free(cri->socket_path);
     free(cri->root_dir);

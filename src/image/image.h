@@ -1,5 +1,170 @@
-/* image: see the module's files for the design. */
+/* image: pulling, verifying, unpacking, storing and importing container
+ * images.
+ *
+ * The module has two faces:
+ *  - pure helpers (reference parsing, manifest parsing) usable anywhere;
+ *  - an image service bound to one libuv loop. Every slow step of a pull
+ *    (network, hashing, decompression, extraction, fsync) runs on threads the
+ *    service owns; results are applied to the in-memory index on the loop
+ *    thread, and queries on that index are cheap and synchronous.
+ *
+ * Store layout under <root>/image (see store.c for the crash-consistency
+ * argument):
+ *   lock                      flock(2): one service per store
+ *   images.json               the image records, replaced atomically
+ *   blobs/sha256/<hex>        manifests, indexes and configs
+ *   snapshots/<chainid-hex>/  fs/ (the layer's diff, an overlayfs lowerdir)
+ *                             and info.json; shared by every image
+ *   tmp/                      work in progress, emptied at start
+ */
 #pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "base/base.h"
+
+/* ---- references (ref.c, pure) ------------------------------------------- */
+
+#define IMAGE_REF_MAX 4096
+
+/* A normalised reference: docker.io/library/busybox:latest. tag and digest
+ * may each be NULL, not both (a bare name gets the tag "latest"). */
+struct image_ref {
+    char *domain; /* "docker.io", "registry.k8s.io", "127.0.0.1:5000" */
+    char *path;   /* "library/busybox" */
+    char *tag;    /* "latest" or NULL */
+    char *digest; /* "sha256:<64 hex>" or NULL */
+};
+
+/* Parses and normalises s the way containerd and kubelet do. -EINVAL with the
+ * reason in err for an invalid reference. */
+int image_ref_parse(const char *s, struct image_ref *ret, struct err *err);
+void image_ref_clear(struct image_ref *ref);
+/* "domain/path" */
+char *image_ref_name(const struct image_ref *ref);
+/* "domain/path:tag", "domain/path@digest" or "domain/path:tag@digest". */
+char *image_ref_string(const struct image_ref *ref);
+/* True for "sha256:<64 lowercase hex>". */
+bool image_digest_valid(const char *s);
+
+/* ---- service ------------------------------------------------------------ */
+
+struct image_config {
+    const char *root;          /* daemon root; the store lives in <root>/image */
+    unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
+    /* "HOST=URL" entries, tried in order before HOST itself. */
+    const char *const *mirrors;
+    size_t n_mirrors;
+    /* "HOST[:PORT]" entries allowed plain HTTP and unverified TLS. */
+    const char *const *insecure;
+    size_t n_insecure;
+    /* Directory of per-registry TLS material, <dir>/<host[:port]>/ca.crt,
+     * client.cert, client.key (docker's certs.d layout). NULL = the
+     * default /etc/kinglet/certs.d. */
+    const char *certs_dir;
+    bool no_origin_fallback; /* mirrors only, for hosts that have mirrors */
+    /* Platform to select from an index; NULL = linux / host arch. */
+    const char *os, *arch, *variant;
+};
+
+/* The fields of CRI's AuthConfig. All borrowed, all optional. */
+struct image_auth {
+    const char *username, *password;
+    const char *auth; /* base64("user:password") */
+    const char *server_address;
+    const char *identity_token; /* OAuth2 refresh token */
+    const char *registry_token; /* bearer token sent to the registry as is */
+};
+
+struct image_info {
+    char *id;       /* "sha256:<config digest>" */
+    char *manifest; /* digest of the platform manifest */
+    char **repo_tags;
+    size_t n_repo_tags;
+    char **repo_digests;
+    size_t n_repo_digests;
+    uint64_t size; /* config + compressed layers, as registries report */
+    char *user;    /* the config's User, may be "" */
+    bool pinned;
+    uint64_t created_ns; /* when it entered the store */
+    char **chain_ids;    /* bottom layer first */
+    size_t n_layers;
+};
+
+struct image_fs_usage {
+    char *mountpoint;
+    uint64_t used_bytes;
+    uint64_t inodes_used;
+    uint64_t timestamp_ns;
+};
+
+struct image_service;
+
+/* Opens (creating if needed) the store and takes its lock, removes leftovers
+ * of interrupted work and garbage. Runs before the loop serves requests:
+ * it blocks for the time the cleanup takes. -EBUSY when another process
+ * holds the store. */
+int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct image_service **ret,
+                      struct err *err);
+/* Cancels pulls and imports in progress (their callbacks run with
+ * -ECANCELED before this returns), waits for their threads, and frees
+ * everything once the pending save is done and the loop has closed the
+ * service's handle: keep running the loop afterwards. */
+void image_service_free(struct image_service *svc);
+
+/* Completion of a pull, on the loop thread. r < 0: err says why (err->code is
+ * an errno: EINVAL bad reference or manifest, ENOENT not found, EACCES
+ * authentication, EPROTO digest mismatch, ...). On success image_id is the
+ * new image's id. */
+typedef void (*image_pull_cb)(void *data, int r, const struct err *err, const char *image_id);
+/* Starts pulling ref. Returns < 0 (and never calls cb) when ref is invalid or
+ * the service cannot start the pull. */
+int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
+               image_pull_cb cb, void *data, struct err *err);
+
+/* Finds an image by id ("sha256:<hex>", "<hex>" or an unambiguous prefix of
+ * at least 12 hex digits), by tag or by repo digest. NULL when absent. The
+ * result stays valid until the loop runs again. */
+const struct image_info *image_lookup(struct image_service *svc, const char *ref);
+/* Images matching filter (NULL = all) in *ret (an array the caller frees,
+ * pointing into the index); returns the count or < 0. */
+int image_list(struct image_service *svc, const char *filter, const struct image_info ***ret);
+
+/* Removes an image by id, tag or digest. A tag of an image that has other
+ * tags is only untagged; otherwise the image goes, and with it every layer
+ * no other image uses. Absent images are not an error (CRI RemoveImage is
+ * idempotent). cb runs on the loop once the store is updated on disk. */
+typedef void (*image_done_cb)(void *data, int r, const struct err *err);
+int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, void *data,
+                 struct err *err);
+
+/* Containers: keeps the layers of image `ref` while `holder` (a container
+ * id) uses them, even if the image itself is removed; a holder holds one
+ * image at a time. Persisted with the records, so garbage collection at the
+ * next start respects it too. -ENOENT when the image is absent. */
+int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
+               void *data, struct err *err);
+/* Drops holder's hold (absent: not an error); unused layers are collected. */
+int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
+                  struct err *err);
+
+/* Adds images from a `docker save` or OCI-layout archive at path ("-" is not
+ * accepted here: the CLI spools stdin into a file first). cb's image_id is
+ * the last image of the archive. */
+int image_import(struct image_service *svc, const char *path, image_pull_cb cb, void *data,
+                 struct err *err);
+
+/* Usage of the image filesystem from the in-memory counters (no disk walk). */
+int image_fs_info(struct image_service *svc, struct image_fs_usage *ret, struct err *err);
+void image_fs_usage_clear(struct image_fs_usage *u);
+
+/* Directory of a layer's unpacked files (an overlayfs lowerdir), for the
+ * runtime. Returns a malloc'ed path. */
+char *image_snapshot_path(struct image_service *svc, const char *chain_id);
 
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);

@@ -389,7 +389,7 @@ static int convert_pids(json_t *pids, struct cg_writes *w, struct err *err)
     /* The runtime spec: a value <= 0 means no limit (runc 1.2 reads 0 the
      * same way; CRI-O sends 0 for "unlimited"). */
     char buf[32];
-    if (limit < 0)
+    if (limit <= 0)
         snprintf(buf, sizeof(buf), "max");
     else
         snprintf(buf, sizeof(buf), "%" PRId64, limit);

@@ -105,6 +105,16 @@ class Daemon:
                     return int(line.split()[1])
         return 0
 
+    def private_kb(self):
+        """Memory only this process holds (private clean + dirty pages), without
+        the shared, clean, reclaimable text of the libraries it maps."""
+        total = 0
+        with open(f"/proc/{self.pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+        return total
+
     def signal(self, sig):
         self.proc.send_signal(sig)
 

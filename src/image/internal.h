@@ -1,0 +1,275 @@
+/* image module internals: shared between the files of src/image only. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "image/image.h"
+
+/* ---- limits on what registries and archives can make us allocate -------- */
+#define IMAGE_MANIFEST_MAX   (4u << 20)
+#define IMAGE_CONFIG_MAX     (8u << 20)
+#define IMAGE_LAYERS_MAX     256
+#define IMAGE_INDEX_MAX      1024
+#define IMAGE_TOKEN_MAX      (64u << 10)
+#define IMAGE_ERROR_BODY_MAX 4096
+
+/* ---- digests (digest.c, OpenSSL EVP) ------------------------------------ */
+struct hasher;
+struct hasher *hasher_new(void);
+void hasher_free(struct hasher *h);
+void hasher_update(struct hasher *h, const void *data, size_t len);
+/* Writes "sha256:<hex>" (72 bytes with the NUL). */
+void hasher_final(struct hasher *h, char out[72]);
+void digest_of(const void *data, size_t len, char out[72]);
+/* chain_id[i] = i == 0 ? diff_id[0] : sha256(chain_id[i-1] + " " + diff_id[i]) */
+int image_chain_ids(char *const *diff_ids, size_t n, char ***ret);
+void strv_free(char **v, size_t n);
+
+/* ---- manifests (manifest.c, pure) --------------------------------------- */
+#define MT_OCI_INDEX       "application/vnd.oci.image.index.v1+json"
+#define MT_OCI_MANIFEST    "application/vnd.oci.image.manifest.v1+json"
+#define MT_DOCKER_LIST     "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+#define MT_ACCEPT          MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
+
+struct image_descriptor {
+    char *media_type;
+    char *digest;
+    uint64_t size;
+    char *os, *arch, *variant; /* index entries only */
+};
+
+enum image_manifest_kind { IMAGE_MANIFEST_INDEX, IMAGE_MANIFEST_IMAGE };
+
+struct image_manifest {
+    enum image_manifest_kind kind;
+    struct image_descriptor config; /* IMAGE only */
+    struct image_descriptor *descs; /* layers (IMAGE) or manifests (INDEX) */
+    size_t n_descs;
+};
+
+/* content_type may be NULL (the document's mediaType decides). Schema 1 is
+ * refused with -EINVAL and a clear message. */
+int image_manifest_parse(const char *content_type, const void *data, size_t len,
+                         struct image_manifest **ret, struct err *err);
+void image_manifest_free(struct image_manifest *m);
+/* Picks the entry for os/arch/variant (variant NULL = any, preferring none);
+ * -ENOENT listing the platforms offered when none fits. */
+int image_index_select(const struct image_manifest *idx, const char *os, const char *arch,
+                       const char *variant, const struct image_descriptor **ret, struct err *err);
+
+struct image_config_info {
+    char *user;
+    char *os, *arch;
+    char **diff_ids;
+    size_t n_diff_ids;
+};
+int image_config_parse(const void *data, size_t len, struct image_config_info *ret,
+                       struct err *err);
+void image_config_info_clear(struct image_config_info *c);
+
+/* ---- layer unpacking (unpack.c, blocking: worker threads only) ---------- */
+
+/* A pull source of raw (possibly compressed) layer bytes. *ret_len == 0 at
+ * the end. The buffer stays valid until the next call. */
+struct layer_source {
+    int (*read)(void *ctx, const void **ret_buf, size_t *ret_len, struct err *err);
+    void *ctx;
+};
+
+struct layer_expect {
+    const char *digest;  /* of the raw bytes, NULL = unchecked */
+    int64_t size;        /* of the raw bytes, -1 = unchecked */
+    const char *diff_id; /* of the uncompressed tar, NULL = unchecked */
+};
+
+struct layer_stats {
+    uint64_t bytes;  /* sum of regular file sizes */
+    uint64_t inodes; /* entries created */
+    char diff_id[72];
+    char digest[72]; /* of the raw bytes */
+    uint64_t raw_size;
+};
+
+/* Extracts the tar stream from src into rootfd (an empty directory),
+ * verifying digests at the end. On failure the directory holds garbage the
+ * caller removes. */
+int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_expect *expect,
+                       const atomic_bool *cancel, struct layer_stats *ret, struct err *err);
+
+/* rm -rf name under dirfd, never following symlinks. */
+int rm_rf_at(int dirfd, const char *name);
+
+/* ---- registry client (registry.c, blocking: worker threads only) -------- */
+
+struct reg_endpoint {
+    char *base; /* "https://host:port[/prefix]" without trailing slash */
+    char *host; /* host[:port] of base, for certs.d lookups */
+    bool skip_verify;
+    bool mirror;
+    bool send_auth; /* credentials belong to the origin only */
+};
+
+struct reg_session;
+struct reg_stream;
+
+struct reg_options {
+    const char *certs_dir;
+    const atomic_bool *cancel;
+};
+
+/* A session talks to one repository over a list of endpoints, caching the
+ * bearer token per endpoint. */
+int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *repo,
+                    const struct image_auth *auth, const struct reg_options *opt,
+                    struct reg_session **ret, struct err *err);
+void reg_session_free(struct reg_session *s);
+/* GET /v2/<repo>/manifests/<reference>, trying endpoints in order; the index
+ * of the endpoint that answered becomes the preferred one for blobs. */
+int reg_get_manifest(struct reg_session *s, const char *reference, struct buf *ret_body,
+                     char **ret_content_type, struct err *err);
+/* GET a small blob into memory (at most max bytes). */
+int reg_get_blob(struct reg_session *s, const char *digest, size_t max, struct buf *ret,
+                 struct err *err);
+/* Opens a blob for streaming. */
+int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream **ret,
+                  struct err *err);
+int reg_stream_read(void *stream, const void **ret_buf, size_t *ret_len, struct err *err);
+void reg_stream_free(struct reg_stream *st);
+/* True if the error is worth a retry (network, 5xx, 429). */
+bool reg_err_transient(const struct err *err);
+
+/* Global libcurl initialisation (idempotent, thread-safe). */
+void reg_global_init(void);
+
+/* Builds the endpoint list for a registry host from the configuration:
+ * mirrors first, then the origin (https, then http when insecure). */
+int reg_endpoints_for(const char *host, const char *const *mirrors, size_t n_mirrors,
+                      const char *const *insecure, size_t n_insecure, bool no_origin,
+                      struct reg_endpoint **ret, size_t *ret_n, struct err *err);
+void reg_endpoints_free(struct reg_endpoint *eps, size_t n);
+
+/* ---- store (store.c) ---------------------------------------------------- */
+
+struct snap_ref {
+    char *chain_id;
+    unsigned refs; /* records in the index + holds of work in progress */
+    bool busy;     /* being unpacked right now */
+    bool present;  /* snapshots/<hex> exists */
+    uint64_t bytes, inodes;
+};
+
+/* State shared by the loop and worker threads, under mu. */
+struct store {
+    int root_fd; /* <root>/image */
+    char *root;
+    int lock_fd;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct snap_ref *snaps;
+    size_t n_snaps, cap_snaps;
+};
+
+int store_open(struct store *st, const char *root, struct err *err);
+void store_close(struct store *st);
+/* Unique temporary directory under tmp/; returns its name (relative to
+ * root_fd) in ret. */
+int store_tmpdir(struct store *st, char ret[64], struct err *err);
+int store_blob_write(struct store *st, const char *digest, const void *data, size_t len,
+                     struct err *err);
+int store_blob_read(struct store *st, const char *digest, size_t max, char **ret, size_t *ret_len);
+
+/* Layer coordination (any thread). store_snap_acquire takes a reference on
+ * chain_id: returns 1 if the snapshot exists, 0 if the caller must build it
+ * (it is then marked busy; finish with store_snap_built), and waits while
+ * another thread builds it. */
+int store_snap_acquire(struct store *st, const char *chain_id);
+void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t bytes,
+                      uint64_t inodes);
+void store_snap_release(struct store *st, const char *chain_id);
+/* A reference without waiting (records in the index). */
+void store_snap_ref(struct store *st, const char *chain_id);
+bool store_snap_present(struct store *st, const char *chain_id);
+/* Removes blobs whose digest is not in keep (blocking). */
+void store_blob_gc(struct store *st, char *const *keep, size_t n_keep);
+/* Moves an unpacked tmp dir to snapshots/<hex>. */
+int store_snap_commit(struct store *st, const char *tmpname, const char *chain_id,
+                      const struct layer_stats *stats, struct err *err);
+/* Makes everything unpacked so far durable (syncfs): before a record that
+ * names new snapshots is handed to the loop. */
+int store_sync(struct store *st, struct err *err);
+/* Removes snapshot directories nobody references (blocking). */
+void store_snap_gc(struct store *st);
+void store_usage(struct store *st, uint64_t *bytes, uint64_t *inodes);
+
+/* Records (de)serialisation. */
+/* Layers a container (the holder) keeps in use, whatever happens to images. */
+struct image_hold {
+    char *holder;
+    char **chain_ids;
+    size_t n_layers;
+};
+void image_hold_free(struct image_hold *h);
+int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
+                       struct image_hold ***ret_holds, size_t *ret_n_holds, struct err *err);
+char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_hold *const *holds,
+                         size_t n_holds);
+int store_records_write(struct store *st, const char *json, struct err *err);
+void image_info_free(struct image_info *img);
+
+/* ---- service internals (service.c, pull.c, import.c) -------------------- */
+
+struct layer_job_ctx;
+
+struct job {
+    struct image_service *svc;
+    enum { JOB_PULL, JOB_IMPORT } kind;
+    char *ref_str; /* pull: the reference as given; import: the path */
+    struct image_ref ref;
+    struct image_auth auth; /* owned copies */
+    image_pull_cb cb;
+    void *data;
+    uv_thread_t thread;
+    atomic_bool cancel;
+    bool joined;
+    /* results, read on the loop once the thread has finished */
+    int r;
+    struct err err;
+    struct image_info **results;
+    size_t n_results;
+    char **held; /* chain ids this job holds a reference on */
+    size_t n_held;
+    pthread_mutex_t mu; /* held, first error of the layer workers */
+    struct job *next;
+};
+
+/* What the pull and import threads need from the service (read-only after
+ * creation, safe from any thread). */
+struct image_service_shared {
+    struct store *st;
+    unsigned concurrency;
+    char **mirrors, **insecure;
+    size_t n_mirrors, n_insecure;
+    char *certs_dir;
+    bool no_origin;
+    char *os, *arch, *variant;
+};
+const struct image_service_shared *image_service_shared(struct image_service *svc);
+
+void job_pull_run(struct job *job);
+void job_import_run(struct job *job);
+int job_hold(struct job *job, const char *chain_id);
+int job_add_result(struct job *job, struct image_info *img);
+
+/* Builds (or reuses) the snapshot of chain_id from the source that open()
+ * gives; retried by the caller as it likes. Thread-safe, dedups concurrent
+ * builds of the same chain id. */
+struct layer_opener {
+    int (*open)(void *ctx, struct layer_source *ret, struct err *err);
+    void (*close)(void *ctx);
+    void *ctx;
+};
+int layer_build(struct job *job, const char *chain_id, const struct layer_expect *expect,
+                const struct layer_opener *op, unsigned attempts, struct layer_stats *ret_stats,
+                struct err *err);

@@ -1,0 +1,512 @@
+"""Test images and registries for the image tests.
+
+Builds OCI and Docker images from Debian's busybox-static with the standard
+library (tarfile, gzip; the zstd CLI for zstd layers), pushes them to a real
+registry (Debian's docker-registry) over the distribution API with
+http.client, and runs that registry in three variants: plain HTTP, HTTPS
+with a CA generated here (openssl), htpasswd basic auth. Also usable as a
+script to push the benchmark image: see bench/image-bench.
+"""
+import base64
+import crypt
+import gzip
+import hashlib
+import http.client
+import io
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tarfile
+import time
+import urllib.parse
+
+BUSYBOX = "/bin/busybox"
+REGISTRY_BIN = "/usr/bin/docker-registry"
+
+MT_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+MT_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MT_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MT_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MT_OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+MT_DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+MT_LAYER = {
+    "gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+    "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
+    "none": "application/vnd.oci.image.layer.v1.tar",
+    "docker": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+}
+
+
+# Files the hostile test layers try to create outside the store.
+EVIL_CANARIES = ["/tmp/kinglet-evil-traversal", "/tmp/kinglet-evil-symlink",
+                 "/tmp/kinglet-evil-symlink-rel"]
+
+
+def sha256(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- layers -----------------------------------------------------------------
+
+class Tar:
+    """An uncompressed tar built entry by entry (PAX format: xattrs, long names)."""
+
+    def __init__(self):
+        self.buf = io.BytesIO()
+        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
+
+    def _info(self, name, type_, mode, uid=0, gid=0, mtime=1700000000, xattrs=None):
+        ti = tarfile.TarInfo(name)
+        ti.type = type_
+        ti.mode = mode
+        ti.uid, ti.gid = uid, gid
+        ti.mtime = mtime
+        if xattrs:
+            ti.pax_headers = {"SCHILY.xattr." + k: v for k, v in xattrs.items()}
+        return ti
+
+    def dir(self, name, mode=0o755, **kw):
+        self.tar.addfile(self._info(name, tarfile.DIRTYPE, mode, **kw))
+        return self
+
+    def file(self, name, data=b"", mode=0o644, **kw):
+        if isinstance(data, str):
+            data = data.encode()
+        ti = self._info(name, tarfile.REGTYPE, mode, **kw)
+        ti.size = len(data)
+        self.tar.addfile(ti, io.BytesIO(data))
+        return self
+
+    def bigfile(self, name, size, seed=b"kinglet"):
+        """size bytes of pseudo-random (incompressible) data, streamed."""
+        ti = self._info(name, tarfile.REGTYPE, 0o644)
+        ti.size = size
+
+        class Gen(io.RawIOBase):
+            def __init__(self):
+                self.left = size
+                self.counter = 0
+
+            def readable(self):
+                return True
+
+            def readinto(self, b):
+                if self.left == 0:
+                    return 0
+                out = bytearray()
+                while len(out) < min(len(b), self.left):
+                    out += hashlib.shake_256(seed + self.counter.to_bytes(8, "little")).digest(1 << 16)
+                    self.counter += 1
+                n = min(len(b), self.left, len(out))
+                b[:n] = out[:n]
+                self.left -= n
+                return n
+
+        self.tar.addfile(ti, io.BufferedReader(Gen(), 1 << 20))
+        return self
+
+    def symlink(self, name, target, **kw):
+        ti = self._info(name, tarfile.SYMTYPE, 0o777, **kw)
+        ti.linkname = target
+        self.tar.addfile(ti)
+        return self
+
+    def hardlink(self, name, target, **kw):
+        ti = self._info(name, tarfile.LNKTYPE, 0o644, **kw)
+        ti.linkname = target
+        self.tar.addfile(ti)
+        return self
+
+    def fifo(self, name, mode=0o600):
+        self.tar.addfile(self._info(name, tarfile.FIFOTYPE, mode))
+        return self
+
+    def chardev(self, name, major, minor, mode=0o666):
+        ti = self._info(name, tarfile.CHRTYPE, mode)
+        ti.devmajor, ti.devminor = major, minor
+        self.tar.addfile(ti)
+        return self
+
+    def bytes(self):
+        self.tar.close()
+        return self.buf.getvalue()
+
+
+def compress(raw, how):
+    if how in ("gzip", "docker"):
+        return gzip.compress(raw, compresslevel=1, mtime=0)
+    if how == "zstd":
+        return subprocess.run(["zstd", "-q", "-3", "-c"], input=raw, stdout=subprocess.PIPE,
+                              check=True).stdout
+    return raw
+
+
+def busybox_layer():
+    t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777)
+    with open(BUSYBOX, "rb") as f:
+        t.file("bin/busybox", f.read(), mode=0o755)
+    for app in ("sh", "ls", "cat", "echo", "true", "sleep", "id"):
+        t.symlink("bin/" + app, "busybox")
+    t.file("etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n")
+    t.file("etc/group", "root:x:0:\nnogroup:x:65534:\n")
+    return t.bytes()
+
+
+# ---- images -------------------------------------------------------------------
+
+class Image:
+    """Layers (raw tar, compression), a config; pushed as one manifest."""
+
+    def __init__(self, layers, user="", arch="amd64", os_="linux", docker=False):
+        self.layers = []  # (blob, media type, diff_id)
+        for raw, how in layers:
+            if docker:
+                how = "docker" if how != "none" else "none"
+            blob = compress(raw, how)
+            mt = MT_LAYER[how] if not docker or how == "docker" else \
+                "application/vnd.docker.image.rootfs.diff.tar"
+            self.layers.append((blob, mt, sha256(raw)))
+        self.docker = docker
+        self.config = json.dumps({
+            "architecture": arch, "os": os_,
+            "config": {"User": user, "Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]},
+            "rootfs": {"type": "layers", "diff_ids": [d for _, _, d in self.layers]},
+        }, sort_keys=True).encode()
+        self.config_digest = sha256(self.config)
+        self.manifest = json.dumps({
+            "schemaVersion": 2,
+            "mediaType": MT_DOCKER_MANIFEST if docker else MT_OCI_MANIFEST,
+            "config": {"mediaType": MT_DOCKER_CONFIG if docker else MT_OCI_CONFIG,
+                       "digest": self.config_digest, "size": len(self.config)},
+            "layers": [{"mediaType": mt, "digest": sha256(b), "size": len(b)}
+                       for b, mt, _ in self.layers],
+        }).encode()
+        self.manifest_digest = sha256(self.manifest)
+        self.media_type = MT_DOCKER_MANIFEST if docker else MT_OCI_MANIFEST
+        self.id = self.config_digest
+
+    def blobs(self):
+        return [self.config] + [b for b, _, _ in self.layers]
+
+
+def index_of(entries):
+    """entries: [(Image, platform dict)] -> (bytes, digest)."""
+    doc = json.dumps({
+        "schemaVersion": 2, "mediaType": MT_OCI_INDEX,
+        "manifests": [{"mediaType": img.media_type, "digest": img.manifest_digest,
+                       "size": len(img.manifest), "platform": plat}
+                      for img, plat in entries],
+    }).encode()
+    return doc, sha256(doc)
+
+
+# ---- registry client (push) ------------------------------------------------------
+
+class Pusher:
+    def __init__(self, host, port, tls_ctx=None, basic=None):
+        self.host, self.port, self.ctx = host, port, tls_ctx
+        self.headers = {}
+        if basic:
+            self.headers["Authorization"] = "Basic " + base64.b64encode(basic.encode()).decode()
+
+    def _conn(self):
+        if self.ctx:
+            return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=60)
+        return http.client.HTTPConnection(self.host, self.port, timeout=60)
+
+    def request(self, method, path, body=None, headers=None):
+        c = self._conn()
+        h = dict(self.headers)
+        h.update(headers or {})
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, dict(r.getheaders()), data
+
+    def push_blob(self, repo, blob):
+        d = sha256(blob)
+        st, _, _ = self.request("HEAD", f"/v2/{repo}/blobs/{d}")
+        if st == 200:
+            return d
+        st, hdrs, body = self.request("POST", f"/v2/{repo}/blobs/uploads/")
+        assert st == 202, (st, body)
+        loc = hdrs.get("Location") or hdrs.get("location")
+        u = urllib.parse.urlsplit(loc)
+        path = u.path + "?" + (u.query + "&" if u.query else "") + "digest=" + urllib.parse.quote(d)
+        st, _, body = self.request("PUT", path, body=blob,
+                                   headers={"Content-Type": "application/octet-stream",
+                                            "Content-Length": str(len(blob))})
+        assert st == 201, (st, body)
+        return d
+
+    def push_manifest(self, repo, ref, data, media_type):
+        st, _, body = self.request("PUT", f"/v2/{repo}/manifests/{ref}", body=data,
+                                   headers={"Content-Type": media_type})
+        assert st == 201, (st, body)
+
+    def push_image(self, repo, tag, img):
+        for b in img.blobs():
+            self.push_blob(repo, b)
+        self.push_manifest(repo, tag if tag else img.manifest_digest, img.manifest, img.media_type)
+
+
+# ---- registry server ---------------------------------------------------------------
+
+def make_ca(workdir):
+    """A CA and a server certificate for 127.0.0.1 / localhost."""
+    d = os.path.join(workdir, "pki")
+    os.makedirs(d, exist_ok=True)
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=kinglet test CA", "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", f"{d}/server.key", "-out", f"{d}/server.csr")
+    with open(f"{d}/ext.cnf", "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("openssl", "x509", "-req", "-in", f"{d}/server.csr", "-CA", f"{d}/ca.crt",
+        "-CAkey", f"{d}/ca.key", "-CAcreateserial", "-days", "2", "-extfile", f"{d}/ext.cnf",
+        "-out", f"{d}/server.crt")
+    return d
+
+
+class Registry:
+    """docker-registry on 127.0.0.1:<free port>; variant: plain | tls | auth."""
+
+    def __init__(self, workdir, variant="plain", user="kinglet", password="s3cret"):
+        self.workdir = workdir
+        self.variant = variant
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.user, self.password = user, password
+        self.proc = None
+        self.pki = None
+        os.makedirs(workdir, exist_ok=True)
+        cfg = [
+            "version: 0.1",
+            "log:", "  level: error", "  accesslog:", "    disabled: true",
+            "storage:", "  filesystem:", f"    rootdirectory: {workdir}/data",
+            "  delete:", "    enabled: true",
+            "http:", f"  addr: 127.0.0.1:{self.port}",
+        ]
+        if variant in ("tls", "auth"):
+            self.pki = make_ca(workdir)
+            cfg += ["  tls:", f"    certificate: {self.pki}/server.crt",
+                    f"    key: {self.pki}/server.key"]
+        if variant == "auth":
+            with open(f"{workdir}/htpasswd", "w") as f:
+                f.write(f"{user}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+            cfg += ["auth:", "  htpasswd:", "    realm: kinglet-test",
+                    f"    path: {workdir}/htpasswd"]
+        self.config = f"{workdir}/config.yml"
+        with open(self.config, "w") as f:
+            f.write("\n".join(cfg) + "\n")
+
+    def tls_context(self):
+        if not self.pki:
+            return None
+        return ssl.create_default_context(cafile=f"{self.pki}/ca.crt")
+
+    def certs_dir(self):
+        """A certs.d tree for kinglet: <dir>/<host:port>/ca.crt."""
+        d = os.path.join(self.workdir, "certs.d")
+        os.makedirs(os.path.join(d, self.host), exist_ok=True)
+        if self.pki:
+            shutil.copy(f"{self.pki}/ca.crt", os.path.join(d, self.host, "ca.crt"))
+        return d
+
+    def start(self):
+        env = dict(os.environ)
+        env.pop("REGISTRY_HTTP_ADDR", None)
+        self.log = open(f"{self.workdir}/registry.log", "wb")
+        self.proc = subprocess.Popen([REGISTRY_BIN, "serve", self.config], stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("registry exited: " + open(f"{self.workdir}/registry.log").read())
+            try:
+                st, _, _ = self.pusher().request("GET", "/v2/")
+                if st in (200, 401):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("registry did not come up")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+
+    def pusher(self):
+        basic = f"{self.user}:{self.password}" if self.variant == "auth" else None
+        return Pusher("127.0.0.1", self.port, self.tls_context(), basic)
+
+
+# ---- a scriptable fake registry (bearer auth, redirects, lies) ----------------------
+
+import http.server
+import threading
+
+
+class FakeRegistry:
+    """A small distribution-API server over an in-memory store, for what the
+    real registry will not do: bearer tokens from our own token endpoint,
+    redirects of blob GETs, blobs whose bytes do not match their digest, and
+    counting requests (dedup, mirror tests). Optionally a forwarding mirror of
+    an upstream registry (upstream=(host, port))."""
+
+    def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
+                 fail_status=None, throttle=0.0):
+        self.blobs, self.manifests = {}, {}
+        self.bearer, self.creds = bearer, creds
+        self.corrupt = set(corrupt)
+        self.redirect = redirect
+        self.upstream = upstream
+        self.fail_status = fail_status
+        self.throttle = throttle  # seconds of sleep per MiB of blob sent
+        self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
+        self.refresh_token = "refresh-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
+        self.requests = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, status, body=b"", headers=None):
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                form = urllib.parse.parse_qs(self.rfile.read(n).decode())
+                with fake.lock:
+                    fake.requests.append(("POST", self.path, dict(self.headers)))
+                if self.path.startswith("/token") and \
+                        form.get("refresh_token", [""])[0] == fake.refresh_token:
+                    return self._send(200, json.dumps({"access_token": fake.token}).encode())
+                return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+
+            def do_HEAD(self):
+                self.do_GET()
+
+            def do_GET(self):
+                with fake.lock:
+                    fake.requests.append(("GET", self.path, dict(self.headers)))
+                path = urllib.parse.urlsplit(self.path).path
+                if path.startswith("/token"):
+                    if fake.creds:
+                        want = "Basic " + base64.b64encode(fake.creds.encode()).decode()
+                        if self.headers.get("Authorization") != want:
+                            return self._send(401, b"{}")
+                    return self._send(200, json.dumps({"token": fake.token}).encode())
+                if fake.fail_status:
+                    return self._send(fake.fail_status, b'{"errors":[]}')
+                if fake.bearer and self.headers.get("Authorization") != "Bearer " + fake.token \
+                        and not path.startswith("/redirected/"):
+                    realm = f"http://127.0.0.1:{fake.port}/token"
+                    return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {
+                        "WWW-Authenticate":
+                            f'Bearer realm="{realm}",service="fake",scope="repository:x:pull"'})
+                if fake.upstream:
+                    return self._forward()
+                parts = path.split("/")
+                if path.startswith("/redirected/"):
+                    d = parts[2]
+                    return self._blob(d)
+                if len(parts) >= 5 and parts[1] == "v2" and parts[-2] == "manifests":
+                    m = fake.manifests.get(parts[-1])
+                    if not m:
+                        return self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+                    return self._send(200, m[0], {"Content-Type": m[1],
+                                                  "Docker-Content-Digest": sha256(m[0])})
+                if len(parts) >= 5 and parts[1] == "v2" and parts[-2] == "blobs":
+                    d = parts[-1]
+                    if fake.redirect and d in fake.blobs:
+                        return self._send(307, b"", {
+                            "Location": f"http://127.0.0.1:{fake.port}/redirected/{d}"})
+                    return self._blob(d)
+                if path == "/v2/":
+                    return self._send(200, b"{}")
+                return self._send(404, b"{}")
+
+            def _blob(self, d):
+                b = fake.blobs.get(d)
+                if b is None:
+                    return self._send(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
+                if d in fake.corrupt:
+                    b = bytearray(b)
+                    b[len(b) // 2] ^= 0xFF
+                    b = bytes(b)
+                if not fake.throttle:
+                    return self._send(200, b, {"Content-Type": "application/octet-stream"})
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                try:
+                    for off in range(0, len(b), 1 << 20):
+                        self.wfile.write(b[off:off + (1 << 20)])
+                        time.sleep(fake.throttle)
+                except OSError:
+                    pass
+
+            def _forward(self):
+                c = http.client.HTTPConnection(*fake.upstream, timeout=60)
+                c.request(self.command, self.path, headers={
+                    k: v for k, v in self.headers.items() if k.lower() in ("accept", "authorization")})
+                r = c.getresponse()
+                body = r.read()
+                hdrs = {k: v for k, v in r.getheaders()
+                        if k.lower() in ("content-type", "docker-content-digest", "www-authenticate",
+                                         "location")}
+                c.close()
+                return self._send(r.status, body, hdrs)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.host = f"127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def add_image(self, tag, img):
+        for b in img.blobs():
+            self.blobs[sha256(b)] = b
+        self.manifests[tag] = (img.manifest, img.media_type)
+        self.manifests[img.manifest_digest] = (img.manifest, img.media_type)
+
+    def blob_gets(self):
+        with self.lock:
+            return [p for m, p, _ in self.requests if m == "GET" and "/blobs/sha256:" in p]
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

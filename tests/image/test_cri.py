@@ -1,0 +1,192 @@
+"""The CRI ImageService through a real kinglet daemon and grpcio stubs from
+the upstream cri-api proto: PullImage, ImageStatus, ListImages, RemoveImage,
+ImageFsInfo; the loop keeps answering during a large pull; SIGKILL of the
+daemon during a pull."""
+import json
+import signal
+import statistics
+import threading
+import time
+
+import grpc
+import pytest
+
+from cri_conftest import channel, wait_for
+from imagelib import FakeRegistry, Image, Tar, busybox_layer
+
+
+def stubs(cri, d):
+    ch = channel(d)
+    return cri.grpc.ImageServiceStub(ch), cri.grpc.RuntimeServiceStub(ch)
+
+
+def spec(cri, ref):
+    return cri.pb.ImageSpec(image=ref)
+
+
+def test_pull_status_list_remove(cri, daemon_factory, registry, images):
+    d = daemon_factory(["--insecure-registry", registry.host])
+    ims, _ = stubs(cri, d)
+    ref = f"{registry.host}/layers:latest"
+    img = images["layers"]
+    r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=120)
+    assert r.image_ref == img.id
+
+    st = ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, ref), verbose=True), timeout=5)
+    assert st.image.id == img.id
+    assert list(st.image.repo_tags) == [ref]
+    assert list(st.image.repo_digests) == [f"{registry.host}/layers@{img.manifest_digest}"]
+    assert st.image.size > 0
+    assert st.image.uid.value == 1000 and st.image.username == ""
+    info = json.loads(st.info["info"])
+    assert len(info["layers"]) == 4 and info["manifest"] == img.manifest_digest
+    # by id and by digest too
+    for r2 in (img.id, img.id[7:], f"{registry.host}/layers@{img.manifest_digest}"):
+        assert ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, r2)),
+                               timeout=5).image.id == img.id
+    # absent: OK without an image
+    st = ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, "nosuch:1")), timeout=5)
+    assert not st.HasField("image")
+
+    ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, f"{registry.host}/busybox:latest")),
+                  timeout=120)
+    lst = ims.ListImages(cri.pb.ListImagesRequest(), timeout=5)
+    assert sorted(i.id for i in lst.images) == sorted([img.id, images["busybox"].id])
+    bb = [i for i in lst.images if i.id == images["busybox"].id][0]
+    assert not bb.HasField("uid") and bb.username == ""
+    lst = ims.ListImages(cri.pb.ListImagesRequest(
+        filter=cri.pb.ImageFilter(image=spec(cri, ref))), timeout=5)
+    assert [i.id for i in lst.images] == [img.id]
+
+    fs = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5)
+    (u,) = fs.image_filesystems
+    assert u.used_bytes.value > 1_000_000 and u.inodes_used.value > 10
+    assert u.fs_id.mountpoint.startswith(d.root) and u.timestamp > 0
+
+    ims.RemoveImage(cri.pb.RemoveImageRequest(image=spec(cri, img.id)), timeout=30)
+    ims.RemoveImage(cri.pb.RemoveImageRequest(image=spec(cri, img.id)), timeout=30)  # idempotent
+    st = ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, ref)), timeout=5)
+    assert not st.HasField("image")
+    fs2 = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5)
+    assert fs2.image_filesystems[0].used_bytes.value < u.used_bytes.value
+
+    # the records survive a restart
+    assert d.stop() == 0
+    d.start()
+    ims, _ = stubs(cri, d)
+    lst = ims.ListImages(cri.pb.ListImagesRequest(), timeout=5)
+    assert [i.id for i in lst.images] == [images["busybox"].id]
+    assert d.stop() == 0
+
+
+def test_pull_errors(cri, daemon_factory, registry):
+    d = daemon_factory(["--insecure-registry", registry.host])
+    ims, _ = stubs(cri, d)
+    cases = [("Bad:Ref", grpc.StatusCode.INVALID_ARGUMENT, "invalid image reference"),
+             ("", grpc.StatusCode.INVALID_ARGUMENT, "empty"),
+             (f"{registry.host}/nosuch:1", grpc.StatusCode.NOT_FOUND, "404")]
+    for ref, code, why in cases:
+        with pytest.raises(grpc.RpcError) as e:
+            ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=60)
+        assert e.value.code() == code, (ref, e.value.details())
+        assert why in e.value.details()
+    assert d.stop() == 0
+
+
+def test_pull_with_auth_config(cri, daemon_factory, tmp_path_factory, images):
+    import imagelib
+    reg = imagelib.Registry(str(tmp_path_factory.mktemp("authreg")), "auth").start()
+    try:
+        reg.pusher().push_image("busybox", "latest", images["busybox"])
+        d = daemon_factory(["--registry-certs-dir", reg.certs_dir()])
+        ims, _ = stubs(cri, d)
+        ref = f"{reg.host}/busybox:latest"
+        with pytest.raises(grpc.RpcError) as e:
+            ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=60)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        auth = cri.pb.AuthConfig(username="kinglet", password="s3cret")
+        r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref), auth=auth), timeout=60)
+        assert r.image_ref == images["busybox"].id
+        assert "s3cret" not in d.logtext()
+        assert d.stop() == 0
+    finally:
+        reg.stop()
+
+
+@pytest.fixture(scope="module")
+def big_image():
+    return Image([(busybox_layer(), "gzip"),
+                  (Tar().bigfile("big/random.bin", 100 << 20).bytes(), "gzip")])
+
+
+@pytest.mark.slow
+def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
+    """Version and ListImages keep answering while a 100 MB layer streams,
+    hashes, inflates and unpacks (loosely: p99 under 50 ms on a shared
+    machine; bench/ measures precisely)."""
+    f = FakeRegistry(throttle=0.02).start()
+    try:
+        f.add_image("big", big_image)
+        d = daemon_factory(["--insecure-registry", f.host])
+        ims, rs = stubs(cri, d)
+        rs.Version(cri.pb.VersionRequest(), timeout=5)
+        done = threading.Event()
+        result = {}
+
+        def pull():
+            try:
+                result["r"] = ims.PullImage(cri.pb.PullImageRequest(
+                    image=spec(cri, f"{f.host}/x/big:big")), timeout=300)
+            finally:
+                done.set()
+        t = threading.Thread(target=pull)
+        t.start()
+        lat = []
+        while not done.is_set():
+            t0 = time.monotonic()
+            rs.Version(cri.pb.VersionRequest(), timeout=5)
+            ims.ListImages(cri.pb.ListImagesRequest(), timeout=5)
+            lat.append((time.monotonic() - t0) / 2)
+            time.sleep(0.005)
+        t.join()
+        assert result["r"].image_ref == big_image.id
+        assert len(lat) > 50, "the pull was too quick to measure anything"
+        lat.sort()
+        p99 = lat[int(len(lat) * 0.99) - 1]
+        print(f"during the pull: {len(lat)} calls, median {statistics.median(lat) * 1e3:.2f} ms,"
+              f" p99 {p99 * 1e3:.2f} ms")
+        assert p99 < 0.050, f"p99 {p99 * 1e3:.1f} ms"
+        assert d.stop() == 0
+    finally:
+        f.stop()
+
+
+@pytest.mark.slow
+def test_sigkill_daemon_during_pull(cri, daemon_factory, big_image):
+    f = FakeRegistry(throttle=0.02).start()
+    try:
+        f.add_image("big", big_image)
+        d = daemon_factory(["--insecure-registry", f.host])
+        ims, _ = stubs(cri, d)
+        ref = f"{f.host}/x/big:big"
+        fut = ims.PullImage.future(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=300)
+        import pathlib
+        tmp = pathlib.Path(d.root) / "image" / "tmp"
+        wait_for(lambda: any(p.stat().st_size > (8 << 20)
+                             for p in tmp.glob("*/fs/big/random.bin")), timeout=60,
+                 what="a partially unpacked layer")
+        d.signal(signal.SIGKILL)
+        d.proc.wait(10)
+        with pytest.raises(grpc.RpcError):
+            fut.result()
+        d.log.close()
+        d.start()
+        ims, _ = stubs(cri, d)
+        assert list(ims.ListImages(cri.pb.ListImagesRequest(), timeout=5).images) == []
+        assert list(tmp.iterdir()) == []
+        f.throttle = 0
+        r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=300)
+        assert r.image_ref == big_image.id
+        assert d.stop() == 0
+    finally:
+        f.stop()

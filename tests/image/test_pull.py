@@ -1,0 +1,218 @@
+"""Pulling from a real registry (Debian's docker-registry) through
+`kinglet image pull`, then checking the store and the unpacked layers."""
+import os
+import stat
+import subprocess
+
+import pytest
+
+from imagelib import EVIL_CANARIES
+
+
+def test_pull_busybox(kimage, registry, images):
+    ref = f"{registry.host}/busybox:latest"
+    out = kimage.run("pull", ref).stdout.split()
+    img = images["busybox"]
+    assert out == [img.id]
+    (rec,) = kimage.ls()
+    assert rec["id"] == img.id
+    assert rec["repo_tags"] == [ref]
+    assert rec["repo_digests"] == [f"{registry.host}/busybox@{img.manifest_digest}"]
+    assert rec["size"] == len(img.config) + sum(len(b) for b, _, _ in img.layers)
+    info = kimage.inspect(ref)
+    (snap,) = info["snapshots"]
+    bb = os.path.join(snap, "bin/busybox")
+    assert os.path.getsize(bb) == os.path.getsize("/bin/busybox")
+    assert os.stat(bb).st_mode & 0o777 == 0o755
+    assert os.readlink(os.path.join(snap, "bin/sh")) == "busybox"
+    assert stat.S_IMODE(os.stat(os.path.join(snap, "tmp")).st_mode) == 0o1777
+    # the layer really runs
+    p = subprocess.run([bb, "echo", "hello"], capture_output=True, text=True)
+    assert p.stdout == "hello\n"
+    # lookups by id prefix, by digest, short names are not docker.io here
+    assert kimage.inspect(img.id[7:19])["id"] == img.id
+    assert kimage.inspect(f"{registry.host}/busybox@{img.manifest_digest}")["id"] == img.id
+    assert kimage.run("inspect", "busybox", check=False).returncode == 1
+    assert kimage.tmp_entries() == []
+
+
+def test_pull_again_is_cheap_and_same(kimage, registry, images):
+    ref = f"{registry.host}/busybox:latest"
+    kimage.run("pull", ref)
+    snaps = kimage.snapshots()
+    kimage.run("pull", ref, f"{registry.host}/busybox:other")
+    (rec,) = kimage.ls()
+    assert sorted(rec["repo_tags"]) == [ref, f"{registry.host}/busybox:other"]
+    assert kimage.snapshots() == snaps
+
+
+def _lstat(p):
+    return os.lstat(p)
+
+
+def test_layer_semantics(kimage, registry, images):
+    ref = f"{registry.host}/layers:latest"
+    kimage.run("pull", ref)
+    info = kimage.inspect(ref)
+    assert info["user"] == "1000"
+    bb, l1, l2, l3 = info["snapshots"]
+    # ownership, modes, times
+    st = _lstat(f"{l1}/a/f1")
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 4321, 0o640)
+    assert int(st.st_mtime) == 1500000000
+    st = _lstat(f"{l1}/a")
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 4321, 0o750)
+    assert int(st.st_mtime) == 1600000000, "directory mtime restored after its children"
+    # hardlink within the layer, symlink, fifo, device, setuid, caps, xattrs
+    assert _lstat(f"{l1}/a/hl").st_ino == _lstat(f"{l1}/a/f1").st_ino
+    assert os.readlink(f"{l1}/a/sl") == "f1"
+    assert _lstat(f"{l1}/a/sl").st_uid == 1234
+    assert stat.S_ISFIFO(_lstat(f"{l1}/a/fifo").st_mode)
+    assert stat.S_IMODE(_lstat(f"{l1}/a/fifo").st_mode) == 0o620
+    st = _lstat(f"{l1}/a/null")
+    assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 3
+    assert stat.S_IMODE(_lstat(f"{l1}/a/suid").st_mode) == 0o4755
+    cap = os.getxattr(f"{l1}/a/capped", "security.capability", follow_symlinks=False)
+    assert cap[:4] == b"\x01\x00\x00\x02" and len(cap) == 20
+    assert os.getxattr(f"{l1}/a/capped", "user.kinglet") == b"hello"
+    # whiteouts and opaque directories in the zstd layer
+    st = _lstat(f"{l2}/a/f2")
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0, "whiteout is a 0/0 char device"
+    assert not os.path.exists(f"{l2}/a/.wh.f2")
+    assert stat.S_ISCHR(_lstat(f"{l2}/gone").st_mode)
+    assert os.getxattr(f"{l2}/opq", "trusted.overlay.opaque") == b"y"
+    assert not os.path.exists(f"{l2}/opq/.wh..wh..opq")
+    assert open(f"{l2}/opq/new").read() == "new"
+    # the uncompressed layer
+    assert open(f"{l3}/plain.txt").read() == "uncompressed layer\n"
+
+
+def test_layers_mount_as_overlay(kimage, registry, tmp_path):
+    """The snapshots are overlayfs lowerdirs: the merged view applies the
+    whiteouts and the opaque directory."""
+    ref = f"{registry.host}/layers:latest"
+    kimage.run("pull", ref)
+    snaps = kimage.inspect(ref)["snapshots"]
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    lower = ":".join(reversed(snaps))
+    script = (f"mount -t overlay overlay -o ro,lowerdir={lower} {mnt} && "
+              f"ls -A {mnt}/a {mnt}/opq && ls -A {mnt}; umount {mnt}")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    if p.returncode != 0 and "permission denied" in p.stderr.lower():
+        pytest.skip(f"overlay mount not permitted here: {p.stderr}")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "f1" in out and "f2" not in out, out
+    assert "new" in out and "old" not in out, out
+    assert "gone" not in out and "plain.txt" in out and "bin" in out, out
+
+
+def test_multi_platform_index(kimage, registry, images):
+    ref = f"{registry.host}/multi:latest"
+    out = kimage.run("pull", ref).stdout.split()
+    assert out == [images["multi-amd64"].id]
+    _, index_digest = images["multi-index"]
+    (rec,) = kimage.ls()
+    assert rec["repo_digests"] == [f"{registry.host}/multi@{index_digest}"]
+    assert rec["manifest"] == images["multi-amd64"].manifest_digest
+    assert rec["user"] == "multi-amd64"
+    out = kimage.run("pull", ref, opts=kimage.opts + ["--platform", "linux/arm64"]).stdout.split()
+    assert out == [images["multi-arm64"].id]
+    out = kimage.run("pull", ref, opts=kimage.opts + ["--platform", "linux/arm/v7"]).stdout.split()
+    assert out == [images["multi-armv7"].id]
+    # the tag moved to the last image pulled under it
+    recs = {r["id"]: r for r in kimage.ls()}
+    assert recs[images["multi-armv7"].id]["repo_tags"] == [ref]
+    assert recs[images["multi-amd64"].id]["repo_tags"] == []
+
+
+def test_no_matching_platform(kimage, registry):
+    p = kimage.run("pull", f"{registry.host}/armonly:latest", check=False)
+    assert p.returncode == 1
+    assert "no image for platform linux/amd64" in p.stderr
+    assert "linux/arm64" in p.stderr and "linux/arm/v7" in p.stderr
+    assert kimage.ls() == [] and kimage.snapshots() == []
+
+
+def test_pull_by_digest(kimage, registry, images):
+    img = images["busybox"]
+    ref = f"{registry.host}/busybox@{img.manifest_digest}"
+    assert kimage.run("pull", ref).stdout.split() == [img.id]
+    (rec,) = kimage.ls()
+    assert rec["repo_tags"] == []
+    assert rec["repo_digests"] == [ref]
+
+
+def test_pull_errors(kimage, registry):
+    p = kimage.run("pull", "Not/A:Valid:Ref", check=False)
+    assert p.returncode == 1 and "invalid image reference" in p.stderr
+    p = kimage.run("pull", f"{registry.host}/nosuch:latest", check=False)
+    assert p.returncode == 1 and "404" in p.stderr
+    p = kimage.run("pull", f"{registry.host}/busybox@sha256:" + "0" * 64, check=False)
+    assert p.returncode == 1
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_remove_untag_gc_idempotent(kimage, registry, images):
+    a, b = f"{registry.host}/busybox:latest", f"{registry.host}/busybox:other"
+    kimage.run("pull", a, b)
+    kimage.run("pull", f"{registry.host}/shared:v1")
+    assert len(kimage.ls()) == 2
+    n_snaps = len(kimage.snapshots())
+    assert n_snaps == 2, "busybox layer shared by both images"
+    kimage.run("rm", a)  # one of two tags: untag only
+    recs = {r["id"]: r for r in kimage.ls()}
+    assert recs[images["busybox"].id]["repo_tags"] == [b]
+    kimage.run("rm", images["busybox"].id)
+    assert [r["id"] for r in kimage.ls()] == [images["shared1"].id]
+    assert len(kimage.snapshots()) == 2, "shared layer kept for shared:v1"
+    kimage.run("rm", images["busybox"].id)  # absent: still success
+    kimage.run("rm", f"{registry.host}/shared:v1")
+    assert kimage.ls() == [] and kimage.snapshots() == []
+    blobs = kimage.store() / "blobs" / "sha256"
+    assert list(blobs.iterdir()) == []
+
+
+def test_fsinfo(kimage, registry):
+    import json
+    empty = json.loads(kimage.run("fsinfo").stdout)
+    assert empty["used_bytes"] == 0 and empty["inodes_used"] == 0
+    kimage.run("pull", f"{registry.host}/busybox:latest")
+    full = json.loads(kimage.run("fsinfo").stdout)
+    assert full["used_bytes"] >= os.path.getsize("/bin/busybox")
+    assert full["inodes_used"] >= 10
+    assert full["mountpoint"].endswith("/image/snapshots")
+
+
+@pytest.mark.parametrize("name", ["evil-traversal", "evil-symlink", "evil-symlink-rel",
+                                  "evil-hardlink", "evil-hardlink-abs",
+                                  "evil-symlink-then-hardlink"])
+def test_hostile_layer(kimage, registry, name):
+    for c in EVIL_CANARIES:
+        assert not os.path.exists(c), f"stale canary {c}"
+    p = kimage.run("pull", f"{registry.host}/{name}:latest", check=False)
+    assert p.returncode == 1, p.stdout
+    assert "layer" in p.stderr
+    for c in EVIL_CANARIES:
+        assert not os.path.exists(c), f"{name} wrote {c}"
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_hold_keeps_layers_across_removal_and_restart(kimage, registry, images):
+    """A container's hold keeps its image's layers when the image is removed,
+    across restarts of the store, until released."""
+    ref = f"{registry.host}/shared:v1"
+    kimage.run("pull", ref, f"{registry.host}/busybox:latest")
+    kimage.run("hold", "container-1", ref)
+    assert kimage.run("hold", "c2", "nosuch:1", check=False).returncode == 1
+    snaps = set(kimage.snapshots())
+    kimage.run("rm", ref, f"{registry.host}/busybox:latest")
+    assert kimage.ls() == []
+    assert set(kimage.snapshots()) == snaps, "held layers stay"
+    # a new start collects garbage, but not held layers
+    kimage.run("ls")
+    assert set(kimage.snapshots()) == snaps
+    kimage.run("release", "container-1")
+    kimage.run("release", "container-1")  # idempotent
+    assert kimage.snapshots() == []

@@ -1,0 +1,300 @@
+/* Unit tests of the image module's pure logic: references, manifests,
+ * platform selection, configs, chain IDs. */
+#include <string.h>
+
+#include "harness.h"
+#include "image/internal.h"
+
+#define D64A "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define D64B "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define D64C "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+
+static void check_ref(const char *in, const char *want)
+{
+    struct image_ref r;
+    struct err err = {0};
+    int rc = image_ref_parse(in, &r, &err);
+    if (rc < 0)
+        fail_msg("parse `%s`: %s", in, err.msg);
+    char *s = image_ref_string(&r);
+    assert_string_equal(s, want);
+    free(s);
+    image_ref_clear(&r);
+}
+
+static void check_bad_ref(const char *in, const char *why)
+{
+    struct image_ref r;
+    struct err err = {0};
+    int rc = image_ref_parse(in, &r, &err);
+    if (rc >= 0) {
+        image_ref_clear(&r);
+        fail_msg("`%s` parsed but should not", in);
+    }
+    assert_int_equal(rc, -EINVAL);
+    if (!strstr(err.msg, why))
+        fail_msg("`%s`: message `%s` lacks `%s`", in, err.msg, why);
+}
+
+static void test_ref_normalise(void **state)
+{
+    check_ref("busybox", "docker.io/library/busybox:latest");
+    check_ref("busybox:1.36", "docker.io/library/busybox:1.36");
+    check_ref("library/busybox", "docker.io/library/busybox:latest");
+    check_ref("user/app", "docker.io/user/app:latest");
+    check_ref("index.docker.io/user/app:v1", "docker.io/user/app:v1");
+    check_ref("docker.io/busybox", "docker.io/library/busybox:latest");
+    check_ref("registry.k8s.io/pause:3.9", "registry.k8s.io/pause:3.9");
+    check_ref("localhost/app", "localhost/app:latest");
+    check_ref("localhost:5000/a/b/c:t", "localhost:5000/a/b/c:t");
+    check_ref("127.0.0.1:5000/app", "127.0.0.1:5000/app:latest");
+    check_ref("Example.com/app", "Example.com/app:latest");
+    check_ref("[::1]:5000/app:x", "[::1]:5000/app:x");
+    check_ref("busybox@" D64A, "docker.io/library/busybox@" D64A);
+    check_ref("busybox:1@" D64A, "docker.io/library/busybox:1@" D64A);
+    check_ref("a.b/c__d.e-f--g:_T.a-g", "a.b/c__d.e-f--g:_T.a-g");
+}
+
+static void test_ref_invalid(void **state)
+{
+    check_bad_ref("", "empty");
+    check_bad_ref("Busybox", "lowercase");
+    check_bad_ref("busybox:", "tag");
+    check_bad_ref("busybox:-x", "tag");
+    check_bad_ref("busybox@sha256:abc", "64");
+    check_bad_ref("busybox@md5:0123456789abcdef0123456789abcdef", "sha256");
+    check_bad_ref("a//b", "repository");
+    check_bad_ref("-a/b", "repository");
+    check_bad_ref("a_/b", "repository");
+    check_bad_ref("host:port/app", "registry host");
+    check_bad_ref("a...b/c", "registry host");
+    check_bad_ref(":tag", "missing");
+    check_bad_ref("@" D64A, "missing");
+    char longtag[200];
+    memset(longtag, 'a', sizeof(longtag));
+    memcpy(longtag, "x:", 2);
+    longtag[sizeof(longtag) - 1] = '\0';
+    check_bad_ref(longtag, "tag");
+    char *huge = malloc(IMAGE_REF_MAX + 10);
+    memset(huge, 'a', IMAGE_REF_MAX + 9);
+    huge[IMAGE_REF_MAX + 9] = '\0';
+    check_bad_ref(huge, "longer");
+    free(huge);
+    char name[300];
+    memset(name, 'a', sizeof(name));
+    name[sizeof(name) - 1] = '\0';
+    check_bad_ref(name, "255");
+    /* the limit is on the normalised name: docker.io/ counts */
+    memset(name, 'a', sizeof(name));
+    memcpy(name, "u/", 2);
+    name[250] = '\0';
+    check_bad_ref(name, "255");
+}
+
+static void test_digest_valid(void **state)
+{
+    assert_true(image_digest_valid(D64A));
+    assert_false(image_digest_valid(
+        "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    assert_false(image_digest_valid(D64A "a"));
+    assert_false(image_digest_valid("sha256:"));
+    assert_false(image_digest_valid(NULL));
+}
+
+static struct image_manifest *parse_ok(const char *ct, const char *json)
+{
+    struct image_manifest *m = NULL;
+    struct err err = {0};
+    if (image_manifest_parse(ct, json, strlen(json), &m, &err) < 0)
+        fail_msg("parse: %s", err.msg);
+    return m;
+}
+
+static void parse_bad(const char *ct, const char *json, const char *why)
+{
+    struct image_manifest *m = NULL;
+    struct err err = {0};
+    int r = image_manifest_parse(ct, json, strlen(json), &m, &err);
+    if (r >= 0) {
+        image_manifest_free(m);
+        fail_msg("parsed but should not: %s", json);
+    }
+    if (!strstr(err.msg, why))
+        fail_msg("message `%s` lacks `%s`", err.msg, why);
+}
+
+static const char manifest_json[] =
+    "{\"schemaVersion\":2,\"mediaType\":\"" MT_DOCKER_MANIFEST "\","
+    "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\","
+    "\"digest\":\"" D64A "\",\"size\":10},"
+    "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\","
+    "\"digest\":\"" D64B "\",\"size\":20},"
+    "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D64C
+    "\",\"size\":30}]}";
+
+static void test_manifest_image(void **state)
+{
+    struct image_manifest *m = parse_ok(NULL, manifest_json);
+    assert_int_equal(m->kind, IMAGE_MANIFEST_IMAGE);
+    assert_string_equal(m->config.digest, D64A);
+    assert_int_equal(m->config.size, 10);
+    assert_int_equal(m->n_descs, 2);
+    assert_string_equal(m->descs[1].digest, D64C);
+    assert_int_equal(m->descs[1].size, 30);
+    image_manifest_free(m);
+    /* media type from the header when the document has none */
+    m = parse_ok(MT_OCI_MANIFEST, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A
+                                  "\",\"size\":1},\"layers\":[]}");
+    assert_int_equal(m->kind, IMAGE_MANIFEST_IMAGE);
+    assert_int_equal(m->n_descs, 0);
+    image_manifest_free(m);
+}
+
+static const char index_json[] =
+    "{\"schemaVersion\":2,\"mediaType\":\"" MT_OCI_INDEX "\",\"manifests\":["
+    "{\"mediaType\":\"" MT_OCI_MANIFEST "\",\"digest\":\"" D64A "\",\"size\":1,"
+    "\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\",\"variant\":\"v8\"}},"
+    "{\"mediaType\":\"" MT_OCI_MANIFEST "\",\"digest\":\"" D64B "\",\"size\":2,"
+    "\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+    "{\"mediaType\":\"" MT_OCI_MANIFEST "\",\"digest\":\"" D64C "\",\"size\":3,"
+    "\"platform\":{\"os\":\"linux\",\"architecture\":\"arm\",\"variant\":\"v7\"}},"
+    "{\"mediaType\":\"" MT_OCI_MANIFEST "\",\"digest\":\"" D64C "\",\"size\":3,"
+    "\"platform\":{\"os\":\"unknown\",\"architecture\":\"unknown\"}}]}";
+
+static void test_index_select(void **state)
+{
+    struct image_manifest *m = parse_ok(NULL, index_json);
+    const struct image_descriptor *d;
+    struct err err = {0};
+    assert_int_equal(m->kind, IMAGE_MANIFEST_INDEX);
+    assert_int_equal(image_index_select(m, "linux", "amd64", NULL, &d, &err), 0);
+    assert_string_equal(d->digest, D64B);
+    assert_int_equal(image_index_select(m, "linux", "arm64", NULL, &d, &err), 0);
+    assert_string_equal(d->digest, D64A);
+    /* arm64 without a variant means v8 */
+    assert_int_equal(image_index_select(m, "linux", "arm64", "v8", &d, &err), 0);
+    assert_string_equal(d->digest, D64A);
+    assert_int_equal(image_index_select(m, "linux", "arm", "v7", &d, &err), 0);
+    assert_string_equal(d->digest, D64C);
+    assert_int_equal(image_index_select(m, "linux", "arm", "v6", &d, &err), -ENOENT);
+    assert_int_equal(image_index_select(m, "linux", "s390x", NULL, &d, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "linux/s390x"));
+    assert_non_null(strstr(err.msg, "offered: linux/arm64/v8, linux/amd64, linux/arm/v7"));
+    assert_null(strstr(err.msg, "unknown"));
+    image_manifest_free(m);
+}
+
+static void test_manifest_refused(void **state)
+{
+    parse_bad(NULL, "{\"schemaVersion\":1,\"name\":\"x\",\"fsLayers\":[]}", "schema 1");
+    parse_bad("application/vnd.docker.distribution.manifest.v1+prettyjws", "{\"schemaVersion\":2}",
+              "schema 1");
+    parse_bad(NULL, "[]", "not a JSON object");
+    parse_bad(NULL, "{", "not valid JSON");
+    parse_bad(NULL, "{\"schemaVersion\":3}", "schemaVersion 2");
+    parse_bad(NULL, "{\"schemaVersion\":2,\"mediaType\":\"text/plain\"}", "unsupported");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:x\",\"size\":1},\"layers\":[]}",
+              "digest");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A
+              "\",\"size\":-1},\"layers\":[]}",
+              "size");
+    parse_bad(NULL, "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1}}",
+              "layers");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"application/"
+              "vnd.cncf.helm.config.v1+json\","
+              "\"digest\":\"" D64A "\",\"size\":1},\"layers\":[]}",
+              "not a container image");
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1},\"layers\":[{"
+              "\"mediaType\":\"application/x-evil\",\"digest\":\"" D64A "\",\"size\":1}]}",
+              "unsupported media type");
+    parse_bad(NULL, "{\"schemaVersion\":2,\"schemaVersion\":2}", "not valid JSON");
+    /* too many layers */
+    struct buf b = {0};
+    buf_printf(&b,
+               "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D64A "\",\"size\":1},\"layers\":[");
+    for (int i = 0; i <= IMAGE_LAYERS_MAX; i++)
+        buf_printf(&b, "%s{\"digest\":\"" D64A "\",\"size\":1}", i ? "," : "");
+    buf_printf(&b, "]}");
+    buf_append(&b, "", 1);
+    parse_bad(NULL, (char *)b.data, "limit");
+    buf_free(&b);
+    /* too large */
+    struct image_manifest *m = NULL;
+    struct err err = {0};
+    assert_int_equal(image_manifest_parse(NULL, "x", IMAGE_MANIFEST_MAX + 1, &m, &err), -EFBIG);
+}
+
+static void test_config(void **state)
+{
+    const char *j =
+        "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"User\":\"1000:1000\"},"
+        "\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D64A "\",\"" D64B "\"]}}";
+    struct image_config_info c;
+    struct err err = {0};
+    assert_int_equal(image_config_parse(j, strlen(j), &c, &err), 0);
+    assert_string_equal(c.user, "1000:1000");
+    assert_string_equal(c.arch, "amd64");
+    assert_int_equal(c.n_diff_ids, 2);
+    assert_string_equal(c.diff_ids[1], D64B);
+    char **chain;
+    assert_int_equal(image_chain_ids(c.diff_ids, c.n_diff_ids, &chain), 0);
+    assert_string_equal(chain[0], D64A);
+    /* sha256("sha256:aaa… sha256:bbb…"), computed independently */
+    assert_string_equal(chain[1],
+                        "sha256:ccd722928bd92476ba1745586fed6e45a102504185ad88cd89e01ff116fd146c");
+    strv_free(chain, 2);
+    image_config_info_clear(&c);
+
+    const char *nouser = "{\"rootfs\":{\"diff_ids\":[]}}";
+    assert_int_equal(image_config_parse(nouser, strlen(nouser), &c, &err), 0);
+    assert_string_equal(c.user, "");
+    image_config_info_clear(&c);
+    const char *bad = "{\"rootfs\":{\"diff_ids\":[\"sha256:xyz\"]}}";
+    assert_int_equal(image_config_parse(bad, strlen(bad), &c, &err), -EINVAL);
+    const char *none = "{\"config\":{}}";
+    assert_int_equal(image_config_parse(none, strlen(none), &c, &err), -EINVAL);
+}
+
+static void test_endpoints(void **state)
+{
+    const char *mirrors[] = {"docker.io=http://127.0.0.1:5000/", "other=https://m",
+                             "docker.io=mirror.example:443/v2"};
+    const char *insecure[] = {"127.0.0.1:5000", "insecure.example"};
+    struct reg_endpoint *eps;
+    size_t n;
+    struct err err = {0};
+    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, false, &eps, &n, &err),
+                     0);
+    assert_int_equal(n, 3);
+    assert_string_equal(eps[0].base, "http://127.0.0.1:5000");
+    assert_true(eps[0].mirror && !eps[0].send_auth && eps[0].skip_verify);
+    assert_string_equal(eps[1].base, "https://mirror.example:443");
+    assert_string_equal(eps[1].host, "mirror.example:443");
+    assert_false(eps[1].skip_verify);
+    assert_string_equal(eps[2].base, "https://registry-1.docker.io");
+    assert_true(eps[2].send_auth && !eps[2].mirror);
+    reg_endpoints_free(eps, n);
+    assert_int_equal(reg_endpoints_for("docker.io", mirrors, 3, insecure, 2, true, &eps, &n, &err),
+                     0);
+    assert_int_equal(n, 2);
+    reg_endpoints_free(eps, n);
+    assert_int_equal(
+        reg_endpoints_for("insecure.example", mirrors, 3, insecure, 2, true, &eps, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(eps[0].base, "https://insecure.example");
+    assert_true(eps[0].skip_verify);
+    assert_string_equal(eps[1].base, "http://insecure.example");
+    reg_endpoints_free(eps, n);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_ref_normalise), cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),  cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),  cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),        cmocka_unit_test(test_endpoints),
+};
+UNIT_MAIN(tests)
