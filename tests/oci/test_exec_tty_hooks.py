@@ -283,3 +283,17 @@ def test_run_with_terminal_proxies_the_pty(kinglet, make_bundle, cid):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert "/dev/pts/0" in r.stdout
+
+
+def test_exec_detach_with_pid_file(runtime, running, cid, tmp_path):
+    running()
+    pidf = tmp_path / "exec.pid"
+    # The detached process keeps the stdio it was given: a file, not a pipe.
+    with open(tmp_path / "exec-out", "w") as out:
+        r = runtime("exec", "--detach", "--pid-file", pidf, cid, "sleep", "1000", stdout=out,
+                    stderr=out)
+    assert r.returncode == 0, (tmp_path / "exec-out").read_text()
+    pid = int(pidf.read_text())
+    assert open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] == b"sleep"
+    init = runtime.state(cid)["pid"]
+    assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink(f"/proc/{init}/ns/pid")

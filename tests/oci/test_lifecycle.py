@@ -143,3 +143,19 @@ def test_run_forwards_signals(kinglet, make_bundle, cid):
     assert p.stdout.readline() == "ready\n"
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=10) == 42
+
+
+def test_delete_created_container_without_force(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    pid = runtime.state(cid)["pid"]
+    runtime("delete", cid, check=True)  # never started: nothing to stop first
+    assert runtime("state", cid).returncode != 0
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}"):
+        s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        if s == "Z":
+            break
+        assert time.monotonic() < deadline, "the created init survived delete"
+        time.sleep(0.01)
