@@ -297,3 +297,39 @@ def test_exec_detach_with_pid_file(runtime, running, cid, tmp_path):
     assert open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] == b"sleep"
     init = runtime.state(cid)["pid"]
     assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink(f"/proc/{init}/ns/pid")
+
+
+def test_create_container_hook_runs_in_the_container_namespaces(kinglet, make_bundle, cid,
+                                                                tmp_path):
+    # The runtime spec runs createContainer hooks in the container's
+    # namespaces; Debian's crun 1.8.1 runs them with the host's hostname.
+    runtime = kinglet
+    out = tmp_path / "cc.txt"
+
+    def edit(c):
+        c["hooks"] = {"createContainer": [{
+            "path": "/bin/sh",
+            "args": ["sh", "-c", f"hostname > {out}; readlink /proc/self/ns/net >> {out}"]}]}
+    b = make_bundle(["sleep", "1000"], edit=edit)
+    with open(tmp_path / "out", "w") as o:
+        runtime("create", "--bundle", b, cid, stdout=o, stderr=o, check=True)
+    pid = runtime.state(cid)["pid"]
+    host, net = out.read_text().split()
+    assert host == "kinglet-test"
+    assert net == os.readlink(f"/proc/{pid}/ns/net")
+
+
+def test_exec_in_user_namespace(runtime, world_readable_rootfs, cid, tmp_path):
+    cfg = base_config(world_readable_rootfs / "rootfs", ["sleep", "1000"])
+    cfg["linux"]["namespaces"].append({"type": "user"})
+    cfg["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    cfg["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    with open(tmp_path / "out", "w") as o:
+        runtime("run", "--detach", "--bundle", b, cid, stdout=o, stderr=o, check=True)
+    runtime.wait_status(cid, "running")
+    r = runtime("exec", cid, "sh", "-c", "id -u; cat /proc/self/uid_map")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0", "100000", "65536"]

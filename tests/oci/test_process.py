@@ -206,3 +206,21 @@ def test_join_namespaces_by_path(runtime, make_bundle, cid, tmp_path):
         assert lines[i] == os.readlink(f"/proc/{pid}/ns/{n}")
     assert lines[3] == "kinglet-test"
     assert lines[4] == "1"  # the first container's sleep is visible: same pid namespace
+
+
+def test_seccomp_without_no_new_privileges_for_a_user(runtime, make_bundle, cid):
+    # Without no_new_privs the filter needs CAP_SYS_ADMIN, which the uid
+    # change drops: it must go in before that change, and still hold.
+    def edit(c):
+        c["process"]["noNewPrivileges"] = False
+        c["process"]["user"] = {"uid": 1000, "gid": 1000}
+        c["linux"]["seccomp"] = {
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}],
+        }
+    b = make_bundle(["sh", "-c", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status; id -u"],
+                    edit=edit)
+    r = runtime("run", "--bundle", b, cid)
+    assert r.returncode == 0, r.stderr
+    assert "Seccomp:\t2" in r.stdout and "NoNewPrivs:\t0" in r.stdout
+    assert r.stdout.split()[-1] == "1000"
