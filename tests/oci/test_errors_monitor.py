@@ -196,3 +196,25 @@ def test_log_file_json(kinglet, cid, tmp_path):
     assert len(lines) == 1
     entry = json.loads(lines[0])
     assert entry["level"] == "error" and cid in entry["msg"]
+
+
+def test_the_binary_cannot_be_overwritten_from_the_container(kinglet, kinglet_bin, make_bundle,
+                                                             cid, tmp_path):
+    # CVE-2019-5736 class: even a container process with CAP_SYS_PTRACE,
+    # which may open the waiting init's /proc/1/exe (the kinglet binary),
+    # cannot write to it: the init and the monitor are running it.
+    import hashlib
+    before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        kinglet("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    caps = ["CAP_SYS_PTRACE", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH"]
+    proc = {"args": ["sh", "-c", "echo pwned >> /proc/1/exe && echo WROTE; "
+                     "head -c 4 /proc/1/exe | grep -q ELF && echo READ"],
+            "cwd": "/", "env": ["PATH=/bin"],
+            "capabilities": {k: caps for k in ["bounding", "effective", "permitted"]}}
+    (tmp_path / "p.json").write_text(json.dumps(proc))
+    r = kinglet("exec", "--process", tmp_path / "p.json", cid)
+    print(r.stdout, r.stderr)
+    assert "WROTE" not in r.stdout, r.stdout
+    assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before
