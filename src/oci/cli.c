@@ -76,6 +76,8 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
             o.no_pivot = true;
             break;
         case 'k':
+            o.no_new_keyring = true;
+            break;
         case 'K':
             break;
         default:

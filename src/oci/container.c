@@ -208,6 +208,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
             .preserve_fds = o->preserve_fds,
             .joined_userns = joined_user,
             .no_pivot = o->no_pivot,
+            .new_keyring = !o->no_new_keyring,
         };
         oci_init_main(&a);
     }

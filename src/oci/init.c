@@ -15,6 +15,8 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/keyctl.h>
 
 #include "oci/internal.h"
 
@@ -134,6 +136,12 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
     if (spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path &&
         (r = new_time_namespace(spec, err)) < 0)
         return r;
+    /* Keys the runtime's session holds are not the container's (as runc
+     * and crun do). Kernels or user namespaces that refuse keyrings: go on
+     * without one. */
+    if (a->new_keyring && syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, a->id) < 0 &&
+        errno != ENOSYS && errno != EACCES && errno != EPERM && errno != EDQUOT)
+        return err_set(err, errno, "create the session keyring");
     if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0)
         return err_set(err, errno, "`hostname`: `%s`", spec->hostname);
     if (spec->domainname && setdomainname(spec->domainname, strlen(spec->domainname)) < 0)

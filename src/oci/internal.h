@@ -285,6 +285,7 @@ struct oci_init_args {
     int preserve_fds;
     bool joined_userns; /* userns joined by path: unshare the rest here */
     bool no_pivot;      /* MS_MOVE + chroot instead of pivot_root */
+    bool new_keyring;   /* a session keyring of its own, named after the id */
 };
 _Noreturn void oci_init_main(const struct oci_init_args *a);
 

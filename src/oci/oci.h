@@ -42,6 +42,7 @@ struct oci_create_opts {
     const char *console_socket; /* needed when process.terminal is true */
     int preserve_fds;           /* fds 3..3+n-1 go to the container */
     bool no_pivot;              /* MS_MOVE + chroot instead of pivot_root */
+    bool no_new_keyring;        /* keep the caller's session keyring */
 };
 
 struct oci_state {

@@ -224,3 +224,18 @@ def test_seccomp_without_no_new_privileges_for_a_user(runtime, make_bundle, cid)
     assert r.returncode == 0, r.stderr
     assert "Seccomp:\t2" in r.stdout and "NoNewPrivs:\t0" in r.stdout
     assert r.stdout.split()[-1] == "1000"
+
+
+@pytest.mark.parametrize("new_keyring", [True, False])
+def test_session_keyring(runtime, make_bundle, cid, new_keyring):
+    # A session keyring of its own, named after the container, unless
+    # --no-new-keyring (then the caller's, which is not named so).
+    def edit(c):
+        c["linux"]["maskedPaths"] = [p for p in c["linux"]["maskedPaths"] if p != "/proc/keys"]
+    b = make_bundle(["cat", "/proc/keys"], edit=edit)
+    args = ["run", "--bundle", b, cid] if new_keyring else ["run", "--no-new-keyring",
+                                                             "--bundle", b, cid]
+    r = runtime(*args)
+    assert r.returncode == 0, r.stderr
+    named = [l for l in r.stdout.splitlines() if f" {cid}:" in l]
+    assert bool(named) == new_keyring, r.stdout
