@@ -468,17 +468,24 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     }
     c.init = m.value;
     log_debug("create `%s`: init pid %d cloned", o->id, (int)c.init);
-    if ((r = serve_init(&c, &opts, bundle, err)) < 0)
-        goto fail;
-
-    log_debug("create `%s`: init ready", o->id);
-    struct oci_record rec = {.pid = c.init, .monitor = mon, .created_ns = now_real_ns()};
+    /* A first record, so that a create that dies half-way (killed, say)
+     * leaves what delete --force needs: the init, the monitor and the
+     * cgroup. */
+    struct oci_record rec = {.pid = c.init, .monitor = mon, .creating = true};
     snprintf(rec.id, sizeof(rec.id), "%s", o->id);
     snprintf(rec.bundle, sizeof(rec.bundle), "%s", bundle);
     if (cg)
         snprintf(rec.cgroup, sizeof(rec.cgroup), "%s", oci_cgroup_path(cg));
     oci_proc_start_time(c.init, &rec.pid_start, NULL);
     oci_proc_start_time(mon, &rec.monitor_start, NULL);
+    if ((r = oci_record_write(dirfd, &rec, err)) < 0)
+        goto fail;
+    if ((r = serve_init(&c, &opts, bundle, err)) < 0)
+        goto fail;
+
+    log_debug("create `%s`: init ready", o->id);
+    rec.creating = false;
+    rec.created_ns = now_real_ns();
     if (c.spec->annotations && json_object_size(c.spec->annotations))
         rec.annotations_json = json_dumps(c.spec->annotations, JSON_COMPACT);
     r = oci_record_write(dirfd, &rec, err);
@@ -859,7 +866,8 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
         return r < 0 ? err_set(err, r, "remove `%s/%s`", root, id) : 0;
     }
     enum oci_status st = oci_status_get(dirfd, &rec);
-    if ((st == OCI_STATUS_RUNNING || st == OCI_STATUS_PAUSED) && !force) {
+    if ((st == OCI_STATUS_RUNNING || st == OCI_STATUS_PAUSED || st == OCI_STATUS_CREATING) &&
+        !force) {
         oci_record_clear(&rec);
         return err_set(err, EBUSY, "container `%s` is %s: stop it first or use --force", id,
                        oci_status_name(st));

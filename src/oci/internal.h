@@ -195,6 +195,7 @@ struct oci_record {
     pid_t monitor;
     uint64_t monitor_start;
     uint64_t created_ns;
+    bool creating;          /* written before the init is ready */
     char *annotations_json; /* malloc'd or NULL */
 };
 int oci_id_validate(const char *id, struct err *err);

@@ -66,6 +66,8 @@ int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
                   (json_int_t)rec->monitor_start, "created", (json_int_t)rec->created_ns);
     if (!j)
         return err_set(err, ENOMEM, "state.json");
+    if (rec->creating)
+        json_object_set_new(j, "creating", json_true());
     if (rec->annotations_json) {
         json_t *a = json_loads(rec->annotations_json, 0, NULL);
         if (a)
@@ -108,9 +110,11 @@ int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
     const char *id = NULL, *bundle = NULL, *cg = NULL;
     json_int_t pid = 0, ps = 0, mon = 0, ms = 0, created = 0;
     json_t *ann = NULL;
-    if (json_unpack(j, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s?o}", "id", &id, "bundle",
+    int creating = 0;
+    if (json_unpack(j, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s?o, s?b}", "id", &id, "bundle",
                     &bundle, "cgroup", &cg, "pid", &pid, "pidStart", &ps, "monitor", &mon,
-                    "monitorStart", &ms, "created", &created, "annotations", &ann) < 0) {
+                    "monitorStart", &ms, "created", &created, "annotations", &ann, "creating",
+                    &creating) < 0) {
         json_decref(j);
         return err_set(err, EINVAL, "state.json: corrupt");
     }
@@ -122,6 +126,7 @@ int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
     rec->monitor = (pid_t)mon;
     rec->monitor_start = (uint64_t)ms;
     rec->created_ns = (uint64_t)created;
+    rec->creating = creating != 0;
     if (ann)
         rec->annotations_json = json_dumps(ann, JSON_COMPACT);
     json_decref(j);
@@ -199,6 +204,8 @@ enum oci_status oci_status_get(int dirfd, const struct oci_record *rec)
     if (rec->pid <= 0 || oci_proc_start_time(rec->pid, &st, &state) < 0 || st != rec->pid_start ||
         state == 'Z' || state == 'X')
         return OCI_STATUS_STOPPED;
+    if (rec->creating)
+        return OCI_STATUS_CREATING;
     if (faccessat(dirfd, "exec.fifo", F_OK, 0) == 0)
         return OCI_STATUS_CREATED;
     if (cgroup_frozen(rec->cgroup))

@@ -218,3 +218,47 @@ def test_the_binary_cannot_be_overwritten_from_the_container(kinglet, kinglet_bi
     print(r.stdout, r.stderr)
     assert "WROTE" not in r.stdout, r.stdout
     assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before
+
+
+def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle, cid, tmp_path):
+    # SIGKILL of the creating process while a prestart hook runs: the
+    # state says "creating", delete without --force refuses, delete --force
+    # removes everything: the init, the monitor, the cgroup, the state.
+    hook_pid = tmp_path / "hook.pid"
+    script = tmp_path / "hook.sh"
+    script.write_text(f"#!/bin/sh\necho $$ > {hook_pid}\nexec sleep 60\n")
+    script.chmod(0o755)
+
+    def edit(c):
+        c["hooks"] = {"prestart": [{"path": str(script)}]}
+        c["linux"]["cgroupsPath"] = f"/kinglet-test/{cid}"
+    b = make_bundle(["true"], edit=edit)
+    with open(tmp_path / "out", "w") as out:
+        p = subprocess.Popen(kinglet.cmd("create", "--bundle", b, cid), stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 10
+        while not hook_pid.exists() or not hook_pid.read_text().strip():
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.01)
+        st = json.loads((kinglet.root / cid / "state.json").read_text())
+        p.kill()
+        p.wait(timeout=10)
+        assert kinglet.state(cid)["status"] in ("creating", "stopped")
+        if kinglet.state(cid)["status"] == "creating":
+            assert kinglet("delete", cid).returncode != 0
+        kinglet("delete", "--force", cid, check=True)
+        assert not (kinglet.root / cid).exists()
+        assert not os.path.exists(f"/sys/fs/cgroup/unified/kinglet-test/{cid}")
+        for pid in (st["pid"], st["monitor"]):
+            while os.path.exists(f"/proc/{pid}"):
+                s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+                if s == "Z":
+                    break
+                assert time.monotonic() < deadline, f"pid {pid} survived"
+                time.sleep(0.01)
+    finally:
+        if hook_pid.exists() and hook_pid.read_text().strip():
+            try:
+                os.kill(int(hook_pid.read_text()), 9)
+            except ProcessLookupError:
+                pass
