@@ -262,3 +262,23 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
                 os.kill(int(hook_pid.read_text()), 9)
             except ProcessLookupError:
                 pass
+
+
+def test_container_survives_sigkill_of_run(kinglet, make_bundle, cid, tmp_path):
+    # The caller of a foreground run dies (as a daemon might): the
+    # container keeps running under its monitor, which still records the
+    # exit.
+    b = make_bundle(["sh", "-c", "echo up; sleep 1000"])
+    with open(tmp_path / "out", "w") as out:
+        p = subprocess.Popen(kinglet.cmd("run", "--bundle", b, cid), stdout=out, stderr=out)
+    deadline = time.monotonic() + 10
+    while "up" not in (tmp_path / "out").read_text():
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.01)
+    p.kill()
+    p.wait(timeout=10)
+    st = kinglet.state(cid)
+    assert st["status"] == "running"
+    kinglet("kill", cid, "KILL", check=True)
+    st = kinglet.wait_status(cid, "stopped")
+    assert st["exitCode"] == 137
