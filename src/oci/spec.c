@@ -466,6 +466,12 @@ int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *fi
             m->bind = true;
             m->flags |= MS_REC;
             done = true;
+        } else if (strcmp(s, "tmpcopyup") == 0 || strcmp(s, "notmpcopyup") == 0 ||
+                   strcmp(s, "copy-symlink") == 0 || strcmp(s, "nocopyup") == 0 ||
+                   strcmp(s, "z") == 0 || strcmp(s, "Z") == 0) {
+            /* Hints some tools add for other runtimes (crun's tmpfs
+             * copy-up, SELinux relabelling): not filesystem options. */
+            done = true;
         } else if (strcmp(s, "idmap") == 0 || strcmp(s, "ridmap") == 0) {
             m->idmap = true;
             if (s[0] == 'r')
