@@ -128,7 +128,7 @@ static void test_mounts(void **state)
         BASE ", \"mounts\": ["
              "{\"destination\": \"/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
              "[\"nosuid\", \"ro\", \"rw\", \"noexec\", \"size=1m\", \"mode=755\", \"rslave\", "
-             "\"strictatime\"]},"
+             "\"strictatime\", \"tmpcopyup\", \"Z\"]},"
              "{\"destination\": \"/b\", \"source\": \"/src\", \"options\": [\"rbind\", \"ro\", "
              "\"private\"]},"
              "{\"destination\": \"/c\", \"type\": \"bind\", \"source\": \"/src\"},"
