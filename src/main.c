@@ -282,7 +282,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
-        return image_cli_main(argc - 1, argv + 1);
+        return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)
         return daemon_main(argc - 1, argv + 1);
     return daemon_main(argc, argv);

@@ -190,3 +190,46 @@ def test_sigkill_daemon_during_pull(cri, daemon_factory, big_image):
         assert d.stop() == 0
     finally:
         f.stop()
+
+
+def test_cli_through_the_daemon(cri, daemon_factory, registry, images, kinglet_bin, tmp_path):
+    """`kinglet image` goes through the daemon's socket when the daemon owns
+    the store: pull, ls, inspect, import (file and stdin), rm, fsinfo."""
+    import subprocess
+    from .test_import import docker_save, oci_layout
+    d = daemon_factory(["--insecure-registry", registry.host])
+
+    def k(*args, check=True, **kw):
+        p = subprocess.run([kinglet_bin, "image", "--socket", d.sock, *args],
+                           capture_output=True, timeout=300, **kw)
+        if check:
+            assert p.returncode == 0, p.stderr
+        return p
+
+    # with --socket, even a --root that names the store goes through the daemon
+    p = subprocess.run([kinglet_bin, "image", "--root", d.root, "--socket", d.sock, "ls", "-q"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout == ""
+    ref = f"{registry.host}/busybox:latest"
+    assert k("pull", ref).stdout.decode().split() == [images["busybox"].id]
+    ls = json.loads(k("ls", "--json").stdout)
+    assert [i["id"] for i in ls] == [images["busybox"].id]
+    info = json.loads(k("inspect", ref).stdout)
+    assert info["id"] == images["busybox"].id and len(info["info"]["layers"]) == 1
+
+    arc = tmp_path / "save.tar"
+    arc.write_bytes(docker_save([(images["layers"], ["layers:v1"])]))
+    assert k("import", str(arc)).stdout.decode().split() == [images["layers"].id]
+    data = oci_layout([(images["shared1"], "example.com/s:1")])
+    assert k("import", "-", input=data).stdout.decode().split() == [images["shared1"].id]
+    ims, _ = stubs(cri, d)
+    ids = {i.id for i in ims.ListImages(cri.pb.ListImagesRequest(), timeout=5).images}
+    assert ids == {images["busybox"].id, images["layers"].id, images["shared1"].id}
+
+    k("rm", "layers:v1", images["shared1"].id)
+    assert [i["id"] for i in json.loads(k("ls", "--json").stdout)] == [images["busybox"].id]
+    fs = json.loads(k("fsinfo").stdout)
+    assert fs["used_bytes"] > 1_000_000
+    p = k("pull", f"{registry.host}/nosuch:1", check=False)
+    assert p.returncode == 1 and b"NOT_FOUND" in p.stderr
+    assert d.stop() == 0
