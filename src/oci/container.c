@@ -383,9 +383,20 @@ static int container_create(const struct oci_create_opts *o, bool run, int *ret_
             goto fail;
         }
     }
-    if ((r = oci_cgroup_create(c.spec->cgroups_path, o->id, c.spec->resources, &cg, err)) < 0) {
-        err_wrap(err, "`linux.cgroupsPath`");
-        goto fail;
+    {
+        /* The nodes of linux.devices must get through the device program
+         * (deny by default), as runc allows them. */
+        json_t *linux_devices = json_object_get(json_object_get(c.spec->json, "linux"), "devices");
+        json_t *res = NULL;
+        if ((r = oci_cgroup_resources_with_devices(c.spec->resources, linux_devices, &res, err)) <
+            0)
+            goto fail;
+        r = oci_cgroup_create(c.spec->cgroups_path, o->id, res, &cg, err);
+        json_decref(res);
+        if (r < 0) {
+            err_wrap(err, "`linux.cgroupsPath`");
+            goto fail;
+        }
     }
     c.cg = cg;
     log_debug("create `%s`: cgroup `%s` ready", o->id, cg ? oci_cgroup_path(cg) : "");

@@ -84,12 +84,15 @@ def config(rootfs, args, resources, cgroups_path):
 def run(kinglet_oci, rootfs, tmp_path):
     made = []
 
-    def go(args, resources, timeout=180):
+    def go(args, resources, timeout=180, devices=None):
         cid = "cg-" + uuid.uuid4().hex[:10]
         bundle = tmp_path / cid
         bundle.mkdir()
         cgroups_path = f"/kinglet-oci-test/{cid}"
-        (bundle / "config.json").write_text(json.dumps(config(rootfs, args, resources, cgroups_path)))
+        cfg = config(rootfs, args, resources, cgroups_path)
+        if devices:
+            cfg["linux"]["devices"] = devices
+        (bundle / "config.json").write_text(json.dumps(cfg))
         made.append(cid)
         return subprocess.run([kinglet_oci, "oci", "--root", str(tmp_path / "state"), "run",
                                "--bundle", str(bundle), cid],
@@ -139,10 +142,22 @@ def test_pids_limit_inside_container(run):
 
 
 def test_device_denied_inside_container(run):
-    # /dev/null works; a node for /dev/kmsg (1:11) made inside the container
-    # cannot be opened: the eBPF program denies it.
-    p = run(["sh", "-c", "echo x > /dev/null && echo null-ok; mknod /dev/k c 1 11 && echo made; "
-             "head -c1 /dev/k; echo rc=$?"],
-            {"devices": [{"allow": False, "access": "rwm"}]})
+    # /dev/fuse (10:229) opens without any capability, so only the device
+    # program can refuse it: denied by default, allowed by a rule.
+    script = "echo x > /dev/null && echo null-ok; mknod /dev/f c 10 229 && echo made; true < /dev/f; echo rc=$?"
+    p = run(["sh", "-c", script], {"devices": [{"allow": False, "access": "rwm"}]})
     assert "null-ok" in p.stdout and "made" in p.stdout, (p.stdout, p.stderr)
     assert "rc=1" in p.stdout and "Operation not permitted" in p.stderr, (p.stdout, p.stderr)
+    p = run(["sh", "-c", script], {"devices": [{"allow": False, "access": "rwm"},
+                                               {"allow": True, "type": "c", "major": 10, "minor": 229,
+                                                "access": "rw"}]})
+    assert "rc=0" in p.stdout, (p.stdout, p.stderr)
+
+
+def test_linux_devices_allowed_inside_container(run):
+    # A node the runtime creates from linux.devices can be used, as with
+    # runc, although the device program denies everything else.
+    p = run(["sh", "-c", "true < /dev/fuse; echo rc=$?"],
+            {"devices": [{"allow": False, "access": "rwm"}]},
+            devices=[{"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229, "fileMode": 0o600}])
+    assert "rc=0" in p.stdout, (p.stdout, p.stderr)
