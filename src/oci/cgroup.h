@@ -21,7 +21,19 @@ struct oci_cgroup;
 /* Creates (or reuses, when it already exists and is empty) the cgroup for
  * `cgroups_path` (absolute below the cgroup2 root, or relative to kinglet's
  * default parent; NULL/"" gives "<default parent>/<id>") and applies
- * `resources` (the OCI linux.resources object; may be NULL). */
+ * `resources` (the OCI linux.resources object; may be NULL). Controllers are
+ * enabled in every parent's cgroup.subtree_control where they exist.
+ *
+ * A device program is always attached, as runc does: devices are denied by
+ * default, the usual ones (null, zero, full, random, urandom, tty, console,
+ * ptmx, pts, net/tun, mknod of any) allowed, and linux.resources.devices
+ * decides the rest (the last matching rule wins); for the nodes of
+ * `linux.devices` pass oci_cgroup_resources_with_devices()'s result.
+ *
+ * Errors: EINVAL (cgroupsPath or resources; the message names the field),
+ * EBUSY (the cgroup already has processes), ENOENT (no cgroup2 mount), or
+ * the kernel's errno for a value it refuses (the message names the file).
+ * On failure a cgroup that this call created is removed again. */
 int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resources,
                       struct oci_cgroup **ret, struct err *err);
 /* Opens an existing container cgroup by the absolute path that
@@ -29,19 +41,52 @@ int oci_cgroup_create(const char *cgroups_path, const char *id, json_t *resource
 int oci_cgroup_open(const char *abs_path, struct oci_cgroup **ret, struct err *err);
 /* Moves pid into the cgroup. */
 int oci_cgroup_enter(struct oci_cgroup *cg, pid_t pid, struct err *err);
-/* Re-applies resources (`kinglet oci update`). */
+/* Re-applies resources (`kinglet oci update`); the device program is
+ * replaced only when `devices` is given. memory.checkBeforeUpdate refuses
+ * (EBUSY) a limit below the current usage. */
 int oci_cgroup_update(struct oci_cgroup *cg, json_t *resources, struct err *err);
 /* cgroup.freeze, waiting until the kernel reports the new state. */
 int oci_cgroup_freeze(struct oci_cgroup *cg, bool frozen, struct err *err);
-/* Sends sig to every process in the cgroup (cgroup.kill for SIGKILL). */
+/* Sends sig to every process in the cgroup and in the cgroups below it
+ * (cgroup.kill for SIGKILL; other signals while frozen, so that nothing
+ * forks past the list). A paused cgroup stays paused. */
 int oci_cgroup_kill(struct oci_cgroup *cg, int sig, struct err *err);
-/* Lists the pids in the cgroup (cgroup.procs); *ret is malloc'd. */
+/* Lists the pids in the cgroup and below it; *ret is malloc'd. */
 int oci_cgroup_pids(struct oci_cgroup *cg, pid_t **ret, size_t *ret_n, struct err *err);
 /* Reads memory.events: oom_kill count (0 when the file is missing). */
 int oci_cgroup_oom_kills(struct oci_cgroup *cg, uint64_t *ret, struct err *err);
-/* Removes the (empty) cgroup. Idempotent: a missing cgroup is success. */
+/* Removes the cgroup and any cgroups below it, once their processes are
+ * gone (waits up to 10 s for killed ones to leave, then EBUSY). Idempotent:
+ * a missing cgroup is success. */
 int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err);
-/* An O_PATH|O_DIRECTORY fd of the cgroup (for clone3 CLONE_INTO_CGROUP). */
+/* A directory fd of the cgroup (O_RDONLY|O_DIRECTORY, close-on-exec; usable
+ * for clone3 CLONE_INTO_CGROUP and openat). Owned by cg. */
 int oci_cgroup_fd(struct oci_cgroup *cg);
 const char *oci_cgroup_path(struct oci_cgroup *cg);
 void oci_cgroup_free(struct oci_cgroup *cg);
+
+/* Returns a copy of `resources` (may be NULL) whose `devices` rules end with
+ * an allow rule ("rwm") for every entry of the spec's `linux.devices`, so
+ * that the devices the runtime creates in the container's /dev can be used,
+ * as runc does. Pass the result to oci_cgroup_create. Errors name the
+ * field. */
+int oci_cgroup_resources_with_devices(json_t *resources, json_t *linux_devices, json_t **ret,
+                                      struct err *err);
+/* The `linux.cgroup` object of `kinglet oci features` (OCI features.md):
+ * v2, no v1, no systemd, rdma. */
+json_t *oci_cgroup_features(void);
+
+/* Usage figures for ContainerStats and `kinglet oci events --stats`. CPU
+ * times come from cpu.stat, which cgroup2 keeps even without the cpu
+ * controller (hybrid hosts); memory and pids only where their controller
+ * is enabled (has_memory, has_pids). The working set is memory.current
+ * minus inactive_file, as kubelet and cAdvisor count it. */
+struct oci_cgroup_stats {
+    uint64_t cpu_usage_usec, cpu_user_usec, cpu_system_usec;
+    bool has_memory;
+    uint64_t memory_current, memory_working_set, memory_max; /* max: UINT64_MAX */
+    uint64_t oom_kills;
+    bool has_pids;
+    uint64_t pids_current;
+};
+int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err);

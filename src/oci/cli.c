@@ -1,10 +1,505 @@
-#include "base/base.h"
-#include "oci/oci.h"
+/* oci/cli: `kinglet oci [global options] COMMAND ...`, the runc/crun
+ * command line over oci.h. Errors end as one line on stderr (or in --log)
+ * and exit status 1. */
+#include <ctype.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/capability.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "oci/cgroup.h"
+#include "oci/internal.h"
+
+struct gopts {
+    const char *root;
+};
+
+static int fail(struct err *err)
+{
+    log_error("%s", err->msg);
+    return 1;
+}
+
+static int usage_error(const char *cmd, const char *what)
+{
+    log_error("%s: %s", cmd, what);
+    return 2;
+}
+
+/* getopt_long over argv starting at the command name. */
+#define PARSE_BEGIN(longopts, shortopts)                                                           \
+    optind = 1;                                                                                    \
+    opterr = 0;                                                                                    \
+    for (int c_; (c_ = getopt_long(argc, argv, "+" shortopts, longopts, NULL)) != -1;) {          \
+        switch (c_) {
+#define PARSE_END(cmd)                                                                             \
+    default:                                                                                       \
+        return usage_error(cmd, "unknown option or missing argument");                             \
+        }                                                                                          \
+        }
+
+static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run)
+{
+    static const struct option lo[] = {
+        {"bundle", required_argument, NULL, 'b'},  {"pid-file", required_argument, NULL, 'p'},
+        {"console-socket", required_argument, NULL, 'c'},
+        {"preserve-fds", required_argument, NULL, 'f'}, {"detach", no_argument, NULL, 'd'},
+        {"no-pivot", no_argument, NULL, 'n'},      {"no-new-keyring", no_argument, NULL, 'k'},
+        {"keep", no_argument, NULL, 'K'},          {NULL, 0, NULL, 0},
+    };
+    struct oci_create_opts o = {.root = g->root};
+    bool detach = false;
+    const char *cmd = run ? "run" : "create";
+    PARSE_BEGIN(lo, "b:dp:")
+    case 'b':
+        o.bundle = optarg;
+        break;
+    case 'p':
+        o.pid_file = optarg;
+        break;
+    case 'c':
+        o.console_socket = optarg;
+        break;
+    case 'f': {
+        char *end;
+        long n = strtol(optarg, &end, 10);
+        if (*end || n < 0 || n > 1024)
+            return usage_error(cmd, "--preserve-fds: expected a number from 0 to 1024");
+        o.preserve_fds = (int)n;
+        break;
+    }
+    case 'd':
+        detach = true;
+        break;
+    case 'n':
+        o.no_pivot = true;
+        break;
+    case 'k':
+    case 'K':
+        break;
+    PARSE_END(cmd)
+    if (optind + 1 != argc)
+        return usage_error(cmd, "expected one container id");
+    o.id = argv[optind];
+    struct err err = {0};
+    if (!run)
+        return oci_container_create(&o, &err) < 0 ? fail(&err) : 0;
+    int status = 0;
+    if (oci_container_run(&o, detach, &status, &err) < 0)
+        return fail(&err);
+    return status;
+}
+
+static int one_id(int argc, char **argv, const char *cmd, const char **id)
+{
+    if (argc != 2)
+        return usage_error(cmd, "expected one container id");
+    *id = argv[1];
+    return 0;
+}
+
+static int cmd_start(const struct gopts *g, int argc, char **argv)
+{
+    const char *id;
+    int r = one_id(argc, argv, "start", &id);
+    if (r)
+        return r;
+    struct err err = {0};
+    return oci_container_start(g->root, id, &err) < 0 ? fail(&err) : 0;
+}
+
+static int cmd_state(const struct gopts *g, int argc, char **argv)
+{
+    const char *id;
+    int r = one_id(argc, argv, "state", &id);
+    if (r)
+        return r;
+    struct err err = {0};
+    struct oci_state s;
+    if (oci_container_state(g->root, id, &s, &err) < 0)
+        return fail(&err);
+    _cleanup_free_ char *json = NULL;
+    r = oci_state_to_json(&s, &json, &err);
+    oci_state_clear(&s);
+    if (r < 0)
+        return fail(&err);
+    printf("%s\n", json);
+    return 0;
+}
+
+static int cmd_kill(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {{"all", no_argument, NULL, 'a'}, {NULL, 0, NULL, 0}};
+    bool all = false;
+    PARSE_BEGIN(lo, "a")
+    case 'a':
+        all = true;
+        break;
+    PARSE_END("kill")
+    if (optind >= argc || argc - optind > 2)
+        return usage_error("kill", "expected a container id and an optional signal");
+    int sig = SIGTERM;
+    if (argc - optind == 2 && oci_signal_parse(argv[optind + 1], &sig) < 0) {
+        log_error("kill: unknown signal `%s`", argv[optind + 1]);
+        return 1;
+    }
+    struct err err = {0};
+    return oci_container_kill(g->root, argv[optind], sig, all, &err) < 0 ? fail(&err) : 0;
+}
+
+static int cmd_delete(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {{"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
+    bool force = false;
+    PARSE_BEGIN(lo, "f")
+    case 'f':
+        force = true;
+        break;
+    PARSE_END("delete")
+    if (optind + 1 != argc)
+        return usage_error("delete", "expected one container id");
+    struct err err = {0};
+    int r = oci_container_delete(g->root, argv[optind], force, &err);
+    /* `delete --force` of a missing container succeeds, as in runc. */
+    if (r == -ENOENT && force)
+        return 0;
+    return r < 0 ? fail(&err) : 0;
+}
+
+static int cmd_list(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {{"quiet", no_argument, NULL, 'q'},
+                                       {"format", required_argument, NULL, 'f'},
+                                       {NULL, 0, NULL, 0}};
+    bool quiet = false, json = false;
+    PARSE_BEGIN(lo, "qf:")
+    case 'q':
+        quiet = true;
+        break;
+    case 'f':
+        json = strcmp(optarg, "json") == 0;
+        break;
+    PARSE_END("list")
+    struct err err = {0};
+    char **ids;
+    size_t n;
+    if (oci_container_list(g->root, &ids, &n, &err) < 0)
+        return fail(&err);
+    json_t *arr = json ? json_array() : NULL;
+    if (!quiet && !json)
+        printf("%-24s %-8s %-10s %s\n", "ID", "PID", "STATUS", "BUNDLE");
+    for (size_t i = 0; i < n; i++) {
+        struct oci_state s;
+        if (quiet) {
+            printf("%s\n", ids[i]);
+        } else if (oci_container_state(g->root, ids[i], &s, NULL) == 0) {
+            if (json)
+                json_array_append_new(arr, json_pack("{s:s, s:i, s:s, s:s}", "id", s.id, "pid",
+                                                     (int)s.pid, "status",
+                                                     oci_status_name(s.status), "bundle",
+                                                     s.bundle));
+            else
+                printf("%-24s %-8d %-10s %s\n", s.id, (int)s.pid, oci_status_name(s.status),
+                       s.bundle);
+            oci_state_clear(&s);
+        }
+        free(ids[i]);
+    }
+    free(ids);
+    if (json) {
+        char *s = json_dumps(arr, 0);
+        printf("%s\n", s ? s : "[]");
+        free(s);
+        json_decref(arr);
+    }
+    return 0;
+}
+
+static int cmd_pause(const struct gopts *g, int argc, char **argv, bool pause)
+{
+    const char *id;
+    int r = one_id(argc, argv, pause ? "pause" : "resume", &id);
+    if (r)
+        return r;
+    struct err err = {0};
+    return oci_container_pause(g->root, id, pause, &err) < 0 ? fail(&err) : 0;
+}
+
+static int cmd_ps(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {{"format", required_argument, NULL, 'f'},
+                                       {NULL, 0, NULL, 0}};
+    bool json = false;
+    PARSE_BEGIN(lo, "f:")
+    case 'f':
+        json = strcmp(optarg, "json") == 0;
+        break;
+    PARSE_END("ps")
+    if (optind + 1 != argc)
+        return usage_error("ps", "expected one container id");
+    struct err err = {0};
+    pid_t *pids;
+    size_t n;
+    if (oci_container_pids(g->root, argv[optind], &pids, &n, &err) < 0)
+        return fail(&err);
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < n; i++)
+            printf("%s%d", i ? "," : "", (int)pids[i]);
+        printf("]\n");
+    } else {
+        printf("PID\n");
+        for (size_t i = 0; i < n; i++)
+            printf("%d\n", (int)pids[i]);
+    }
+    free(pids);
+    return 0;
+}
+
+static int cmd_update(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {{"resources", required_argument, NULL, 'r'},
+                                       {NULL, 0, NULL, 0}};
+    const char *file = NULL;
+    PARSE_BEGIN(lo, "r:")
+    case 'r':
+        file = optarg;
+        break;
+    PARSE_END("update")
+    if (optind + 1 != argc || !file)
+        return usage_error("update", "expected --resources FILE and one container id");
+    _cleanup_free_ char *data = NULL;
+    int r = read_file_at(AT_FDCWD, strcmp(file, "-") == 0 ? "/dev/stdin" : file, 1 << 20, &data,
+                         NULL);
+    if (r < 0) {
+        log_error("update: --resources `%s`: %s", file, strerror(-r));
+        return 1;
+    }
+    struct err err = {0};
+    return oci_container_update(g->root, argv[optind], data, &err) < 0 ? fail(&err) : 0;
+}
+
+static int cmd_exec(const struct gopts *g, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"process", required_argument, NULL, 'p'}, {"tty", no_argument, NULL, 't'},
+        {"detach", no_argument, NULL, 'd'},        {"pid-file", required_argument, NULL, 'P'},
+        {"console-socket", required_argument, NULL, 'c'},
+        {"cwd", required_argument, NULL, 'w'},     {"env", required_argument, NULL, 'e'},
+        {"user", required_argument, NULL, 'u'},    {"preserve-fds", required_argument, NULL, 'f'},
+        {NULL, 0, NULL, 0},
+    };
+    struct oci_exec_opts o = {.root = g->root};
+    const char *process_file = NULL;
+    char *envs[65] = {NULL};
+    size_t n_env = 0;
+    PARSE_BEGIN(lo, "p:tdu:e:")
+    case 'p':
+        process_file = optarg;
+        break;
+    case 't':
+        o.tty = true;
+        break;
+    case 'd':
+        o.detach = true;
+        break;
+    case 'P':
+        o.pid_file = optarg;
+        break;
+    case 'c':
+        o.console_socket = optarg;
+        break;
+    case 'w':
+        o.cwd = optarg;
+        break;
+    case 'e':
+        if (n_env >= 64)
+            return usage_error("exec", "at most 64 --env");
+        envs[n_env++] = optarg;
+        break;
+    case 'u':
+        o.user = optarg;
+        break;
+    case 'f':
+        o.preserve_fds = atoi(optarg);
+        break;
+    PARSE_END("exec")
+    if (optind >= argc)
+        return usage_error("exec", "expected a container id");
+    o.id = argv[optind++];
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    _cleanup_free_ char *pj = NULL;
+    if (process_file) {
+        int r = read_file_at(AT_FDCWD, process_file, OCI_CONFIG_MAX, &pj, NULL);
+        if (r < 0) {
+            log_error("exec: --process `%s`: %s", process_file, strerror(-r));
+            return 1;
+        }
+        o.process_json = pj;
+    } else if (optind >= argc) {
+        return usage_error("exec", "expected --process FILE or a command");
+    }
+    o.args = argv + optind;
+    o.env = n_env ? envs : NULL;
+    struct err err = {0};
+    int status = 0;
+    if (oci_exec(&o, &status, &err) < 0)
+        return fail(&err);
+    return status;
+}
+
+static int cmd_spec(int argc, char **argv)
+{
+    static const struct option lo[] = {{"rootless", no_argument, NULL, 'r'},
+                                       {"bundle", required_argument, NULL, 'b'},
+                                       {NULL, 0, NULL, 0}};
+    bool rootless = false;
+    const char *bundle = ".";
+    PARSE_BEGIN(lo, "b:")
+    case 'r':
+        rootless = true;
+        break;
+    case 'b':
+        bundle = optarg;
+        break;
+    PARSE_END("spec")
+    json_t *j = oci_spec_default(rootless);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/config.json", bundle);
+    if (access(path, F_OK) == 0) {
+        json_decref(j);
+        log_error("spec: `%s` already exists", path);
+        return 1;
+    }
+    int r = j ? json_dump_file(j, path, JSON_INDENT(2)) : -1;
+    json_decref(j);
+    if (r < 0) {
+        log_error("spec: write `%s` failed", path);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_features(void)
+{
+    json_t *mo = json_array();
+    static const char *const opts[] = {
+        "async", "atime", "bind", "dev", "diratime", "dirsync", "exec", "iversion", "lazytime",
+        "loud", "mand", "noatime", "nodev", "nodiratime", "noexec", "noiversion", "nolazytime",
+        "nomand", "norelatime", "nostrictatime", "nosuid", "private", "rbind", "relatime",
+        "remount", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw", "shared",
+        "silent", "slave", "strictatime", "suid", "sync", "unbindable"};
+    for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+        json_array_append_new(mo, json_string(opts[i]));
+    json_t *ns = json_array();
+    for (int k = 0; k < OCI_NS_COUNT; k++)
+        json_array_append_new(ns, json_string(oci_ns_name(k)));
+    json_t *caps = json_array();
+    for (int c = 0; c < (int)cap_max_bits(); c++) {
+        char *name = cap_to_name((cap_value_t)c);
+        if (name) {
+            for (char *p = name; *p; p++)
+                *p = (char)toupper((unsigned char)*p);
+            json_array_append_new(caps, json_string(name));
+            cap_free(name);
+        }
+    }
+    json_t *j = json_pack(
+        "{s:s, s:s, s:[s,s,s,s,s,s], s:o, s:{s:o, s:o, s:{s:b, s:b, s:b}, s:{s:b}, s:{s:b}, "
+        "s:{s:b}}, s:{s:s}}",
+        "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks", "prestart",
+        "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
+        "mountOptions", mo, "linux", "namespaces", ns, "capabilities", caps, "cgroup", "v1",
+        false, "v2", true, "systemd", false, "seccomp", "enabled", true, "apparmor", "enabled",
+        false, "selinux", "enabled", false, "annotations", "io.kinglet.runtime", "kinglet");
+    char *s = json_dumps(j, JSON_INDENT(2));
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+    return 0;
+}
 
 int oci_cli_main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kinglet oci: not built yet\n");
+    static const struct option lo[] = {
+        {"root", required_argument, NULL, 'r'},
+        {"log", required_argument, NULL, 'l'},
+        {"log-format", required_argument, NULL, 'f'},
+        {"debug", no_argument, NULL, 'd'},
+        {"systemd-cgroup", no_argument, NULL, 's'},
+        {"rootless", required_argument, NULL, 'R'},
+        {NULL, 0, NULL, 0},
+    };
+    struct gopts g = {0};
+    static FILE *logf;
+    PARSE_BEGIN(lo, "")
+    case 'r':
+        g.root = optarg;
+        break;
+    case 'l':
+        logf = fopen(optarg, "ae");
+        if (!logf) {
+            fprintf(stderr, "kinglet oci: --log `%s`: %s\n", optarg, strerror(errno));
+            return 1;
+        }
+        log_set_file(logf);
+        break;
+    case 'f':
+        if (strcmp(optarg, "json") == 0)
+            log_set_json(true);
+        else if (strcmp(optarg, "text") != 0)
+            return usage_error("oci", "--log-format: expected text or json");
+        break;
+    case 'd':
+        log_set_level(LOG_LEVEL_DEBUG);
+        break;
+    case 's':
+    case 'R':
+        break;
+    PARSE_END("oci")
+    if (optind >= argc) {
+        fprintf(stderr,
+                "usage: kinglet oci [--root DIR] [--log FILE] [--log-format text|json] COMMAND\n"
+                "commands: create start state kill delete run exec list ps pause resume update "
+                "features spec\n");
+        return 2;
+    }
+    /* Commands see argv from their own name on. */
+    char **cargv = argv + optind;
+    int cargc = argc - optind;
+    const char *cmd = cargv[0];
+    if (strcmp(cmd, "create") == 0)
+        return cmd_create_run(&g, cargc, cargv, false);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_create_run(&g, cargc, cargv, true);
+    if (strcmp(cmd, "start") == 0)
+        return cmd_start(&g, cargc, cargv);
+    if (strcmp(cmd, "state") == 0)
+        return cmd_state(&g, cargc, cargv);
+    if (strcmp(cmd, "kill") == 0)
+        return cmd_kill(&g, cargc, cargv);
+    if (strcmp(cmd, "delete") == 0)
+        return cmd_delete(&g, cargc, cargv);
+    if (strcmp(cmd, "list") == 0)
+        return cmd_list(&g, cargc, cargv);
+    if (strcmp(cmd, "exec") == 0)
+        return cmd_exec(&g, cargc, cargv);
+    if (strcmp(cmd, "ps") == 0)
+        return cmd_ps(&g, cargc, cargv);
+    if (strcmp(cmd, "pause") == 0)
+        return cmd_pause(&g, cargc, cargv, true);
+    if (strcmp(cmd, "resume") == 0)
+        return cmd_pause(&g, cargc, cargv, false);
+    if (strcmp(cmd, "update") == 0)
+        return cmd_update(&g, cargc, cargv);
+    if (strcmp(cmd, "spec") == 0)
+        return cmd_spec(cargc, cargv);
+    if (strcmp(cmd, "features") == 0)
+        return cmd_features();
+    log_error("oci: unknown command `%s`", cmd);
     return 2;
 }

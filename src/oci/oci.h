@@ -1,5 +1,102 @@
-/* oci: see the module's files for the design. */
+/* oci: the in-tree OCI runtime (runtime-spec 1.2, Linux).
+ *
+ * Usable as a library by the CRI layer and as `kinglet oci ...`. Every call
+ * blocks (forks, mounts, waits): call it from a child process or a worker,
+ * never from the event loop. Containers live in <root>/<id>/ (root defaults
+ * to OCI_ROOT_DEFAULT): state.json, config.json (a copy of the bundle's),
+ * exit.json (written by the monitor, durable), exec.fifo (until start).
+ *
+ * Process tree of one container: the creating process forks the monitor
+ * (a subreaper, detached into its own session); the monitor clones the
+ * container init into the new namespaces; the init sets the container up,
+ * reports back over a socketpair and waits on exec.fifo until `start`. The
+ * monitor outlives the caller, reaps the init, writes exit.json
+ * (write + fsync + rename) and exits.
+ *
+ * Errors: negative errno with an err object whose message names the field
+ * or path at fault. */
 #pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+
+#define OCI_ROOT_DEFAULT "/run/kinglet/oci"
+#define OCI_VERSION "1.2.0"
+
+enum oci_status { OCI_STATUS_CREATING, OCI_STATUS_CREATED, OCI_STATUS_RUNNING,
+                  OCI_STATUS_PAUSED, OCI_STATUS_STOPPED };
+
+struct oci_create_opts {
+    const char *root;           /* NULL: OCI_ROOT_DEFAULT */
+    const char *id;
+    const char *bundle;         /* NULL: current directory */
+    const char *pid_file;       /* NULL: none */
+    const char *console_socket; /* needed when process.terminal is true */
+    int preserve_fds;           /* fds 3..3+n-1 go to the container */
+    bool no_pivot;              /* MS_MOVE + chroot instead of pivot_root */
+};
+
+struct oci_state {
+    char id[256];
+    enum oci_status status;
+    pid_t pid; /* 0 once stopped */
+    char bundle[4096];
+    uint64_t created_ns;
+    /* Set once stopped (from the monitor's exit record). */
+    bool exited;
+    int exit_code;
+    int exit_signal;
+    bool oom_killed;
+    uint64_t started_ns, finished_ns;
+    char *annotations_json; /* malloc'd JSON object or NULL */
+};
+
+/* Creates the container; it waits for oci_container_start(). */
+int oci_container_create(const struct oci_create_opts *opts, struct err *err);
+int oci_container_start(const char *root, const char *id, struct err *err);
+/* create + start; without detach waits and sets *ret_status to the shell
+ * exit status of the container (128+signal when killed), then deletes it. */
+int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_status,
+                      struct err *err);
+int oci_container_state(const char *root, const char *id, struct oci_state *ret,
+                        struct err *err);
+void oci_state_clear(struct oci_state *s);
+/* The OCI state JSON document (malloc'd, NUL-terminated). */
+int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err);
+/* Signal the init, or with all every process of the container. */
+int oci_container_kill(const char *root, const char *id, int sig, bool all, struct err *err);
+/* Removes a stopped (or created) container; force kills a running one.
+ * Idempotent on a missing container only with force. */
+int oci_container_delete(const char *root, const char *id, bool force, struct err *err);
+/* ids in root, malloc'd array of malloc'd strings. */
+int oci_container_list(const char *root, char ***ret, size_t *ret_n, struct err *err);
+int oci_container_pause(const char *root, const char *id, bool pause, struct err *err);
+/* linux.resources JSON text. */
+int oci_container_update(const char *root, const char *id, const char *resources_json,
+                         struct err *err);
+int oci_container_pids(const char *root, const char *id, pid_t **ret, size_t *ret_n,
+                       struct err *err);
+
+struct oci_exec_opts {
+    const char *root;
+    const char *id;
+    const char *process_json; /* a process object (text) or NULL */
+    char *const *args;        /* used when process_json is NULL */
+    bool tty;
+    bool detach;
+    const char *pid_file;
+    const char *console_socket;
+    const char *cwd;          /* overrides, may be NULL */
+    char *const *env;         /* extra KEY=VALUE, NULL-terminated, may be NULL */
+    const char *user;         /* "uid[:gid]" or NULL */
+    int preserve_fds;
+};
+/* Runs a process in the container; without detach waits for it and sets
+ * *ret_status. */
+int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err);
 
 /* `kinglet oci ...` command line; returns the process exit status. */
 int oci_cli_main(int argc, char **argv);

@@ -17,3 +17,7 @@ int oci_seccomp_build(json_t *seccomp, scmp_filter_ctx *ret, struct err *err);
  * (SECCOMP_FILTER_FLAG_LOG, _SPEC_ALLOW, _TSYNC...). Call as the very last
  * step before execve. NULL or JSON null loads nothing. */
 int oci_seccomp_load(json_t *seccomp, struct err *err);
+/* The `linux.seccomp` object of `kinglet oci features` (OCI features.md):
+ * enabled, actions, operators, archs, knownFlags, supportedFlags. NULL on
+ * allocation failure. */
+json_t *oci_seccomp_features(void);

@@ -7,6 +7,39 @@ tests_fuzz_fuzz_grpc_conn_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_grpc_conn_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_grpc_conn_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
 
+# config.json parsers of oci/: the sources under test are compiled into
+# the target so that libFuzzer sees their coverage.
+noinst_PROGRAMS += tests/fuzz/fuzz_seccomp tests/fuzz/fuzz_cgroup_resources
+tests_fuzz_fuzz_seccomp_SOURCES = tests/fuzz/fuzz_seccomp.c src/oci/seccomp.c
+tests_fuzz_fuzz_seccomp_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_seccomp_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_seccomp_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_cgroup_resources_SOURCES = tests/fuzz/fuzz_cgroup_resources.c \
+	src/oci/cgroup_resources.c src/oci/bpf_devices.c src/oci/cgroup.c
+tests_fuzz_fuzz_cgroup_resources_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_cgroup_resources_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_cgroup_resources_LDADD = libkbase.a $(DEP_LIBS)
+
+# oci/spec: config.json and exec's process object.
+noinst_PROGRAMS += tests/fuzz/fuzz_oci_spec
+tests_fuzz_fuzz_oci_spec_SOURCES = tests/fuzz/fuzz_oci_spec.c src/oci/spec.c
+tests_fuzz_fuzz_oci_spec_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_oci_spec_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_oci_spec_LDADD = libkbase.a $(DEP_LIBS)
+
+# src/net: netlink replies and pod CIDRs. The library sources are compiled
+# into each target so that the parsers carry the fuzzer's instrumentation.
+NET_FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined
+noinst_PROGRAMS += tests/fuzz/fuzz_nl_reply tests/fuzz/fuzz_net_cidr
+tests_fuzz_fuzz_nl_reply_SOURCES = tests/fuzz/fuzz_nl_reply.c $(libknet_a_SOURCES)
+tests_fuzz_fuzz_nl_reply_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_nl_reply_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_nl_reply_LDADD = libkbase.a $(DEP_LIBS) -lpthread
+tests_fuzz_fuzz_net_cidr_SOURCES = tests/fuzz/fuzz_net_cidr.c $(libknet_a_SOURCES)
+tests_fuzz_fuzz_net_cidr_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_cidr_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_cidr_LDADD = libkbase.a $(DEP_LIBS) -lpthread
+
 # image: reference parser, manifest/config parser, layer unpacker
 noinst_PROGRAMS += tests/fuzz/fuzz_image_ref tests/fuzz/fuzz_image_manifest \
 	tests/fuzz/fuzz_image_unpack
@@ -20,3 +53,5 @@ tests_fuzz_fuzz_image_unpack_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_image_unpack_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 endif
+EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
+	tests/fuzz/oci_spec_corpus

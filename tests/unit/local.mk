@@ -2,7 +2,7 @@
 # tests/unit/harness.h (each case in its own process with a time limit).
 KUNIT_CFLAGS_ALL = $(AM_CFLAGS) $(DEP_CFLAGS) $(CMOCKA_CFLAGS) -I$(srcdir)/tests/unit
 KUNIT_LIBS_ALL = $(KINGLET_LIBS) $(DEP_LIBS) $(CMOCKA_LIBS)
-EXTRA_DIST += tests/unit/harness.h
+EXTRA_DIST += tests/unit/harness.h tests/unit/failalloc.h
 
 check_PROGRAMS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
 TESTS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
@@ -13,6 +13,26 @@ tests_unit_test_config_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_config_LDADD = $(KUNIT_LIBS_ALL)
 tests_unit_test_cri_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_cri_LDADD = $(KUNIT_LIBS_ALL)
+
+# oci/cgroup and oci/seccomp.
+check_PROGRAMS += tests/unit/test_cgroup tests/unit/test_seccomp
+TESTS += tests/unit/test_cgroup tests/unit/test_seccomp
+tests_unit_test_cgroup_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL)
+tests_unit_test_seccomp_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_seccomp_LDADD = $(KUNIT_LIBS_ALL)
+
+# oci: the spec parser and the executor's pure helpers.
+check_PROGRAMS += tests/unit/test_oci
+TESTS += tests/unit/test_oci
+tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_oci_LDADD = $(KUNIT_LIBS_ALL)
+
+# net: IPAM, netlink messages, nftables text.
+check_PROGRAMS += tests/unit/test_net
+TESTS += tests/unit/test_net
+tests_unit_test_net_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_net_LDADD = libknet.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS) -lpthread
 
 # image: references, manifests, platform selection, configs, endpoints.
 # Links only what it uses (libkproto is not needed).

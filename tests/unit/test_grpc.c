@@ -88,8 +88,8 @@ static void status_names(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(frame_peek),      cmocka_unit_test(frame_header_roundtrip),
-    cmocka_unit_test(timeout_units),   cmocka_unit_test(message_encoding),
+    cmocka_unit_test(frame_peek),    cmocka_unit_test(frame_header_roundtrip),
+    cmocka_unit_test(timeout_units), cmocka_unit_test(message_encoding),
     cmocka_unit_test(status_names),
 };
 UNIT_MAIN(tests)

@@ -1,0 +1,422 @@
+/* net/ipam: pod address allocation.
+ *
+ * The pure part (subnet parsing and arithmetic) has no I/O. Leases are files
+ * in <dir>/<subnet>/ named by the address ("10.88.0.7", "fd00:88::7"), each
+ * holding the pod id and optional flags. A lease is taken by linking a
+ * complete file to the address's name (link fails with EEXIST like
+ * O_CREAT|O_EXCL): the file system is the lock, so allocators in different
+ * threads or processes can never take the same address, and after
+ * a restart the directory itself is the state — nothing to recover but to
+ * read it. <dir>/<subnet>/.last remembers the last address handed out so
+ * allocation goes round the pool instead of reusing a just-released address
+ * (whose conntrack entries and ARP caches may still be around).
+ *
+ * Leases are not fsynced: they describe pods whose network namespaces do not
+ * outlive a machine crash either, and a daemon crash keeps the page cache. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "net/internal.h"
+
+typedef unsigned __int128 u128;
+
+static u128 addr_to_u128(int family, const uint8_t a[16])
+{
+    u128 v = 0;
+    size_t n = family == AF_INET ? 4 : 16;
+    for (size_t i = 0; i < n; i++)
+        v = (v << 8) | a[i];
+    return v;
+}
+
+static void u128_to_addr(int family, u128 v, uint8_t a[16])
+{
+    size_t n = family == AF_INET ? 4 : 16;
+    memset(a, 0, 16);
+    for (size_t i = n; i-- > 0;) {
+        a[i] = (uint8_t)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static unsigned bits(int family) { return family == AF_INET ? 32 : 128; }
+
+int net_addr_parse(const char *s, int *ret_family, uint8_t ret[16])
+{
+    if (!s)
+        return -EINVAL;
+    memset(ret, 0, 16);
+    if (inet_pton(AF_INET, s, ret) == 1) {
+        *ret_family = AF_INET;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, s, ret) == 1) {
+        *ret_family = AF_INET6;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+void net_addr_format(int family, const uint8_t addr[16], char *buf, size_t size)
+{
+    if (!inet_ntop(family, addr, buf, (socklen_t)size) && size)
+        buf[0] = '\0';
+}
+
+int net_subnet_parse(const char *s, struct net_subnet *ret)
+{
+    char tmp[NET_SUBNET_STRLEN + 8];
+    if (!s || strnlen(s, sizeof(tmp)) >= sizeof(tmp))
+        return -EINVAL;
+    memcpy(tmp, s, strlen(s) + 1);
+    char *slash = strchr(tmp, '/');
+    if (!slash || !slash[1] || strlen(slash + 1) > 3)
+        return -EINVAL;
+    *slash = '\0';
+    unsigned prefix = 0;
+    for (const char *c = slash + 1; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return -EINVAL;
+        prefix = prefix * 10 + (unsigned)(*c - '0');
+    }
+    struct net_subnet sn = {0};
+    if (net_addr_parse(tmp, &sn.family, sn.addr) < 0)
+        return -EINVAL;
+    unsigned max = sn.family == AF_INET ? 30 : 126;
+    if (prefix < 8 || prefix > max)
+        return -EINVAL;
+    sn.prefix = prefix;
+    unsigned n = bits(sn.family);
+    u128 v = addr_to_u128(sn.family, sn.addr);
+    u128 hostmask = (((u128)1) << (n - prefix)) - 1;
+    u128_to_addr(sn.family, v & ~hostmask, sn.addr);
+    *ret = sn;
+    return 0;
+}
+
+void net_subnet_format(const struct net_subnet *s, char *buf, size_t size)
+{
+    char a[INET6_ADDRSTRLEN];
+    net_addr_format(s->family, s->addr, a, sizeof(a));
+    snprintf(buf, size, "%s/%u", a, s->prefix);
+}
+
+void net_subnet_gateway(const struct net_subnet *s, uint8_t ret[16])
+{
+    u128_to_addr(s->family, addr_to_u128(s->family, s->addr) + 1, ret);
+}
+
+uint64_t net_subnet_pool_size(const struct net_subnet *s)
+{
+    unsigned hostbits = bits(s->family) - s->prefix;
+    if (hostbits >= 64)
+        return UINT64_MAX; /* more than anyone can allocate */
+    return (((uint64_t)1) << hostbits) - 3;
+}
+
+void net_subnet_pool_addr(const struct net_subnet *s, uint64_t n, uint8_t ret[16])
+{
+    u128_to_addr(s->family, addr_to_u128(s->family, s->addr) + 2 + n, ret);
+}
+
+bool net_subnet_contains(const struct net_subnet *s, const uint8_t addr[16])
+{
+    unsigned hostbits = bits(s->family) - s->prefix;
+    u128 mask = ~((((u128)1) << hostbits) - 1);
+    return (addr_to_u128(s->family, addr) & mask) == addr_to_u128(s->family, s->addr);
+}
+
+int64_t net_subnet_pool_index(const struct net_subnet *s, const uint8_t addr[16])
+{
+    if (!net_subnet_contains(s, addr))
+        return -1;
+    u128 off = addr_to_u128(s->family, addr) - addr_to_u128(s->family, s->addr);
+    if (off < 2)
+        return -1;
+    off -= 2;
+    if (off >= net_subnet_pool_size(s) || off > INT64_MAX)
+        return -1;
+    return (int64_t)off;
+}
+
+/* ---- leases on disk ----------------------------------------------------- */
+
+#define LEASE_MAX 512
+#define LAST_FILE ".last"
+
+/* "10.88.0.0/16" -> "10.88.0.0-16" (a directory name). */
+static void subnet_dirname(const struct net_subnet *s, char *buf, size_t size)
+{
+    net_subnet_format(s, buf, size);
+    char *slash = strchr(buf, '/');
+    if (slash)
+        *slash = '-';
+}
+
+static int open_subnet_dir(const char *dir, const struct net_subnet *s, bool create,
+                           struct err *err)
+{
+    char sub[NET_SUBNET_STRLEN];
+    subnet_dirname(s, sub, sizeof(sub));
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, sub) >= (int)sizeof(path))
+        return err_set(err, ENAMETOOLONG, "IPAM directory `%s`", dir);
+    if (create) {
+        int r = mkdir_p(path, 0700);
+        if (r < 0)
+            return err_set(err, r, "create IPAM directory `%s`", path);
+    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errno, "open IPAM directory `%s`", path);
+    return fd;
+}
+
+static uint64_t read_last(int dfd, const struct net_subnet *s)
+{
+    _cleanup_free_ char *data = NULL;
+    if (read_file_at(dfd, LAST_FILE, 64, &data, NULL) < 0)
+        return 0;
+    data[strcspn(data, "\n")] = '\0';
+    int fam;
+    uint8_t a[16];
+    if (net_addr_parse(data, &fam, a) < 0 || fam != s->family)
+        return 0;
+    int64_t idx = net_subnet_pool_index(s, a);
+    if (idx < 0)
+        return 0;
+    return (uint64_t)idx + 1;
+}
+
+static void write_last(int dfd, const char *addr)
+{
+    /* A hint only: no fsync, and a torn or lost write costs nothing. */
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), LAST_FILE ".%d.%ld", (int)getpid(), (long)gettid());
+    _cleanup_close_ int fd =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    size_t len = strlen(addr);
+    if (write(fd, addr, len) != (ssize_t)len || renameat(dfd, tmp, dfd, LAST_FILE) < 0)
+        unlinkat(dfd, tmp, 0);
+}
+
+int net_ipam_alloc(const char *dir, const struct net_subnet *s, const char *pod_id,
+                   const char *flags, uint8_t ret_addr[16], struct err *err)
+{
+    if (!net_pod_id_valid(pod_id))
+        return err_set(err, EINVAL, "invalid pod id");
+    _cleanup_close_ int dfd = open_subnet_dir(dir, s, true, err);
+    if (dfd < 0)
+        return dfd;
+    char content[LEASE_MAX];
+    int clen = snprintf(content, sizeof(content), "%s\n%s%s", pod_id, flags ? flags : "",
+                        flags ? "\n" : "");
+    if (clen < 0 || clen >= (int)sizeof(content))
+        return err_set(err, EINVAL, "lease too long");
+    /* The lease is written complete under a private name first and then
+     * linked to the address's name: link() fails with EEXIST when the address
+     * is taken, so the claim stays atomic and a crash never leaves an empty
+     * lease that nobody owns. */
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), ".tmp.%d.%ld", (int)getpid(), (long)gettid());
+    _cleanup_close_ int fd =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return err_set(err, errno, "create lease");
+    if (write(fd, content, (size_t)clen) != clen) {
+        int e = errno ? errno : EIO;
+        unlinkat(dfd, tmp, 0);
+        return err_set(err, e, "write lease");
+    }
+    uint64_t size = net_subnet_pool_size(s);
+    uint64_t start = read_last(dfd, s);
+    if (start >= size)
+        start = 0;
+    /* Bounded by the pool: every address is tried at most once. */
+    for (uint64_t i = 0; i < size; i++) {
+        uint64_t n = start + i;
+        if (n >= size || n < start)
+            n -= size;
+        uint8_t a[16];
+        char name[INET6_ADDRSTRLEN];
+        net_subnet_pool_addr(s, n, a);
+        net_addr_format(s->family, a, name, sizeof(name));
+        if (linkat(dfd, tmp, dfd, name, 0) < 0) {
+            if (errno == EEXIST)
+                continue;
+            int e = errno;
+            unlinkat(dfd, tmp, 0);
+            return err_set(err, e, "create lease `%s`", name);
+        }
+        unlinkat(dfd, tmp, 0);
+        write_last(dfd, name);
+        memcpy(ret_addr, a, 16);
+        return 0;
+    }
+    unlinkat(dfd, tmp, 0);
+    char sub[NET_SUBNET_STRLEN];
+    net_subnet_format(s, sub, sizeof(sub));
+    return err_set(err, ENOSPC, "no free address in pod subnet %s (all %llu addresses leased)", sub,
+                   (unsigned long long)size);
+}
+
+int net_ipam_release_addr(const char *dir, const struct net_subnet *s, const uint8_t addr[16],
+                          struct err *err)
+{
+    _cleanup_close_ int dfd = open_subnet_dir(dir, s, false, err);
+    if (dfd == -ENOENT) {
+        err_clear(err);
+        return 0;
+    }
+    if (dfd < 0)
+        return dfd;
+    char name[INET6_ADDRSTRLEN];
+    net_addr_format(s->family, addr, name, sizeof(name));
+    if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+        return err_set(err, errno, "release lease `%s`", name);
+    return 0;
+}
+
+/* Reads one lease file; 0 with ret filled, -ENOENT gone, -EBADMSG garbage. */
+static int lease_read(int dfd, const char *name, int family, struct net_ipam_lease *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    int fam;
+    if (net_addr_parse(name, &fam, ret->addr) < 0 || fam != family)
+        return -EBADMSG;
+    ret->family = fam;
+    _cleanup_free_ char *data = NULL;
+    int r = read_file_at(dfd, name, LEASE_MAX, &data, NULL);
+    if (r < 0)
+        return r;
+    char *nl = strchr(data, '\n');
+    if (!nl)
+        return -EBADMSG;
+    *nl = '\0';
+    if (!net_pod_id_valid(data))
+        return -EBADMSG;
+    snprintf(ret->pod_id, sizeof(ret->pod_id), "%s", data);
+    for (char *line = nl + 1; *line;) {
+        char *end = strchrnul(line, '\n');
+        if ((size_t)(end - line) == strlen(NET_IPAM_HOSTPORTS_FLAG) &&
+            !strncmp(line, NET_IPAM_HOSTPORTS_FLAG, (size_t)(end - line)))
+            ret->hostports = true;
+        line = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* Calls fn for each lease in every subnet directory under dir. */
+static int lease_walk(const char *dir,
+                      int (*fn)(int dfd, const char *name, const struct net_ipam_lease *l,
+                                void *data),
+                      void *data, struct err *err)
+{
+    _cleanup_close_ int top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(err, errno, "open IPAM directory `%s`", dir);
+    }
+    DIR *d = fdopendir(top);
+    if (!d)
+        return err_set(err, errno, "read IPAM directory `%s`", dir);
+    top = -1;
+    int r = 0;
+    struct dirent *de;
+    while (r >= 0 && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sn_text[NET_SUBNET_STRLEN + 8];
+        size_t nlen = strnlen(de->d_name, sizeof(sn_text));
+        if (nlen >= sizeof(sn_text))
+            continue;
+        memcpy(sn_text, de->d_name, nlen + 1);
+        char *dash = strrchr(sn_text, '-');
+        if (!dash)
+            continue;
+        *dash = '/';
+        struct net_subnet sn;
+        if (net_subnet_parse(sn_text, &sn) < 0)
+            continue;
+        int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (sfd < 0)
+            continue;
+        DIR *sd = fdopendir(sfd);
+        if (!sd) {
+            close(sfd);
+            continue;
+        }
+        struct dirent *le;
+        while (r >= 0 && (le = readdir(sd))) {
+            if (le->d_name[0] == '.')
+                continue;
+            struct net_ipam_lease l;
+            if (lease_read(dirfd(sd), le->d_name, sn.family, &l) < 0 ||
+                !net_subnet_contains(&sn, l.addr))
+                continue; /* vanished meanwhile, or not a lease */
+            l.prefix = sn.prefix;
+            r = fn(dirfd(sd), le->d_name, &l, data);
+        }
+        closedir(sd);
+    }
+    closedir(d);
+    if (r < 0)
+        return err_set(err, r, "IPAM directory `%s`", dir);
+    return 0;
+}
+
+struct list_ctx {
+    struct net_ipam_lease *v;
+    size_t n, cap;
+};
+
+static int list_cb(int dfd, const char *name, const struct net_ipam_lease *l, void *data)
+{
+    struct list_ctx *c = data;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct net_ipam_lease *v = realloc(c->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = *l;
+    return 0;
+}
+
+int net_ipam_list(const char *dir, struct net_ipam_lease **ret, size_t *ret_n, struct err *err)
+{
+    struct list_ctx c = {0};
+    int r = lease_walk(dir, list_cb, &c, err);
+    if (r < 0) {
+        free(c.v);
+        return r;
+    }
+    *ret = c.v;
+    *ret_n = c.n;
+    return 0;
+}
+
+static int release_cb(int dfd, const char *name, const struct net_ipam_lease *l, void *data)
+{
+    if (strcmp(l->pod_id, data) != 0)
+        return 0;
+    if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+int net_ipam_release(const char *dir, const char *pod_id, struct err *err)
+{
+    if (!net_pod_id_valid(pod_id))
+        return err_set(err, EINVAL, "invalid pod id");
+    return lease_walk(dir, release_cb, (void *)pod_id, err);
+}

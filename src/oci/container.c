@@ -1,0 +1,927 @@
+/* oci/container: the lifecycle operations (create, start, run, state,
+ * kill, delete, list, pause, update, pids) over the state directory.
+ *
+ * create: the caller parses the spec, makes <root>/<id>/ (mkdir is the
+ * lock: a second create of the same id fails there), the cgroup and
+ * exec.fifo, then forks the monitor, which clones the init straight into
+ * the cgroup (clone3 CLONE_INTO_CGROUP) and the new namespaces. The caller
+ * serves the init's sync requests (id maps, runtime hooks) and writes
+ * state.json once the init is READY. Any failure kills what was started
+ * and removes the directory and the cgroup. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "oci/cgroup.h"
+#include "oci/internal.h"
+
+static const char *root_or_default(const char *root) { return root ? root : OCI_ROOT_DEFAULT; }
+
+static void cgroup_freep(struct oci_cgroup **cg) { oci_cgroup_free(*cg); }
+
+static char *state_json_for_hooks(const char *id, const char *status, pid_t pid,
+                                  const char *bundle, json_t *annotations)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:s}", "ociVersion", OCI_VERSION, "id", id,
+                          "status", status, "pid", (int)pid, "bundle", bundle);
+    if (!j)
+        return NULL;
+    if (annotations)
+        json_object_set(j, "annotations", annotations);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+static int connect_console(const char *path, struct err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return err_set(err, ENAMETOOLONG, "--console-socket `%s`", path);
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return err_set(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        return err_set(err, e, "--console-socket `%s`", path);
+    }
+    return fd;
+}
+
+static int write_pid_file(const char *path, pid_t pid, struct err *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d", (int)pid);
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return err_set(err, ENAMETOOLONG, "--pid-file `%s`", path);
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, buf, (size_t)n) != n || rename(tmp, path) < 0)
+        return err_set(err, errno ? errno : EIO, "--pid-file `%s`", path);
+    return 0;
+}
+
+static pid_t clone3_into(uint64_t flags, int cgroup_fd)
+{
+    struct clone_args ca = {.flags = flags, .exit_signal = SIGCHLD};
+    if (cgroup_fd >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)cgroup_fd;
+    }
+    long r = syscall(SYS_clone3, &ca, sizeof(ca));
+    if (r < 0 && errno == EBUSY && cgroup_fd >= 0) {
+        /* A cgroup with controllers in "domain invalid" state and the
+         * like: fall back to moving the process afterwards. */
+        ca.flags &= ~CLONE_INTO_CGROUP;
+        r = syscall(SYS_clone3, &ca, sizeof(ca));
+    }
+    return (pid_t)r;
+}
+
+/* Waits until pid (not our child) is gone, up to timeout_ms. */
+static int wait_gone(pid_t pid, uint64_t start, int timeout_ms)
+{
+    int fd = oci_pidfd_open(pid);
+    if (fd < 0)
+        return 0;
+    uint64_t st;
+    if (oci_proc_start_time(pid, &st, NULL) < 0 || st != start) {
+        close(fd);
+        return 0;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    close(fd);
+    return r > 0 ? 0 : -ETIMEDOUT;
+}
+
+struct create_ctx {
+    struct oci_spec *spec;
+    struct oci_cgroup *cg;
+    int rootfd, dirfd;
+    pid_t init, monitor;
+    int sync_fd, mon_fd;
+    bool dir_made;
+};
+
+static void create_abort(struct create_ctx *c, const char *id)
+{
+    if (c->init > 0)
+        kill(c->init, SIGKILL);
+    if (c->monitor > 0) {
+        /* The monitor is our child until we exit: reap it. */
+        waitpid(c->monitor, NULL, 0);
+    }
+    if (c->cg) {
+        oci_cgroup_kill(c->cg, SIGKILL, NULL);
+        oci_cgroup_destroy(c->cg, NULL);
+    }
+    if (c->dir_made)
+        oci_rm_rf_at(c->rootfd, id);
+}
+
+static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_create_opts *o,
+                                    int init_sync, int fifo_fd, int console_fd, bool run)
+{
+    const struct oci_spec *spec = c->spec;
+    close(c->sync_fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    setsid();
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    /* The init resolves relative bind sources from the bundle; chdir here,
+     * where the host's permissions still apply to us. */
+    if (chdir(o->bundle) < 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "bundle: %s", strerror(errno));
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
+        _exit(1);
+    }
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) < 0) {
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "pipe");
+        _exit(1);
+    }
+    bool joined_user = spec->ns[OCI_NS_USER].enabled && spec->ns[OCI_NS_USER].path;
+    uint64_t flags = 0;
+    for (int k = 0; k < OCI_NS_COUNT; k++) {
+        if (!spec->ns[k].enabled)
+            continue;
+        if (spec->ns[k].path) {
+            if (k == OCI_NS_PID) {
+                struct err err = {0};
+                int fd = oci_ns_open_path(spec->ns[k].path, k, &err);
+                if (fd < 0 || setns(fd, CLONE_NEWPID) < 0) {
+                    if (fd >= 0)
+                        err_set(&err, errno, "`linux.namespaces`: join pid namespace `%s`",
+                                spec->ns[k].path);
+                    oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, err.code, err.msg);
+                    _exit(1);
+                }
+                close(fd);
+            }
+            continue;
+        }
+        if (joined_user && k != OCI_NS_PID)
+            continue;
+        /* A new time namespace is unshared by the init, which writes its
+         * offsets before anything enters it (at execve). */
+        if (k == OCI_NS_TIME)
+            continue;
+        flags |= (uint64_t)oci_ns_clone_flag(k);
+    }
+    int cgfd = c->cg ? oci_cgroup_fd(c->cg) : -1;
+    pid_t pid = clone3_into(flags, cgfd);
+    if (pid == 0) {
+        close(c->mon_fd);
+        close(ep[0]);
+        struct oci_init_args a = {
+            .spec = spec,
+            .id = o->id,
+            .bundle = spec->json ? o->bundle : ".",
+            .sync_fd = init_sync,
+            .fifo_fd = fifo_fd,
+            .console_fd = console_fd,
+            .exec_fd = ep[1],
+            .preserve_fds = o->preserve_fds,
+            .joined_userns = joined_user,
+            .no_pivot = o->no_pivot,
+        };
+        oci_init_main(&a);
+    }
+    if (pid < 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "clone the container init: %s", strerror(errno));
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
+        _exit(1);
+    }
+    if (c->cg && cgfd < 0)
+        oci_cgroup_enter(c->cg, pid, NULL);
+    close(ep[1]);
+    close(init_sync);
+    if (fifo_fd >= 0)
+        close(fifo_fd);
+    if (console_fd >= 0)
+        close(console_fd);
+    oci_sync_send(c->mon_fd, OCI_SYNC_PID, pid, NULL);
+    /* The container has our stdio; we keep none of it. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (null > 2)
+            close(null);
+    }
+    /* Only the state dir, the report socket and the exec pipe stay. */
+    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    struct oci_monitor_args ma = {
+        .dirfd = c->dirfd,
+        .init = pid,
+        .report_fd = run ? c->mon_fd : -1,
+        .exec_fd = ep[0],
+        .cgroup_path = c->cg ? oci_cgroup_path(c->cg) : NULL,
+    };
+    if (!run)
+        close(c->mon_fd);
+    oci_monitor_main(&ma);
+}
+
+/* For each idmap mount, a detached copy of the source tree idmapped to the
+ * container's user namespace, handed to the init to attach. */
+static int send_idmapped_trees(struct create_ctx *c, struct err *err)
+{
+    _cleanup_close_ int userns = -1;
+    for (size_t i = 0; i < c->spec->n_mounts; i++) {
+        const struct oci_mount *m = &c->spec->mounts[i];
+        if (!m->idmap)
+            continue;
+        if (userns < 0) {
+            char p[64];
+            snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)c->init);
+            userns = open(p, O_RDONLY | O_CLOEXEC);
+            if (userns < 0)
+                return err_set(err, errno, "open the container's user namespace");
+        }
+        bool rec = m->flags & MS_REC;
+        _cleanup_close_ int tree =
+            open_tree(AT_FDCWD, m->source ? m->source : "",
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+        if (tree < 0)
+            return err_set(err, errno, "`mounts[%zu].source`: `%s`", i, m->source ? m->source : "");
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (mount_setattr(tree, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &attr,
+                          sizeof(attr)) < 0)
+            return err_set(err, errno, "`mounts[%zu]`: idmap `%s` (does its filesystem support "
+                           "idmapped mounts?)", i, m->source);
+        int r = oci_sync_send_fd(c->sync_fd, OCI_SYNC_IDMAP, (int)i, tree);
+        if (r < 0)
+            return err_set(err, r, "send the idmapped tree");
+    }
+    return 0;
+}
+
+static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, const char *bundle,
+                      struct err *err)
+{
+    for (;;) {
+        struct oci_sync_msg m;
+        int r = oci_sync_recv(c->sync_fd, &m, -1);
+        if (r < 0)
+            return err_set(err, r == -EPIPE ? ECHILD : r, "the container init exited during setup");
+        switch (m.type) {
+        case OCI_SYNC_USERMAP:
+            if ((r = oci_idmap_write(c->init, c->spec, err)) < 0 ||
+                (r = send_idmapped_trees(c, err)) < 0) {
+                oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
+                return r;
+            }
+            oci_sync_send(c->sync_fd, OCI_SYNC_ACK, 0, NULL);
+            break;
+        case OCI_SYNC_HOOKS: {
+            const struct oci_hooks *h = &c->spec->hooks;
+            if (h->n[OCI_HOOK_PRESTART] || h->n[OCI_HOOK_CREATE_RUNTIME]) {
+                _cleanup_free_ char *st = state_json_for_hooks(o->id, "creating", c->init, bundle,
+                                                               c->spec->annotations);
+                if (!st)
+                    return err_set(err, ENOMEM, "hook state");
+                r = oci_hooks_run(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
+                                  "prestart", err);
+                if (r == 0)
+                    r = oci_hooks_run(h->list[OCI_HOOK_CREATE_RUNTIME],
+                                      h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime", err);
+                if (r < 0) {
+                    oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
+                    return r;
+                }
+            }
+            oci_sync_send(c->sync_fd, OCI_SYNC_ACK, c->init, NULL);
+            break;
+        }
+        case OCI_SYNC_READY:
+            return 0;
+        case OCI_SYNC_ERROR:
+            return err_set(err, m.value ? m.value : EIO, "%s", m.text);
+        default:
+            return err_set(err, EPROTO, "unexpected message %d from the container init", m.type);
+        }
+    }
+}
+
+static int container_create(const struct oci_create_opts *o, bool run, int *ret_mon_fd,
+                            pid_t *ret_init, struct err *err)
+{
+    const char *root = root_or_default(o->root);
+    int r = oci_id_validate(o->id, err);
+    if (r < 0)
+        return r;
+    char bundle[PATH_MAX];
+    if (!realpath(o->bundle ? o->bundle : ".", bundle))
+        return err_set(err, errno, "bundle `%s`", o->bundle ? o->bundle : ".");
+    struct oci_create_opts opts = *o;
+    opts.bundle = bundle;
+
+    struct create_ctx c = {.rootfd = -1, .dirfd = -1, .sync_fd = -1, .mon_fd = -1};
+    _cleanup_free_ char *raw = NULL;
+    size_t raw_len = 0;
+    if ((r = oci_spec_load(bundle, &c.spec, &raw, &raw_len, err)) < 0)
+        return r;
+    _cleanup_(oci_spec_freep) _unused_ struct oci_spec *spec_owner = c.spec;
+    if (!c.spec->has_process)
+        return err_set(err, EINVAL, "`process`: missing");
+    if (c.spec->process.terminal && !o->console_socket)
+        return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
+    oci_process_clamp_oom(&c.spec->process);
+    log_debug("create `%s`: spec loaded", o->id);
+
+    if ((r = mkdir_p(root, 0700)) < 0)
+        return err_set(err, r, "--root `%s`", root);
+    _cleanup_close_ int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        return err_set(err, errno, "--root `%s`", root);
+    c.rootfd = rootfd;
+    if (mkdirat(rootfd, o->id, 0700) < 0) {
+        if (errno == EEXIST)
+            return err_set(err, EEXIST, "container `%s` already exists", o->id);
+        return err_set(err, errno, "create `%s/%s`", root, o->id);
+    }
+    c.dir_made = true;
+    _cleanup_close_ int dirfd = openat(rootfd, o->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int fifo_fd = -1, console_fd = -1, init_sync = -1;
+    _cleanup_close_ int sync_fd = -1, mon_fd = -1, mon_child = -1;
+    _cleanup_(cgroup_freep) struct oci_cgroup *cg = NULL;
+    if (dirfd < 0) {
+        r = err_set(err, errno, "open `%s/%s`", root, o->id);
+        goto fail;
+    }
+    c.dirfd = dirfd;
+    {
+        _cleanup_close_ int cfd =
+            openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (cfd < 0 || write(cfd, raw, raw_len) != (ssize_t)raw_len) {
+            r = err_set(err, errno ? errno : EIO, "write the config copy");
+            goto fail;
+        }
+    }
+    {
+        /* The nodes of linux.devices must get through the device program
+         * (deny by default), as runc allows them. */
+        json_t *linux_devices = json_object_get(json_object_get(c.spec->json, "linux"), "devices");
+        json_t *res = NULL;
+        if ((r = oci_cgroup_resources_with_devices(c.spec->resources, linux_devices, &res, err)) <
+            0)
+            goto fail;
+        r = oci_cgroup_create(c.spec->cgroups_path, o->id, res, &cg, err);
+        json_decref(res);
+        if (r < 0) {
+            err_wrap(err, "`linux.cgroupsPath`");
+            goto fail;
+        }
+    }
+    c.cg = cg;
+    log_debug("create `%s`: cgroup `%s` ready", o->id, cg ? oci_cgroup_path(cg) : "");
+    if (!run) {
+        if (mkfifoat(dirfd, "exec.fifo", 0600) < 0 ||
+            (fifo_fd = openat(dirfd, "exec.fifo", O_RDWR | O_CLOEXEC)) < 0) {
+            r = err_set(err, errno, "create exec.fifo");
+            goto fail;
+        }
+    }
+    if (o->console_socket && (console_fd = connect_console(o->console_socket, err)) < 0) {
+        r = console_fd;
+        goto fail;
+    }
+    int sp[2], mp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        r = err_set(err, errno, "socketpair");
+        goto fail;
+    }
+    sync_fd = sp[0];
+    init_sync = sp[1];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, mp) < 0) {
+        r = err_set(err, errno, "socketpair");
+        goto fail;
+    }
+    mon_fd = mp[0];
+    mon_child = mp[1];
+    c.sync_fd = sync_fd;
+    c.mon_fd = mon_child;
+    pid_t mon = fork();
+    if (mon < 0) {
+        r = err_set(err, errno, "fork the monitor");
+        goto fail;
+    }
+    if (mon == 0) {
+        close(mon_fd);
+        monitor_child(&c, &opts, init_sync, fifo_fd, console_fd, run);
+    }
+    c.monitor = mon;
+    close(TAKE_FD(mon_child));
+    close(TAKE_FD(init_sync));
+    if (fifo_fd >= 0)
+        close(TAKE_FD(fifo_fd));
+    if (console_fd >= 0)
+        close(TAKE_FD(console_fd));
+    c.mon_fd = mon_fd;
+
+    struct oci_sync_msg m;
+    if ((r = oci_sync_recv(mon_fd, &m, -1)) < 0) {
+        r = err_set(err, r, "the monitor exited");
+        goto fail;
+    }
+    if (m.type == OCI_SYNC_ERROR) {
+        r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
+        goto fail;
+    }
+    c.init = m.value;
+    log_debug("create `%s`: init pid %d cloned", o->id, (int)c.init);
+    if ((r = serve_init(&c, &opts, bundle, err)) < 0)
+        goto fail;
+
+    log_debug("create `%s`: init ready", o->id);
+    struct oci_record rec = {.pid = c.init, .monitor = mon, .created_ns = now_real_ns()};
+    snprintf(rec.id, sizeof(rec.id), "%s", o->id);
+    snprintf(rec.bundle, sizeof(rec.bundle), "%s", bundle);
+    if (cg)
+        snprintf(rec.cgroup, sizeof(rec.cgroup), "%s", oci_cgroup_path(cg));
+    oci_proc_start_time(c.init, &rec.pid_start, NULL);
+    oci_proc_start_time(mon, &rec.monitor_start, NULL);
+    if (c.spec->annotations && json_object_size(c.spec->annotations))
+        rec.annotations_json = json_dumps(c.spec->annotations, JSON_COMPACT);
+    r = oci_record_write(dirfd, &rec, err);
+    oci_record_clear(&rec);
+    if (r < 0)
+        goto fail;
+    if (o->pid_file && (r = write_pid_file(o->pid_file, c.init, err)) < 0)
+        goto fail;
+    if (run) {
+        oci_sync_send(sync_fd, OCI_SYNC_ACK, 0, NULL);
+        *ret_mon_fd = TAKE_FD(mon_fd);
+    }
+    if (ret_init)
+        *ret_init = c.init;
+    return 0;
+
+fail:
+    create_abort(&c, o->id);
+    return r;
+}
+
+int oci_container_create(const struct oci_create_opts *opts, struct err *err)
+{
+    int r = container_create(opts, false, NULL, NULL, err);
+    if (r < 0)
+        return err_wrap(err, "create container `%s`", opts->id);
+    return 0;
+}
+
+static int run_poststart(int dirfd, const struct oci_record *rec, struct err *err)
+{
+    _cleanup_free_ char *raw = NULL;
+    size_t len;
+    if (read_file_at(dirfd, "config.json", OCI_CONFIG_MAX, &raw, &len) < 0)
+        return 0;
+    /* Parse only when there is something to run: start stays cheap. */
+    if (!strstr(raw, "\"poststart\""))
+        return 0;
+    _cleanup_(oci_spec_freep) struct oci_spec *spec = NULL;
+    if (oci_spec_parse(raw, len, rec->bundle, &spec, err) < 0)
+        return -EINVAL;
+    _cleanup_free_ char *st = state_json_for_hooks(rec->id, "running", rec->pid, rec->bundle,
+                                                   spec->annotations);
+    if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTART], spec->hooks.n[OCI_HOOK_POSTSTART], st,
+                      "poststart", err) < 0)
+        log_warn("container `%s`: %s", rec->id, err->msg);
+    return 0;
+}
+
+static int start_locked(int dirfd, const char *id, struct err *err)
+{
+    struct oci_record rec;
+    int r = oci_record_read(dirfd, &rec, err);
+    if (r < 0)
+        return r;
+    enum oci_status st = oci_status_get(dirfd, &rec);
+    if (st != OCI_STATUS_CREATED) {
+        oci_record_clear(&rec);
+        return err_set(err, EINVAL, "container `%s` is %s, not created", id, oci_status_name(st));
+    }
+    int fd = openat(dirfd, "exec.fifo", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        r = err_set(err, errno == ENXIO ? ESRCH : errno, "container `%s`: the init is gone", id);
+        oci_record_clear(&rec);
+        return r;
+    }
+    ssize_t n = write(fd, "0", 1);
+    int e = errno;
+    close(fd);
+    unlinkat(dirfd, "exec.fifo", 0);
+    if (n != 1) {
+        oci_record_clear(&rec);
+        return err_set(err, e, "container `%s`: start", id);
+    }
+    run_poststart(dirfd, &rec, err);
+    oci_record_clear(&rec);
+    return 0;
+}
+
+int oci_container_start(const char *root, const char *id, struct err *err)
+{
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root_or_default(root), id, &dirfd, err);
+    if (r < 0)
+        return r;
+    return start_locked(dirfd, id, err);
+}
+
+int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_status,
+                      struct err *err)
+{
+    /* Forward the usual signals to the container, as runc does. */
+    sigset_t fwd, old;
+    sigemptyset(&fwd);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+        sigaddset(&fwd, sigs[i]);
+    if (!detach)
+        sigprocmask(SIG_BLOCK, &fwd, &old);
+    _cleanup_close_ int mon_fd = -1;
+    pid_t init = 0;
+    int r = container_create(opts, true, &mon_fd, &init, err);
+    if (r < 0) {
+        if (!detach)
+            sigprocmask(SIG_SETMASK, &old, NULL);
+        return err_wrap(err, "run container `%s`", opts->id);
+    }
+    {
+        _cleanup_close_ int dirfd = -1;
+        if (oci_state_dir_open(root_or_default(opts->root), opts->id, &dirfd, NULL) == 0) {
+            struct oci_record rec;
+            if (oci_record_read(dirfd, &rec, NULL) == 0) {
+                run_poststart(dirfd, &rec, err);
+                oci_record_clear(&rec);
+            }
+        }
+    }
+    if (detach) {
+        if (ret_status)
+            *ret_status = 0;
+        return 0;
+    }
+    _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
+    int status = 255;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = mon_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (sfd >= 0 && (p[1].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si))
+                kill(init, (int)si.ssi_signo);
+        }
+        if (p[0].revents) {
+            struct oci_sync_msg m;
+            if (oci_sync_recv(mon_fd, &m, 0) == 0 && m.type == OCI_SYNC_EXIT)
+                status = m.value;
+            break;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    log_debug("run `%s`: exit status %d", opts->id, status);
+    struct err derr = {0};
+    if (oci_container_delete(opts->root, opts->id, true, &derr) < 0)
+        log_warn("%s", derr.msg);
+    if (ret_status)
+        *ret_status = status;
+    return 0;
+}
+
+void oci_state_clear(struct oci_state *s)
+{
+    free(s->annotations_json);
+    s->annotations_json = NULL;
+}
+
+int oci_container_state(const char *root, const char *id, struct oci_state *ret, struct err *err)
+{
+    memset(ret, 0, sizeof(*ret));
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root_or_default(root), id, &dirfd, err);
+    if (r < 0)
+        return r;
+    struct oci_record rec;
+    if ((r = oci_record_read(dirfd, &rec, err)) < 0)
+        return err_wrap(err, "container `%s`", id);
+    snprintf(ret->id, sizeof(ret->id), "%s", rec.id);
+    snprintf(ret->bundle, sizeof(ret->bundle), "%s", rec.bundle);
+    ret->created_ns = rec.created_ns;
+    ret->status = oci_status_get(dirfd, &rec);
+    ret->pid = ret->status == OCI_STATUS_STOPPED ? 0 : rec.pid;
+    ret->annotations_json = TAKE_PTR(rec.annotations_json);
+    struct oci_exit ex;
+    r = ret->status == OCI_STATUS_STOPPED ? oci_exit_read(dirfd, &ex) : -ENOENT;
+    if (r == -ENOENT && ret->status == OCI_STATUS_STOPPED) {
+        /* The init is gone and the monitor is writing its record: give it
+         * a moment, so that a stopped state comes with its exit code. */
+        wait_gone(rec.monitor, rec.monitor_start, 2000);
+        r = oci_exit_read(dirfd, &ex);
+    }
+    if (r == 0) {
+        ret->exited = true;
+        ret->exit_code = ex.exit_code;
+        ret->exit_signal = ex.signal;
+        ret->oom_killed = ex.oom_killed;
+        ret->started_ns = ex.started_ns;
+        ret->finished_ns = ex.finished_ns;
+    }
+    oci_record_clear(&rec);
+    return 0;
+}
+
+static void rfc3339(uint64_t ns, char *buf, size_t size)
+{
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%09lluZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (unsigned long long)(ns % 1000000000ull));
+}
+
+int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err)
+{
+    char created[64];
+    rfc3339(s->created_ns, created, sizeof(created));
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "ociVersion", OCI_VERSION, "id",
+                          s->id, "pid", (int)s->pid, "status", oci_status_name(s->status),
+                          "bundle", s->bundle, "rootfs", "", "created", created);
+    if (!j)
+        return err_set(err, ENOMEM, "state");
+    json_object_del(j, "rootfs");
+    if (s->annotations_json) {
+        json_t *a = json_loads(s->annotations_json, 0, NULL);
+        if (a)
+            json_object_set_new(j, "annotations", a);
+    }
+    if (s->exited) {
+        json_object_set_new(j, "exitCode", json_integer(s->exit_code));
+        if (s->exit_signal)
+            json_object_set_new(j, "exitSignal", json_integer(s->exit_signal));
+        if (s->oom_killed)
+            json_object_set_new(j, "oomKilled", json_true());
+        if (s->started_ns) {
+            char b[64];
+            rfc3339(s->started_ns, b, sizeof(b));
+            json_object_set_new(j, "started", json_string(b));
+        }
+        char f[64];
+        rfc3339(s->finished_ns, f, sizeof(f));
+        json_object_set_new(j, "finished", json_string(f));
+    }
+    *ret = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    return *ret ? 0 : err_set(err, ENOMEM, "state");
+}
+
+static int signal_init(const struct oci_record *rec, int sig, struct err *err)
+{
+    _cleanup_close_ int pidfd = oci_pidfd_open(rec->pid);
+    uint64_t st;
+    /* The start time, checked after the pidfd is held, rules out a
+     * recycled pid. */
+    if (pidfd < 0 || oci_proc_start_time(rec->pid, &st, NULL) < 0 || st != rec->pid_start)
+        return err_set(err, ESRCH, "container `%s` is not running", rec->id);
+    if (oci_pidfd_send_signal(pidfd, sig) < 0)
+        return err_set(err, errno, "container `%s`: signal %d", rec->id, sig);
+    return 0;
+}
+
+int oci_container_kill(const char *root, const char *id, int sig, bool all, struct err *err)
+{
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root_or_default(root), id, &dirfd, err);
+    if (r < 0)
+        return r;
+    struct oci_record rec;
+    if ((r = oci_record_read(dirfd, &rec, err)) < 0)
+        return err_wrap(err, "container `%s`", id);
+    enum oci_status st = oci_status_get(dirfd, &rec);
+    if (st == OCI_STATUS_STOPPED) {
+        oci_record_clear(&rec);
+        return err_set(err, ESRCH, "container `%s` is not running", id);
+    }
+    if (all && rec.cgroup[0]) {
+        struct oci_cgroup *cg = NULL;
+        r = oci_cgroup_open(rec.cgroup, &cg, err);
+        if (r == 0) {
+            r = oci_cgroup_kill(cg, sig, err);
+            oci_cgroup_free(cg);
+        }
+    } else {
+        r = signal_init(&rec, sig, err);
+    }
+    oci_record_clear(&rec);
+    return r;
+}
+
+static void run_poststop(int dirfd, const struct oci_record *rec)
+{
+    _cleanup_free_ char *raw = NULL;
+    size_t len;
+    if (read_file_at(dirfd, "config.json", OCI_CONFIG_MAX, &raw, &len) < 0 ||
+        !strstr(raw, "\"poststop\""))
+        return;
+    struct err err = {0};
+    _cleanup_(oci_spec_freep) struct oci_spec *spec = NULL;
+    if (oci_spec_parse(raw, len, rec->bundle, &spec, &err) < 0)
+        return;
+    _cleanup_free_ char *st =
+        state_json_for_hooks(rec->id, "stopped", 0, rec->bundle, spec->annotations);
+    if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTOP], spec->hooks.n[OCI_HOOK_POSTSTOP], st,
+                      "poststop", &err) < 0)
+        log_warn("container `%s`: %s", rec->id, err.msg);
+}
+
+int oci_container_delete(const char *root, const char *id, bool force, struct err *err)
+{
+    root = root_or_default(root);
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root, id, &dirfd, err);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        return err_set(err, errno, "--root `%s`", root);
+    struct oci_record rec;
+    if (oci_record_read(dirfd, &rec, NULL) < 0) {
+        /* A create that died half-way: nothing runs, remove the rest. */
+        r = oci_rm_rf_at(rootfd, id);
+        return r < 0 ? err_set(err, r, "remove `%s/%s`", root, id) : 0;
+    }
+    enum oci_status st = oci_status_get(dirfd, &rec);
+    if ((st == OCI_STATUS_RUNNING || st == OCI_STATUS_PAUSED) && !force) {
+        oci_record_clear(&rec);
+        return err_set(err, EBUSY, "container `%s` is %s: stop it first or use --force", id,
+                       oci_status_name(st));
+    }
+    struct oci_cgroup *cg = NULL;
+    if (rec.cgroup[0] && oci_cgroup_open(rec.cgroup, &cg, NULL) < 0)
+        cg = NULL;
+    if (st != OCI_STATUS_STOPPED) {
+        if (cg)
+            oci_cgroup_kill(cg, SIGKILL, NULL);
+        signal_init(&rec, SIGKILL, NULL);
+    } else if (cg) {
+        /* Leftovers of a container without its own pid namespace. */
+        oci_cgroup_kill(cg, SIGKILL, NULL);
+    }
+    /* The monitor records the exit and goes; wait for it so that the
+     * cgroup is empty and exit.json is complete. */
+    log_debug("delete `%s`: waiting for the monitor", id);
+    if (wait_gone(rec.monitor, rec.monitor_start, 10000) < 0)
+        log_warn("container `%s`: the monitor (pid %d) did not exit", id, (int)rec.monitor);
+    if (cg) {
+        for (int i = 0; i < 100; i++) {
+            if (oci_cgroup_destroy(cg, err) == 0)
+                break;
+            if (err->code != EBUSY)
+                break;
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        err_clear(err);
+        oci_cgroup_free(cg);
+    }
+    run_poststop(dirfd, &rec);
+    oci_record_clear(&rec);
+    r = oci_rm_rf_at(rootfd, id);
+    if (r < 0)
+        return err_set(err, r, "remove `%s/%s`", root, id);
+    log_debug("delete `%s`: done", id);
+    return 0;
+}
+
+int oci_container_list(const char *root, char ***ret, size_t *ret_n, struct err *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    DIR *d = opendir(root_or_default(root));
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(err, errno, "--root `%s`", root_or_default(root));
+    }
+    char **v = NULL;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || oci_id_validate(de->d_name, NULL) < 0)
+            continue;
+        char **nv = realloc(v, (n + 2) * sizeof(char *));
+        if (!nv)
+            break;
+        v = nv;
+        v[n++] = strdup(de->d_name);
+        v[n] = NULL;
+    }
+    closedir(d);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int open_cgroup(const char *root, const char *id, struct oci_cgroup **ret,
+                       struct oci_record *rec, struct err *err)
+{
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root_or_default(root), id, &dirfd, err);
+    if (r < 0)
+        return r;
+    if ((r = oci_record_read(dirfd, rec, err)) < 0)
+        return err_wrap(err, "container `%s`", id);
+    enum oci_status st = oci_status_get(dirfd, rec);
+    if (st == OCI_STATUS_STOPPED) {
+        oci_record_clear(rec);
+        return err_set(err, ESRCH, "container `%s` is not running", id);
+    }
+    if (!rec->cgroup[0]) {
+        oci_record_clear(rec);
+        return err_set(err, ENOENT, "container `%s` has no cgroup", id);
+    }
+    r = oci_cgroup_open(rec->cgroup, ret, err);
+    if (r < 0)
+        oci_record_clear(rec);
+    return r;
+}
+
+int oci_container_pause(const char *root, const char *id, bool pause, struct err *err)
+{
+    struct oci_cgroup *cg = NULL;
+    struct oci_record rec;
+    int r = open_cgroup(root, id, &cg, &rec, err);
+    if (r < 0)
+        return r;
+    r = oci_cgroup_freeze(cg, pause, err);
+    oci_cgroup_free(cg);
+    oci_record_clear(&rec);
+    return r < 0 ? err_wrap(err, "container `%s`", id) : 0;
+}
+
+int oci_container_update(const char *root, const char *id, const char *resources_json,
+                         struct err *err)
+{
+    json_error_t jerr;
+    json_t *res = json_loads(resources_json, 0, &jerr);
+    if (!res || !json_is_object(res)) {
+        json_decref(res);
+        return err_set(err, EINVAL, "resources: line %d: %s", jerr.line,
+                       res ? "expected an object" : jerr.text);
+    }
+    struct oci_cgroup *cg = NULL;
+    struct oci_record rec;
+    int r = open_cgroup(root, id, &cg, &rec, err);
+    if (r == 0) {
+        r = oci_cgroup_update(cg, res, err);
+        oci_cgroup_free(cg);
+        oci_record_clear(&rec);
+    }
+    json_decref(res);
+    return r < 0 ? err_wrap(err, "update container `%s`", id) : 0;
+}
+
+int oci_container_pids(const char *root, const char *id, pid_t **ret, size_t *ret_n,
+                       struct err *err)
+{
+    struct oci_cgroup *cg = NULL;
+    struct oci_record rec;
+    int r = open_cgroup(root, id, &cg, &rec, err);
+    if (r < 0)
+        return r;
+    r = oci_cgroup_pids(cg, ret, ret_n, err);
+    oci_cgroup_free(cg);
+    oci_record_clear(&rec);
+    return r;
+}

@@ -1,0 +1,315 @@
+/* oci/internal.h: private to src/oci.
+ *
+ * The spec is parsed once (spec.c) into the structs below; the container
+ * init (process.c) then runs through them in a fixed order. The JSON object
+ * is kept for the parts handed whole to the cgroup and seccomp code. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+#include "oci/oci.h"
+
+/* Limits on what a config.json may make us allocate or do. */
+#define OCI_CONFIG_MAX (4u << 20)
+#define OCI_LIST_MAX 4096
+#define OCI_STR_MAX 65536
+
+enum oci_ns_kind {
+    OCI_NS_USER,
+    OCI_NS_PID,
+    OCI_NS_NET,
+    OCI_NS_IPC,
+    OCI_NS_UTS,
+    OCI_NS_MOUNT,
+    OCI_NS_CGROUP,
+    OCI_NS_TIME,
+    OCI_NS_COUNT
+};
+
+struct oci_ns {
+    bool enabled;
+    char *path; /* join this one instead of creating it */
+};
+
+struct oci_idmap {
+    uint32_t container_id, host_id, size;
+};
+
+struct oci_mount {
+    char *destination;
+    char *source;
+    char *type;
+    unsigned long flags;      /* MS_* set */
+    unsigned long clear;      /* MS_* explicitly cleared (rw, suid...) */
+    unsigned long propagation; /* MS_PRIVATE... (with MS_REC for r-variants) */
+    bool bind;
+    bool idmap;
+    char *data; /* remaining filesystem options, comma-joined */
+};
+
+struct oci_rlimit {
+    int resource;
+    rlim_t soft, hard;
+};
+
+struct oci_device {
+    char *path;
+    char type; /* c, b, u, p */
+    int64_t major, minor;
+    mode_t mode;
+    bool has_mode;
+    uid_t uid;
+    gid_t gid;
+    bool has_uid, has_gid;
+};
+
+enum oci_hook_kind {
+    OCI_HOOK_PRESTART,
+    OCI_HOOK_CREATE_RUNTIME,
+    OCI_HOOK_CREATE_CONTAINER,
+    OCI_HOOK_START_CONTAINER,
+    OCI_HOOK_POSTSTART,
+    OCI_HOOK_POSTSTOP,
+    OCI_HOOK_COUNT
+};
+
+struct oci_hook {
+    char *path;
+    char **args; /* NULL-terminated; NULL means { path } */
+    char **env;  /* NULL-terminated or NULL */
+    int timeout; /* seconds; 0 = none */
+};
+
+struct oci_hooks {
+    struct oci_hook *list[OCI_HOOK_COUNT];
+    size_t n[OCI_HOOK_COUNT];
+};
+
+enum oci_cap_set { OCI_CAP_BOUNDING, OCI_CAP_EFFECTIVE, OCI_CAP_INHERITABLE, OCI_CAP_PERMITTED,
+                   OCI_CAP_AMBIENT, OCI_CAP_SETS };
+
+struct oci_process {
+    bool terminal;
+    unsigned cons_height, cons_width;
+    char *cwd;
+    char **args; /* NULL-terminated */
+    char **env;  /* NULL-terminated */
+    uid_t uid;
+    gid_t gid;
+    gid_t *gids;
+    size_t n_gids;
+    mode_t umask;
+    bool has_umask;
+    struct oci_rlimit *rlimits;
+    size_t n_rlimits;
+    bool has_caps;
+    uint64_t caps[OCI_CAP_SETS];
+    bool no_new_privileges;
+    bool has_oom_score_adj;
+    int oom_score_adj;
+    char *apparmor, *selinux_label;
+};
+
+struct oci_sysctl {
+    char *key, *value;
+};
+
+struct oci_spec {
+    json_t *json; /* the whole document (owned) */
+    char *root_path; /* absolute */
+    bool root_readonly;
+    char *hostname, *domainname;
+    struct oci_process process;
+    bool has_process;
+    struct oci_mount *mounts;
+    size_t n_mounts;
+    struct oci_ns ns[OCI_NS_COUNT];
+    struct oci_idmap *uid_maps, *gid_maps;
+    size_t n_uid_maps, n_gid_maps;
+    struct oci_device *devices;
+    size_t n_devices;
+    struct oci_sysctl *sysctl;
+    size_t n_sysctl;
+    char **masked_paths;
+    size_t n_masked;
+    char **readonly_paths;
+    size_t n_readonly;
+    unsigned long rootfs_propagation; /* 0 = default (MS_REC|MS_SLAVE) */
+    char *cgroups_path;
+    json_t *resources; /* borrowed from json */
+    json_t *seccomp;   /* borrowed from json */
+    json_t *annotations;
+    /* linux.timeOffsets for a new time namespace. */
+    bool has_time_offsets;
+    int64_t boottime_secs, monotonic_secs;
+    uint32_t boottime_nsecs, monotonic_nsecs;
+    bool has_personality;
+    unsigned long personality;
+    struct oci_hooks hooks;
+};
+
+/* spec.c */
+/* Parses a config.json document. bundle makes root.path absolute. Errors
+ * name the field: "`process.args`: expected a non-empty array". */
+int oci_spec_parse(const char *data, size_t len, const char *bundle, struct oci_spec **ret,
+                   struct err *err);
+int oci_spec_load(const char *bundle, struct oci_spec **ret, char **ret_raw, size_t *ret_len,
+                  struct err *err);
+void oci_spec_free(struct oci_spec *spec);
+void oci_spec_freep(struct oci_spec **spec);
+/* A `process` object alone (exec --process); same field names. */
+int oci_process_parse(json_t *obj, const char *field, struct oci_process *ret, struct err *err);
+void oci_process_clear(struct oci_process *p);
+/* The default config.json (`kinglet oci spec`). */
+json_t *oci_spec_default(bool rootless);
+int oci_cap_parse(const char *name, int *ret);
+const char *oci_ns_name(enum oci_ns_kind k);
+int oci_ns_clone_flag(enum oci_ns_kind k);
+/* Parses a mount option list into m (flags, propagation, data). */
+int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *field,
+                            struct err *err);
+int oci_signal_parse(const char *s, int *ret);
+
+/* state.c: the per-container state directory <root>/<id>/. */
+struct oci_record {
+    char id[256];
+    char bundle[4096];
+    char cgroup[4096];
+    pid_t pid;
+    uint64_t pid_start; /* /proc/PID/stat starttime, against pid reuse */
+    pid_t monitor;
+    uint64_t monitor_start;
+    uint64_t created_ns;
+    char *annotations_json; /* malloc'd or NULL */
+};
+int oci_id_validate(const char *id, struct err *err);
+int oci_state_dir_open(const char *root, const char *id, int *ret_fd, struct err *err);
+int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err);
+int oci_record_read(int dirfd, struct oci_record *rec, struct err *err);
+void oci_record_clear(struct oci_record *rec);
+int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
+/* Status from the record, the exit file, the process and the fifo. */
+enum oci_status oci_status_get(int dirfd, const struct oci_record *rec);
+const char *oci_status_name(enum oci_status s);
+int oci_rm_rf_at(int dirfd, const char *name);
+
+/* Exit record written by the monitor (exit.json). */
+struct oci_exit {
+    int exit_code; /* shell convention: 128+signal when signaled */
+    int signal;
+    uint64_t started_ns, finished_ns;
+    bool oom_killed;
+};
+int oci_exit_read(int dirfd, struct oci_exit *ret);
+
+/* ns.c */
+int oci_ns_open_path(const char *path, enum oci_ns_kind k, struct err *err);
+int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
+
+/* mount.c */
+/* Opens (creating what is missing, as a directory or as an empty file)
+ * path inside the tree at rootfd without ever leaving it: every component
+ * is resolved with openat2(RESOLVE_IN_ROOT). Returns an O_PATH fd. */
+int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir,
+                          struct err *err);
+/* idmap_fds[i]: a detached idmapped tree for mounts[i] (made by the
+ * parent, see container.c), or -1. */
+int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
+                     struct err *err);
+int oci_mount_fd_remount(int fd, unsigned long flags, struct err *err);
+
+/* devices.c */
+int oci_dev_setup(const struct oci_spec *spec, int rootfd, bool in_userns, struct err *err);
+int oci_dev_links(int rootfd, struct err *err);
+
+/* rootfs.c */
+int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err);
+int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err);
+int oci_rootfs_finalize(const struct oci_spec *spec, struct err *err);
+
+/* caps.c */
+int oci_caps_drop_bounding(const struct oci_process *p, struct err *err);
+int oci_caps_apply(const struct oci_process *p, struct err *err);
+
+/* process.c: the pieces of process setup shared by init and exec. */
+int oci_process_rlimits(const struct oci_process *p, struct err *err);
+int oci_process_oom_score_adj(const struct oci_process *p, struct err *err);
+/* user, groups, caps, nnp, umask, cwd check, fds, seccomp, exec. Never
+ * returns on success. */
+int oci_process_exec(const struct oci_process *p, const char *path, json_t *seccomp,
+                     int preserve_fds, int tty_slave, struct err *err);
+/* Enters process.cwd (resolved in the current root) and checks that the
+ * result is inside it. */
+int oci_process_cwd(const struct oci_process *p, struct err *err);
+/* Finds args[0] on the process's PATH; *ret is malloc'd. */
+int oci_process_find(const struct oci_process *p, char **ret, struct err *err);
+/* Clamps a negative oomScoreAdj the runtime may not set (no
+ * CAP_SYS_RESOURCE) to the runtime's own value, with one warning. */
+void oci_process_clamp_oom(struct oci_process *p);
+/* Opens a pty in the container, sends the master over console_fd and
+ * returns the slave. */
+int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave,
+                       struct err *err);
+int oci_fd_send(int sock, int fd, struct err *err);
+
+/* hooks.c */
+int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json,
+                  const char *what, struct err *err);
+
+/* init.c: the container's init, in the cloned child. */
+struct oci_init_args {
+    const struct oci_spec *spec;
+    const char *id;
+    const char *bundle;
+    int sync_fd;    /* socketpair end to the creating process */
+    int fifo_fd;    /* exec.fifo (O_RDWR) or -1 for run */
+    int console_fd; /* connected console socket or -1 */
+    int exec_fd;    /* the monitor's pipe: one byte right before execve */
+    int preserve_fds;
+    bool joined_userns; /* userns joined by path: unshare the rest here */
+    bool no_pivot;      /* MS_MOVE + chroot instead of pivot_root */
+};
+_Noreturn void oci_init_main(const struct oci_init_args *a);
+
+/* sync messages between init and the creating process. */
+enum oci_sync_type {
+    OCI_SYNC_USERMAP = 1, /* init → parent: write my id maps */
+    OCI_SYNC_HOOKS,       /* init → parent: run prestart/createRuntime */
+    OCI_SYNC_READY,       /* init → parent: waiting for start */
+    OCI_SYNC_ERROR,       /* init → parent: text follows */
+    OCI_SYNC_ACK,         /* parent → init */
+    OCI_SYNC_PID,         /* monitor → parent: init pid */
+    OCI_SYNC_EXIT,        /* monitor → parent: exit status */
+    OCI_SYNC_IDMAP,       /* parent → init: idmapped tree for mounts[value] */
+};
+struct oci_sync_msg {
+    int type;
+    int value;
+    char text[ERR_MSG_MAX];
+};
+int oci_sync_send(int fd, int type, int value, const char *text);
+/* The same with one file descriptor attached (SCM_RIGHTS). */
+int oci_sync_send_fd(int sock, int type, int value, int fd);
+/* Receives a message and the fd attached to it, if any (*ret_fd = -1). */
+int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd);
+int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
+
+/* monitor.c */
+struct oci_monitor_args {
+    int dirfd;     /* container state dir */
+    pid_t init;    /* the container's init (our child) */
+    int report_fd; /* OCI_SYNC_EXIT goes here for `run`, or -1 */
+    int exec_fd;   /* EOF when the init execs (or dies): the start time */
+    const char *cgroup_path;
+};
+_Noreturn void oci_monitor_main(const struct oci_monitor_args *a);
+
+/* Raw syscalls glibc 2.36 lacks wrappers for. */
+int oci_pidfd_open(pid_t pid);
+int oci_pidfd_send_signal(int pidfd, int sig);
+int oci_pivot_root(const char *new_root, const char *put_old);

@@ -1,0 +1,166 @@
+/* oci/rootfs: the container's root: propagation, the self bind mount,
+ * pivot_root (or MS_MOVE + chroot where pivot_root is impossible, as on an
+ * initramfs), then what is done from inside: sysctl, readonlyPaths,
+ * maskedPaths and a read-only root. */
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "oci/internal.h"
+
+int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err)
+{
+    /* Nothing we mount may propagate back to the host. */
+    unsigned long prop = MS_REC | MS_SLAVE;
+    if (spec->rootfs_propagation & (MS_PRIVATE | MS_SLAVE))
+        prop = spec->rootfs_propagation | MS_REC;
+    if (mount(NULL, "/", NULL, prop, NULL) < 0)
+        return err_set(err, errno, "make `/` %s", prop & MS_PRIVATE ? "private" : "slave");
+    if (mount(spec->root_path, spec->root_path, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return err_set(err, errno, "`root.path`: bind `%s`", spec->root_path);
+    int fd = open(spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errno, "`root.path`: open `%s`", spec->root_path);
+    *ret_rootfd = fd;
+    return 0;
+}
+
+int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err)
+{
+    if (fchdir(rootfd) < 0)
+        return err_set(err, errno, "chdir to the rootfs");
+    if (!no_pivot && oci_pivot_root(".", ".") == 0) {
+        /* The old root is now stacked under "."; detach it without
+         * propagating the unmount to the host. */
+        if (mount(NULL, ".", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+            return err_set(err, errno, "make the old root slave");
+        if (umount2(".", MNT_DETACH) < 0)
+            return err_set(err, errno, "detach the old root");
+    } else if (no_pivot || errno == EINVAL) {
+        /* An initramfs root cannot be pivoted away from. */
+        if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+            return err_set(err, errno, "move the rootfs to `/`");
+        if (chroot(".") < 0)
+            return err_set(err, errno, "chroot");
+    } else {
+        return err_set(err, errno, "pivot_root");
+    }
+    if (chdir("/") < 0)
+        return err_set(err, errno, "chdir `/`");
+    return 0;
+}
+
+static int proc_fd_path(char *buf, size_t size, int fd, const char *fallback)
+{
+    /* Mount by fd when the container has a /proc; by path otherwise (the
+     * root is already the container's: a path cannot leave it). */
+    if (access("/proc/self/fd", F_OK) == 0)
+        snprintf(buf, size, "/proc/self/fd/%d", fd);
+    else
+        snprintf(buf, size, "%s", fallback);
+    return 0;
+}
+
+static int mask_path(const char *path, int nullfd, struct err *err)
+{
+    _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(err, errno, "`linux.maskedPaths`: `%s`", path);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return err_set(err, errno, "`linux.maskedPaths`: `%s`", path);
+    char dst[PATH_MAX];
+    proc_fd_path(dst, sizeof(dst), fd, path);
+    if (S_ISDIR(st.st_mode)) {
+        if (mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=0,mode=0555") < 0)
+            return err_set(err, errno, "`linux.maskedPaths`: mask `%s`", path);
+        return 0;
+    }
+    if (S_ISLNK(st.st_mode))
+        return 0;
+    char src[PATH_MAX];
+    proc_fd_path(src, sizeof(src), nullfd, "/dev/null");
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        return err_set(err, errno, "`linux.maskedPaths`: mask `%s`", path);
+    return 0;
+}
+
+static int readonly_path(const char *path, struct err *err)
+{
+    _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(err, errno, "`linux.readonlyPaths`: `%s`", path);
+    }
+    char p[PATH_MAX];
+    proc_fd_path(p, sizeof(p), fd, path);
+    if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return err_set(err, errno, "`linux.readonlyPaths`: bind `%s`", path);
+    _cleanup_close_ int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (nfd < 0)
+        return err_set(err, errno, "`linux.readonlyPaths`: `%s`", path);
+    if (oci_mount_fd_remount(nfd, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, err) < 0)
+        return err_wrap(err, "`linux.readonlyPaths`: `%s`", path);
+    return 0;
+}
+
+static int write_sysctl(const struct oci_sysctl *s, struct err *err)
+{
+    char path[PATH_MAX] = "/proc/sys/";
+    size_t off = strlen(path);
+    for (const char *k = s->key; *k && off < sizeof(path) - 1; k++)
+        path[off++] = *k == '.' ? '/' : *k;
+    path[off] = '\0';
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return err_set(err, errno, "`linux.sysctl.%s`: open `%s`", s->key, path);
+    size_t len = strlen(s->value);
+    if (write(fd, s->value, len) != (ssize_t)len)
+        return err_set(err, errno ? errno : EIO, "`linux.sysctl.%s`: write `%s`", s->key,
+                       s->value);
+    return 0;
+}
+
+int oci_rootfs_finalize(const struct oci_spec *spec, struct err *err)
+{
+    int r;
+    for (size_t i = 0; i < spec->n_sysctl; i++)
+        if ((r = write_sysctl(&spec->sysctl[i], err)) < 0)
+            return r;
+    if (spec->rootfs_propagation && mount(NULL, "/", NULL, spec->rootfs_propagation, NULL) < 0)
+        return err_set(err, errno, "`linux.rootfsPropagation`");
+    for (size_t i = 0; i < spec->n_readonly; i++)
+        if ((r = readonly_path(spec->readonly_paths[i], err)) < 0)
+            return r;
+    if (spec->n_masked) {
+        /* Only ever bind a real /dev/null: the image could have put
+         * anything there. */
+        _cleanup_close_ int nullfd = open("/dev/null", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (nullfd < 0 || fstat(nullfd, &st) < 0 || !S_ISCHR(st.st_mode) ||
+            st.st_rdev != makedev(1, 3))
+            return err_set(err, nullfd < 0 ? errno : EPERM,
+                           "`linux.maskedPaths`: `/dev/null` in the container is not the null "
+                           "device");
+        for (size_t i = 0; i < spec->n_masked; i++)
+            if ((r = mask_path(spec->masked_paths[i], nullfd, err)) < 0)
+                return r;
+    }
+    if (spec->root_readonly) {
+        _cleanup_close_ int fd = open("/", O_PATH | O_CLOEXEC);
+        if (fd < 0 || oci_mount_fd_remount(fd, MS_RDONLY, err) < 0) {
+            /* Without /proc: by path. */
+            if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+                return err_set(err, errno, "`root.readonly`: remount `/` read-only");
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,344 @@
+/* oci/state: the container state directory <root>/<id>/ and small shared
+ * plumbing (sync messages, raw syscalls).
+ *
+ * state.json is rewritten only by create/start (write + rename, no fsync:
+ * the root is a tmpfs under /run and a container does not survive a reboot);
+ * exit.json is written once by the monitor, durably. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "oci/internal.h"
+
+int oci_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+int oci_pidfd_send_signal(int pidfd, int sig)
+{
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+int oci_pivot_root(const char *new_root, const char *put_old)
+{
+    return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+int oci_id_validate(const char *id, struct err *err)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 200)
+        return err_set(err, EINVAL, "container id `%s`: must be 1 to 200 characters", id);
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.' || *p == '+'))
+            return err_set(err, EINVAL, "container id `%s`: invalid character `%c`", id, *p);
+    if (strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+        return err_set(err, EINVAL, "container id `%s`: invalid", id);
+    return 0;
+}
+
+int oci_state_dir_open(const char *root, const char *id, int *ret_fd, struct err *err)
+{
+    int r = oci_id_validate(id, err);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0)
+        return err_set(err, errno == ENOENT ? ENOENT : errno, "container `%s` does not exist", id);
+    int fd = openat(rfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return err_set(err, ENOENT, "container `%s` does not exist", id);
+        return err_set(err, errno, "open `%s/%s`", root, id);
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", rec->id, "bundle",
+                          rec->bundle, "cgroup", rec->cgroup, "pid", (json_int_t)rec->pid,
+                          "pidStart", (json_int_t)rec->pid_start, "monitor",
+                          (json_int_t)rec->monitor, "monitorStart",
+                          (json_int_t)rec->monitor_start, "created", (json_int_t)rec->created_ns);
+    if (!j)
+        return err_set(err, ENOMEM, "state.json");
+    if (rec->annotations_json) {
+        json_t *a = json_loads(rec->annotations_json, 0, NULL);
+        if (a)
+            json_object_set_new(j, "annotations", a);
+    }
+    _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return err_set(err, ENOMEM, "state.json");
+    /* Not durable on purpose: see the top of the file. */
+    size_t len = strlen(s);
+    _cleanup_close_ int fd =
+        openat(dirfd, "state.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return err_set(err, errno, "write state.json");
+    if (write(fd, s, len) != (ssize_t)len)
+        return err_set(err, errno ? errno : EIO, "write state.json");
+    if (renameat(dirfd, "state.json.tmp", dirfd, "state.json") < 0)
+        return err_set(err, errno, "rename state.json");
+    return 0;
+}
+
+void oci_record_clear(struct oci_record *rec)
+{
+    free(rec->annotations_json);
+    memset(rec, 0, sizeof(*rec));
+}
+
+int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
+{
+    memset(rec, 0, sizeof(*rec));
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    int r = read_file_at(dirfd, "state.json", 1 << 20, &data, &len);
+    if (r < 0)
+        return err_set(err, r, "read state.json");
+    json_t *j = json_loadb(data, len, 0, NULL);
+    if (!j)
+        return err_set(err, EINVAL, "state.json: corrupt");
+    const char *id = NULL, *bundle = NULL, *cg = NULL;
+    json_int_t pid = 0, ps = 0, mon = 0, ms = 0, created = 0;
+    json_t *ann = NULL;
+    if (json_unpack(j, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s?o}", "id", &id, "bundle",
+                    &bundle, "cgroup", &cg, "pid", &pid, "pidStart", &ps, "monitor", &mon,
+                    "monitorStart", &ms, "created", &created, "annotations", &ann) < 0) {
+        json_decref(j);
+        return err_set(err, EINVAL, "state.json: corrupt");
+    }
+    snprintf(rec->id, sizeof(rec->id), "%s", id);
+    snprintf(rec->bundle, sizeof(rec->bundle), "%s", bundle);
+    snprintf(rec->cgroup, sizeof(rec->cgroup), "%s", cg);
+    rec->pid = (pid_t)pid;
+    rec->pid_start = (uint64_t)ps;
+    rec->monitor = (pid_t)mon;
+    rec->monitor_start = (uint64_t)ms;
+    rec->created_ns = (uint64_t)created;
+    if (ann)
+        rec->annotations_json = json_dumps(ann, JSON_COMPACT);
+    json_decref(j);
+    return 0;
+}
+
+int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return -ESRCH;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: start after the
+     * last ')'. Field 3 is the state, field 22 the start time. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return -EINVAL;
+    p += 2;
+    if (ret_state)
+        *ret_state = *p;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -EINVAL;
+        p++;
+    }
+    *ret = strtoull(p, NULL, 10);
+    return 0;
+}
+
+int oci_exit_read(int dirfd, struct oci_exit *ret)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    int r = read_file_at(dirfd, "exit.json", 4096, &data, &len);
+    if (r < 0)
+        return r;
+    json_t *j = json_loadb(data, len, 0, NULL);
+    if (!j)
+        return -EINVAL;
+    json_int_t code = 0, sig = 0, st = 0, fin = 0;
+    int oom = 0;
+    r = json_unpack(j, "{s:I, s:I, s:I, s:I, s:b}", "exitCode", &code, "signal", &sig, "started",
+                    &st, "finished", &fin, "oomKilled", &oom);
+    json_decref(j);
+    if (r < 0)
+        return -EINVAL;
+    *ret = (struct oci_exit){(int)code, (int)sig, (uint64_t)st, (uint64_t)fin, oom != 0};
+    return 0;
+}
+
+static bool cgroup_frozen(const char *cg)
+{
+    if (!cg[0])
+        return false;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/cgroup.freeze", cg);
+    _cleanup_free_ char *data = NULL;
+    if (read_file_at(AT_FDCWD, path, 64, &data, NULL) < 0)
+        return false;
+    return data[0] == '1';
+}
+
+enum oci_status oci_status_get(int dirfd, const struct oci_record *rec)
+{
+    if (faccessat(dirfd, "exit.json", F_OK, 0) == 0)
+        return OCI_STATUS_STOPPED;
+    uint64_t st;
+    char state = 0;
+    if (rec->pid <= 0 || oci_proc_start_time(rec->pid, &st, &state) < 0 || st != rec->pid_start ||
+        state == 'Z' || state == 'X')
+        return OCI_STATUS_STOPPED;
+    if (faccessat(dirfd, "exec.fifo", F_OK, 0) == 0)
+        return OCI_STATUS_CREATED;
+    if (cgroup_frozen(rec->cgroup))
+        return OCI_STATUS_PAUSED;
+    return OCI_STATUS_RUNNING;
+}
+
+const char *oci_status_name(enum oci_status s)
+{
+    static const char *const names[] = {"creating", "created", "running", "paused", "stopped"};
+    return names[s];
+}
+
+int oci_rm_rf_at(int parent, const char *name)
+{
+    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -errno;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    struct dirent *de;
+    int r = 0;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        int q = oci_rm_rf_at(dirfd(d), de->d_name);
+        if (q < 0 && r == 0)
+            r = q;
+    }
+    closedir(d);
+    if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+        r = -errno;
+    return r;
+}
+
+/* ---- sync messages ------------------------------------------------------ */
+
+int oci_sync_send(int fd, int type, int value, const char *text)
+{
+    struct oci_sync_msg m = {.type = type, .value = value};
+    if (text)
+        snprintf(m.text, sizeof(m.text), "%s", text);
+    size_t len = offsetof(struct oci_sync_msg, text) + (text ? strlen(m.text) + 1 : 0);
+    for (;;) {
+        ssize_t n = send(fd, &m, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return 0;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+int oci_sync_send_fd(int sock, int type, int value, int fd)
+{
+    struct oci_sync_msg m = {.type = type, .value = value};
+    struct iovec iov = {.iov_base = &m, .iov_len = offsetof(struct oci_sync_msg, text)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : 0;
+}
+
+int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
+{
+    memset(m, 0, sizeof(*m));
+    *ret_fd = -1;
+    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -EPIPE;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+    if ((size_t)n < offsetof(struct oci_sync_msg, text)) {
+        if (*ret_fd >= 0)
+            close(*ret_fd);
+        *ret_fd = -1;
+        return -EPROTO;
+    }
+    m->text[sizeof(m->text) - 1] = '\0';
+    return 0;
+}
+
+int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms)
+{
+    memset(m, 0, sizeof(*m));
+    if (timeout_ms >= 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r;
+        do
+            r = poll(&p, 1, timeout_ms);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ETIMEDOUT;
+    }
+    for (;;) {
+        ssize_t n = recv(fd, m, sizeof(*m), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EPIPE;
+        if ((size_t)n < offsetof(struct oci_sync_msg, text))
+            return -EPROTO;
+        m->text[sizeof(m->text) - 1] = '\0';
+        return 0;
+    }
+}

@@ -1,0 +1,189 @@
+"""Fixtures for the OCI executor tests: a busybox-static rootfs built here,
+bundles made from a Python dict, and the runtime under test.
+
+Every test that says it works for "any runtime" takes the `runtime` fixture,
+parametrized over kinglet and crun (Debian's crun is the reference: a
+disagreement shows up as one of the two failing). crun 1.8 refuses to run on
+a hybrid cgroup host, so it is run inside a private mount namespace where
+the cgroup2 hierarchy is mounted on /sys/fs/cgroup.
+"""
+import copy
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+BUSYBOX = "/bin/busybox"
+APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
+           "stat", "touch", "mkdir", "pwd", "env", "readlink", "head", "wc", "ps", "umask",
+           "test", "mount", "dd"]
+
+CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+        "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+        "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]
+
+
+@pytest.fixture(scope="session")
+def rootfs(tmp_path_factory):
+    """A read-only-by-spec rootfs with busybox-static and its applets."""
+    if not os.path.exists(BUSYBOX):
+        pytest.skip("needs Debian's busybox-static (/bin/busybox)")
+    out = subprocess.run(["file", "-L", BUSYBOX], capture_output=True, text=True)
+    if out.returncode == 0 and "statically linked" not in out.stdout:
+        pytest.skip("/bin/busybox is not the static build (install busybox-static)")
+    root = tmp_path_factory.mktemp("rootfs")
+    root.chmod(0o755)  # pytest makes it 0700: non-root users could not exec
+    for d in ["bin", "proc", "dev", "sys", "tmp", "etc", "root", "mnt"]:
+        (root / d).mkdir()
+    shutil.copy(BUSYBOX, root / "bin" / "busybox")
+    for a in APPLETS:
+        os.symlink("busybox", root / "bin" / a)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    return root
+
+
+def base_config(rootfs, args):
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": ["PATH=/bin", "TERM=xterm"],
+            "cwd": "/",
+            "capabilities": {k: list(CAPS) for k in
+                             ["bounding", "effective", "permitted"]},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+            "noNewPrivileges": True,
+        },
+        "root": {"path": str(rootfs), "readonly": True},
+        "hostname": "kinglet-test",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+             "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+             "options": ["nosuid", "noexec", "nodev"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+             "options": ["nosuid", "noexec", "nodev", "ro"]},
+            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "nodev", "mode=1777"]},
+        ],
+        "linux": {
+            "namespaces": [{"type": t} for t in
+                           ["pid", "network", "ipc", "uts", "mount", "cgroup"]],
+            "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/acpi",
+                            "/sys/firmware"],
+            "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"],
+        },
+    }
+
+
+class Runtime:
+    def __init__(self, name, argv, root):
+        self.name = name
+        self.argv = argv
+        self.root = root
+
+    def cmd(self, *args):
+        return self.argv + ["--root", str(self.root)] + [str(a) for a in args]
+
+    def __call__(self, *args, check=False, timeout=30, **kw):
+        kw.setdefault("capture_output", "stdout" not in kw and "stderr" not in kw)
+        kw.setdefault("text", True)
+        r = subprocess.run(self.cmd(*args), timeout=timeout, **kw)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{self.name} {' '.join(map(str, args))}: exit "
+                                 f"{r.returncode}: {r.stderr}")
+        return r
+
+    def state(self, cid):
+        r = self("state", cid, check=True)
+        return json.loads(r.stdout)
+
+    def wait_status(self, cid, status, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.state(cid)
+            if st["status"] == status:
+                return st
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{cid}: status {st['status']}, wanted {status}")
+            time.sleep(0.01)
+
+
+def crun_wrapper(tmp):
+    script = tmp / "crun-v2"
+    script.write_text(
+        "#!/bin/sh\n"
+        "# crun 1.8 refuses hybrid cgroup hosts: give it a pure cgroup2 view.\n"
+        "exec unshare -m sh -c 'mount --make-rprivate / && "
+        "mount -t cgroup2 none /sys/fs/cgroup && exec crun \"$@\"' crun \"$@\"\n")
+    script.chmod(0o755)
+    return [str(script)]
+
+
+@pytest.fixture(params=["kinglet", "crun"])
+def runtime(request, kinglet_bin, tmp_path):
+    root = tmp_path / "state"
+    if request.param == "kinglet":
+        rt = Runtime("kinglet", [kinglet_bin, "oci"], root)
+    else:
+        if not shutil.which("crun"):
+            pytest.skip("crun (Debian package) not installed: no reference run")
+        rt = Runtime("crun", crun_wrapper(tmp_path), root)
+    yield rt
+    cleanup(rt)
+
+
+@pytest.fixture
+def kinglet(kinglet_bin, tmp_path):
+    rt = Runtime("kinglet", [kinglet_bin, "oci"], tmp_path / "state")
+    yield rt
+    cleanup(rt)
+
+
+def cleanup(rt):
+    if not rt.root.exists():
+        return
+    for d in rt.root.iterdir():
+        if d.is_dir():
+            rt("delete", "--force", d.name, timeout=30)
+
+
+@pytest.fixture
+def make_bundle(rootfs, tmp_path):
+    """make_bundle(args, edit=None) -> bundle dir; edit(config) may change
+    the config dict in place."""
+    def make(args, edit=None, root=None):
+        b = tmp_path / ("bundle-" + uuid.uuid4().hex[:8])
+        b.mkdir()
+        cfg = base_config(root or rootfs, args)
+        if edit:
+            edit(cfg)
+        (b / "config.json").write_text(json.dumps(cfg, indent=1))
+        return b
+    return make
+
+
+@pytest.fixture
+def cid():
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def private_rootfs(rootfs, tmp_path):
+    """A copy of the rootfs a test may change."""
+    dst = tmp_path / "rootfs"
+    shutil.copytree(rootfs, dst, symlinks=True)
+    return dst

@@ -1,0 +1,264 @@
+"""exec, the console socket, hooks, user namespaces."""
+import array
+import subprocess
+import json
+import os
+import pathlib
+import shutil
+import socket
+import tempfile
+import time
+
+import pytest
+
+from conftest import base_config
+
+
+@pytest.fixture
+def running(runtime, make_bundle, cid, tmp_path):
+    def start(edit=None, args=("sleep", "1000")):
+        b = make_bundle(list(args), edit=edit)
+        with open(tmp_path / "out", "w") as out:
+            runtime("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+        runtime.wait_status(cid, "running")
+        return cid
+    return start
+
+
+def test_exec_joins_the_container(runtime, running, cid):
+    running()
+    init = runtime.state(cid)["pid"]
+    r = runtime("exec", cid, "sh", "-c", "hostname; echo $$; cat /proc/1/cmdline | head -c 5; "
+                "echo; readlink /proc/self/ns/net")
+    assert r.returncode == 0, r.stderr
+    host, pid, cmd, net = r.stdout.split("\n")[:4]
+    assert host == "kinglet-test"
+    assert int(pid) > 1
+    assert cmd.startswith("sleep")
+    assert net == os.readlink(f"/proc/{init}/ns/net")
+
+
+def test_exec_exit_status_and_security(runtime, running, cid):
+    running()
+    r = runtime("exec", cid, "sh", "-c", "grep -E 'NoNewPrivs|CapBnd' /proc/self/status; exit 9")
+    assert r.returncode == 9
+    if runtime.name == "kinglet":
+        # kinglet applies the container's process spec to exec, like runc;
+        # crun 1.8.1 does not set no_new_privs without --no-new-privs.
+        assert "NoNewPrivs:\t1" in r.stdout
+    bnd = int(r.stdout.split("CapBnd:")[1].split()[0], 16)
+    assert not bnd & (1 << 21)  # CAP_SYS_ADMIN is not in the spec's bounding set
+
+
+def test_exec_process_json(runtime, running, cid, tmp_path):
+    running()
+    proc = {"args": ["sh", "-c", "id -u; pwd; echo $X"], "cwd": "/tmp", "env": ["X=y", "PATH=/bin"],
+            "user": {"uid": 99, "gid": 99}}
+    (tmp_path / "p.json").write_text(json.dumps(proc))
+    r = runtime("exec", "--process", tmp_path / "p.json", cid)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["99", "/tmp", "y"]
+
+
+def test_exec_in_stopped_container_fails(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["true"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    runtime("start", cid, check=True)
+    runtime.wait_status(cid, "stopped")
+    r = runtime("exec", cid, "true")
+    assert r.returncode != 0
+
+
+def recv_fd(conn):
+    fds = array.array("i")
+    msg, anc, flags, addr = conn.recvmsg(16, socket.CMSG_LEN(fds.itemsize))
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[:fds.itemsize])
+    assert fds, "no fd received"
+    return fds[0]
+
+
+def test_terminal_over_console_socket(runtime, make_bundle, cid, tmp_path):
+    sock_path = str(tmp_path / "console.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(1)
+
+    def edit(c):
+        c["process"]["terminal"] = True
+        c["process"]["consoleSize"] = {"height": 33, "width": 101}
+    b = make_bundle(["sh", "-c", "tty; stty size; test -t 0 && echo istty; sleep 1000"],
+                    edit=edit)
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, "--console-socket", sock_path, cid, stdout=out,
+                stderr=out, check=True)
+    srv.settimeout(10)
+    conn, _ = srv.accept()
+    master = recv_fd(conn)
+    runtime("start", cid, check=True)
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"istty" not in data and time.monotonic() < deadline:
+        data += os.read(master, 4096)
+    os.close(master)
+    text = data.decode()
+    assert "/dev/pts/0" in text
+    assert "33 101" in text
+    assert "istty" in text
+
+
+HOOK = """#!/bin/sh
+cat > "{out}.$$"
+mv "{out}.$$" "{out}"
+"""
+
+
+def test_hooks(runtime, make_bundle, cid, tmp_path):
+    hooks = {}
+    for kind in ["prestart", "createRuntime", "poststart", "poststop"]:
+        script = tmp_path / f"{kind}.sh"
+        script.write_text(HOOK.format(out=tmp_path / f"{kind}.json"))
+        script.chmod(0o755)
+        hooks[kind] = [{"path": str(script), "args": [str(script), kind], "timeout": 10}]
+    # createContainer and startContainer run in the container.
+    hooks["startContainer"] = [{"path": "/bin/sh", "args": ["sh", "-c", "echo hook > /tmp/sc"]}]
+
+    def edit(c):
+        c["hooks"] = hooks
+        c["annotations"] = {"org.test": "yes"}
+    b = make_bundle(["sh", "-c", "cat /tmp/sc; sleep 1000"], edit=edit)
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    pid = runtime.state(cid)["pid"]
+    for kind in ["prestart", "createRuntime"]:
+        st = json.loads((tmp_path / f"{kind}.json").read_text())
+        assert st["id"] == cid and st["pid"] == pid
+        assert st["annotations"] == {"org.test": "yes"}
+    assert not (tmp_path / "poststart.json").exists()
+    runtime("start", cid, check=True)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "poststart.json").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    while "hook" not in (tmp_path / "out").read_text():
+        assert time.monotonic() < deadline, (tmp_path / "out").read_text()
+        time.sleep(0.01)
+    runtime("kill", cid, "KILL", check=True)
+    runtime.wait_status(cid, "stopped")
+    runtime("delete", cid, check=True)
+    st = json.loads((tmp_path / "poststop.json").read_text())
+    assert st["id"] == cid
+
+
+def test_failing_hook_fails_create(runtime, make_bundle, cid, tmp_path):
+    def edit(c):
+        c["hooks"] = {"createRuntime": [{"path": "/bin/false"}]}
+    b = make_bundle(["true"], edit=edit)
+    r = runtime("create", "--bundle", b, cid)
+    assert r.returncode != 0
+    assert runtime("state", cid).returncode != 0 or runtime.state(cid)["status"] == "stopped"
+
+
+def test_hook_timeout(kinglet, make_bundle, cid):
+    def edit(c):
+        c["hooks"] = {"prestart": [{"path": "/bin/sleep", "args": ["sleep", "100"],
+                                    "timeout": 1}]}
+    b = make_bundle(["true"], edit=edit)
+    t = time.monotonic()
+    r = kinglet("create", "--bundle", b, cid)
+    assert r.returncode != 0
+    assert "timed out" in r.stderr and "hooks.prestart[0]" in r.stderr
+    assert time.monotonic() - t < 10
+
+
+@pytest.fixture
+def world_readable_rootfs(rootfs):
+    """The rootfs under a path the mapped root (host uid 100000) can walk:
+    pytest's own temporary directories are 0700."""
+    d = tempfile.mkdtemp(prefix="kinglet-userns-", dir="/tmp")
+    os.chmod(d, 0o755)
+    shutil.copytree(rootfs, os.path.join(d, "rootfs"), symlinks=True)
+    yield pathlib.Path(d)
+    shutil.rmtree(d)
+
+
+def test_user_namespace_with_mappings(runtime, world_readable_rootfs, cid):
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "user"})
+        c["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        c["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        # sysfs needs a user namespace that owns the network one: keep it.
+    cfg = base_config(world_readable_rootfs / "rootfs",
+                      ["sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map; id -u"])
+    edit(cfg)
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = runtime("run", "--bundle", b, cid)
+    assert r.returncode == 0, r.stderr
+    lines = [l.split() for l in r.stdout.splitlines()]
+    assert lines[0] == ["0", "100000", "65536"]
+    assert lines[1] == ["0", "100000", "65536"]
+    assert lines[2] == ["0"]
+
+
+def test_idmapped_bind_mount(runtime, world_readable_rootfs, cid):
+    # A host directory owned by root, mounted idmapped into a container
+    # whose root is host uid 100000: inside, the files belong to root; the
+    # same directory bound without idmap shows them as nobody.
+    data = world_readable_rootfs / "data"
+    data.mkdir()
+    (data / "f").write_text("x")
+    os.chmod(data, 0o755)
+    for d in ("idmapped", "plain"):  # the mapped root may not create them
+        (world_readable_rootfs / "rootfs" / d).mkdir()
+
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "user"})
+        c["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        c["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        c["mounts"].append({"destination": "/idmapped", "type": "bind", "source": str(data),
+                            "options": ["rbind", "idmap"]})
+        c["mounts"].append({"destination": "/plain", "type": "bind", "source": str(data),
+                            "options": ["rbind"]})
+    cfg = base_config(world_readable_rootfs / "rootfs",
+                      ["sh", "-c", "stat -c %u:%g /idmapped/f /plain/f; "
+                       "touch /idmapped/new && echo wrote"])
+    edit(cfg)
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = runtime("run", "--bundle", b, cid)
+    if runtime.name == "crun" and r.returncode != 0:
+        pytest.skip(f"crun 1.8.1: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0:0", "65534:65534", "wrote"]
+    st = os.stat(data / "new")
+    assert (st.st_uid, st.st_gid) == (0, 0)  # written as the container's root = host root
+
+
+def test_exec_tty(runtime, running, cid, tmp_path):
+    running()
+    sock_path = str(tmp_path / "exec-console.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(1)
+    srv.settimeout(10)
+    with open(tmp_path / "exec-out", "w") as out:
+        p = subprocess.Popen(runtime.cmd("exec", "--tty", "--console-socket", sock_path, cid,
+                                         "sh", "-c", "tty; test -t 1 && echo istty"),
+                             stdout=out, stderr=out)
+    conn, _ = srv.accept()
+    master = recv_fd(conn)
+    data = b""
+    deadline = time.monotonic() + 10
+    while b"istty" not in data and time.monotonic() < deadline:
+        try:
+            data += os.read(master, 4096)
+        except OSError:
+            break
+    assert p.wait(timeout=10) == 0, (tmp_path / "exec-out").read_text()
+    os.close(master)
+    assert b"/dev/pts/" in data and b"istty" in data

@@ -1,0 +1,143 @@
+"""create/start/state/kill/delete/run/list, for kinglet and crun alike."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+def test_run_returns_exit_status(runtime, make_bundle, cid):
+    b = make_bundle(["sh", "-c", "echo out; echo err >&2; exit 7"])
+    r = runtime("run", "--bundle", b, cid)
+    assert r.returncode == 7, r.stderr
+    assert r.stdout == "out\n"
+    assert "err" in r.stderr
+
+
+def no_pidns(cfg):
+    cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"] if n["type"] != "pid"]
+
+
+def test_run_killed_by_signal_is_128_plus(runtime, make_bundle, cid):
+    # Without a pid namespace of its own the shell is not an init that
+    # ignores SIGKILL from inside.
+    b = make_bundle(["sh", "-c", "kill -9 $$"], edit=no_pidns)
+    r = runtime("run", "--bundle", b, cid)
+    assert r.returncode == 137, r.stderr
+
+
+def test_run_removes_the_container(runtime, make_bundle, cid):
+    b = make_bundle(["true"])
+    runtime("run", "--bundle", b, cid, check=True)
+    assert runtime("state", cid).returncode != 0
+    assert not (runtime.root / cid).exists()
+
+
+def test_create_start_kill_delete(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    st = runtime.state(cid)
+    assert st["status"] == "created"
+    assert st["id"] == cid
+    assert st["bundle"] == str(b)
+    pid = st["pid"]
+    assert pid > 0
+    # Not running the user's process yet: the init waits.
+    assert open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep"
+    runtime("start", cid, check=True)
+    st = runtime.wait_status(cid, "running")
+    deadline = time.monotonic() + 5
+    while open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert runtime("start", cid).returncode != 0  # only once
+    assert runtime("delete", cid).returncode != 0  # running: needs --force
+    runtime("kill", cid, "KILL", check=True)
+    runtime.wait_status(cid, "stopped")
+    runtime("delete", cid, check=True)
+    assert runtime("state", cid).returncode != 0
+    assert not os.path.exists(f"/proc/{pid}/cmdline") or \
+        open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep"
+
+
+def test_kill_sigterm_by_name(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sh", "-c", "trap 'exit 3' TERM; while true; do sleep 0.1; done"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    runtime.wait_status(cid, "running")
+    time.sleep(0.3)  # let the shell install its trap; the status below proves it did
+    runtime("kill", cid, "SIGTERM", check=True)
+    runtime.wait_status(cid, "stopped")
+
+
+def test_delete_force_running(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    pid = runtime.wait_status(cid, "running")["pid"]
+    runtime("delete", "--force", cid, check=True)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}"):
+        stat = open(f"/proc/{pid}/stat").read()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        assert time.monotonic() < deadline, "container survived delete --force"
+        time.sleep(0.01)
+
+
+def test_duplicate_id_refused(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+        r = runtime("create", "--bundle", b, cid, stdout=out, stderr=subprocess.PIPE)
+    assert r.returncode != 0
+    assert runtime.state(cid)["status"] == "created"
+
+
+def test_list(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    r = runtime("list", check=True)
+    assert cid in r.stdout
+    r = runtime("list", "-q", check=True)
+    assert r.stdout.split() == [cid]
+
+
+def test_pid_file(runtime, make_bundle, cid, tmp_path):
+    b = make_bundle(["sleep", "1000"])
+    with open(tmp_path / "out", "w") as out:
+        runtime("create", "--bundle", b, "--pid-file", tmp_path / "pid", cid, stdout=out,
+                stderr=out, check=True)
+    assert int((tmp_path / "pid").read_text()) == runtime.state(cid)["pid"]
+
+
+def test_state_of_missing_container_fails(runtime, cid):
+    r = runtime("state", cid)
+    assert r.returncode != 0
+    assert cid in r.stderr
+
+
+def test_exit_record_kept_after_stop(kinglet, make_bundle, cid, tmp_path):
+    b = make_bundle(["sh", "-c", "exit 5"])
+    with open(tmp_path / "out", "w") as out:
+        kinglet("create", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    kinglet("start", cid, check=True)
+    st = kinglet.wait_status(cid, "stopped")
+    assert st["exitCode"] == 5
+    assert st["started"] <= st["finished"]
+    rec = json.loads((kinglet.root / cid / "exit.json").read_text())
+    assert rec["exitCode"] == 5 and rec["signal"] == 0
+    kinglet("delete", cid, check=True)
+
+
+def test_run_forwards_signals(kinglet, make_bundle, cid):
+    b = make_bundle(["sh", "-c", "trap 'exit 42' TERM; echo ready; while true; do sleep 0.05; done"])
+    p = subprocess.Popen(kinglet.cmd("run", "--bundle", b, cid), stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline() == "ready\n"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 42

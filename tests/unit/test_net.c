@@ -1,0 +1,766 @@
+/* Unit tests for src/net: subnet arithmetic, IPAM (in a temporary directory,
+ * including concurrent allocators), netlink message building and reply
+ * parsing, nftables ruleset text. No network configuration is touched. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/veth.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+#include "net/internal.h"
+#include "net/net.h"
+
+static void addr_text(int family, const uint8_t a[16], char *buf)
+{
+    net_addr_format(family, a, buf, INET6_ADDRSTRLEN);
+}
+
+/* ---- subnets ------------------------------------------------------------ */
+
+static void test_subnet_parse(void **state)
+{
+    struct net_subnet s;
+    char buf[NET_SUBNET_STRLEN];
+    assert_int_equal(net_subnet_parse("10.88.7.9/16", &s), 0);
+    assert_int_equal(s.family, AF_INET);
+    assert_int_equal(s.prefix, 16);
+    net_subnet_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "10.88.0.0/16");
+    assert_int_equal(net_subnet_parse("fd00:88::17/64", &s), 0);
+    assert_int_equal(s.family, AF_INET6);
+    net_subnet_format(&s, buf, sizeof(buf));
+    assert_string_equal(buf, "fd00:88::/64");
+
+    const char *bad[] = {"",
+                         "10.0.0.0",
+                         "10.0.0.0/",
+                         "10.0.0.0/31",
+                         "10.0.0.0/7",
+                         "10.0.0.0/33",
+                         "10.0.0.0/1a",
+                         "10.0.0.0/-1",
+                         "300.0.0.0/8",
+                         "fd00::/127",
+                         "fd00::/0",
+                         "hello/8",
+                         "10.0.0.0/0016",
+                         "10.0.0.0/16/2"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        if (net_subnet_parse(bad[i], &s) != -EINVAL)
+            fail_msg("`%s` was accepted", bad[i]);
+    }
+    assert_int_equal(net_subnet_parse(NULL, &s), -EINVAL);
+}
+
+static void test_subnet_pool(void **state)
+{
+    struct net_subnet s;
+    uint8_t a[16];
+    char t[INET6_ADDRSTRLEN];
+    assert_int_equal(net_subnet_parse("10.88.0.0/24", &s), 0);
+    net_subnet_gateway(&s, a);
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "10.88.0.1");
+    assert_int_equal(net_subnet_pool_size(&s), 253); /* .2 .. .254 */
+    net_subnet_pool_addr(&s, 0, a);
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "10.88.0.2");
+    net_subnet_pool_addr(&s, 252, a);
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "10.88.0.254");
+    assert_int_equal(net_subnet_pool_index(&s, a), 252);
+    /* network, gateway, broadcast and outside addresses are not in the pool */
+    const char *out[] = {"10.88.0.0", "10.88.0.1", "10.88.0.255", "10.88.1.2", "10.87.0.2"};
+    for (size_t i = 0; i < ARRAY_SIZE(out); i++) {
+        int fam;
+        assert_int_equal(net_addr_parse(out[i], &fam, a), 0);
+        if (net_subnet_pool_index(&s, a) != -1)
+            fail_msg("%s is in the pool", out[i]);
+    }
+    assert_int_equal(net_subnet_parse("192.168.5.4/30", &s), 0);
+    assert_int_equal(net_subnet_pool_size(&s), 1);
+    net_subnet_pool_addr(&s, 0, a);
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "192.168.5.6");
+
+    assert_int_equal(net_subnet_parse("fd00:1::/120", &s), 0);
+    assert_int_equal(net_subnet_pool_size(&s), 253);
+    net_subnet_gateway(&s, a);
+    addr_text(AF_INET6, a, t);
+    assert_string_equal(t, "fd00:1::1");
+    net_subnet_pool_addr(&s, 0, a);
+    addr_text(AF_INET6, a, t);
+    assert_string_equal(t, "fd00:1::2");
+    assert_int_equal(net_subnet_parse("fd00:1::/64", &s), 0);
+    assert_true(net_subnet_pool_size(&s) == UINT64_MAX);
+    net_subnet_pool_addr(&s, 0xfffe, a);
+    addr_text(AF_INET6, a, t);
+    assert_string_equal(t, "fd00:1::1:0");
+}
+
+static void test_config(void **state)
+{
+    struct net_config cfg;
+    struct err e = {0};
+    net_config_init(&cfg);
+    assert_string_equal(cfg.bridge, "kinglet0");
+    assert_int_equal(cfg.nsubnets, 1);
+    assert_int_equal(net_config_validate(&cfg, &e), 0);
+    /* IPv6 first in the text: stored IPv4 first */
+    assert_int_equal(net_config_set_subnets(&cfg, "fd00:5::/64, 10.5.0.0/16", &e), 0);
+    assert_int_equal(cfg.nsubnets, 2);
+    assert_int_equal(cfg.subnets[0].family, AF_INET);
+    assert_int_equal(cfg.subnets[1].family, AF_INET6);
+    assert_int_equal(net_config_set_subnets(&cfg, "10.5.0.0/16,10.6.0.0/16", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "one per family"));
+    assert_int_equal(net_config_set_subnets(&cfg, "10.5.0.0/16,fd00::/64,10.7.0.0/16", &e),
+                     -EINVAL);
+    assert_int_equal(net_config_set_subnets(&cfg, "bogus", &e), -EINVAL);
+    assert_int_equal(net_config_set_subnets(&cfg, "", &e), -EINVAL);
+    assert_int_equal(cfg.nsubnets, 2); /* unchanged by failures */
+    assert_int_equal(net_config_set_bridge(&cfg, "br-pods", &e), 0);
+    assert_int_equal(net_config_set_bridge(&cfg, "much-too-long-name", &e), -EINVAL);
+    assert_int_equal(net_config_set_bridge(&cfg, "a/b", &e), -EINVAL);
+    assert_int_equal(net_config_set_bridge(&cfg, "..", &e), -EINVAL);
+    cfg.mtu = 100;
+    assert_int_equal(net_config_validate(&cfg, &e), -EINVAL);
+}
+
+static void test_pod_id(void **state)
+{
+    assert_true(net_pod_id_valid("3f2a9c"));
+    assert_true(net_pod_id_valid("pod_a-1.x"));
+    assert_false(net_pod_id_valid(""));
+    assert_false(net_pod_id_valid(NULL));
+    assert_false(net_pod_id_valid(".hidden"));
+    assert_false(net_pod_id_valid("../x"));
+    assert_false(net_pod_id_valid("a b"));
+    assert_false(net_pod_id_valid("a\"b"));
+    char longid[NET_POD_ID_MAX + 2];
+    memset(longid, 'a', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    assert_false(net_pod_id_valid(longid));
+    longid[NET_POD_ID_MAX] = '\0';
+    assert_true(net_pod_id_valid(longid));
+
+    char a[IFNAMSIZ], b[IFNAMSIZ], c[IFNAMSIZ];
+    net_pod_host_ifname("pod-a", a);
+    net_pod_host_ifname("pod-a", b);
+    net_pod_host_ifname("pod-b", c);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+    assert_int_equal(strlen(a), 14);
+    assert_true(str_has_prefix(a, "kl"));
+}
+
+/* ---- IPAM --------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static int ipam_setup(void **state)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test-net-ipam-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static void rm_rf(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+        rm_rf(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static int ipam_teardown(void **state)
+{
+    rm_rf(tmpdir);
+    return 0;
+}
+
+static void test_ipam_alloc_release(void **state)
+{
+    struct net_subnet s;
+    struct err e = {0};
+    uint8_t a[16], b[16], c[16];
+    char t[INET6_ADDRSTRLEN];
+    assert_int_equal(net_subnet_parse("10.1.0.0/29", &s), 0); /* pool .2-.6 */
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "pa", NULL, a, &e), 0);
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "10.1.0.2");
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "pb", NET_IPAM_HOSTPORTS_FLAG, b, &e), 0);
+    addr_text(AF_INET, b, t);
+    assert_string_equal(t, "10.1.0.3");
+    /* release pa: the next allocation goes on round the pool, not back to .2 */
+    assert_int_equal(net_ipam_release(tmpdir, "pa", &e), 0);
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "pc", NULL, c, &e), 0);
+    addr_text(AF_INET, c, t);
+    assert_string_equal(t, "10.1.0.4");
+    /* the directory is the state: a "restarted" reader sees the leases */
+    struct net_ipam_lease *l = NULL;
+    size_t n = 0;
+    assert_int_equal(net_ipam_list(tmpdir, &l, &n, &e), 0);
+    assert_int_equal(n, 2);
+    bool seen_b = false, seen_c = false;
+    for (size_t i = 0; i < n; i++) {
+        addr_text(l[i].family, l[i].addr, t);
+        if (!strcmp(l[i].pod_id, "pb")) {
+            seen_b = true;
+            assert_string_equal(t, "10.1.0.3");
+            assert_true(l[i].hostports);
+            assert_int_equal(l[i].prefix, 29);
+        } else if (!strcmp(l[i].pod_id, "pc")) {
+            seen_c = true;
+            assert_string_equal(t, "10.1.0.4");
+            assert_false(l[i].hostports);
+        }
+    }
+    free(l);
+    assert_true(seen_b && seen_c);
+    /* releasing twice and releasing an unknown pod are success */
+    assert_int_equal(net_ipam_release(tmpdir, "pb", &e), 0);
+    assert_int_equal(net_ipam_release(tmpdir, "pb", &e), 0);
+    assert_int_equal(net_ipam_release(tmpdir, "nobody", &e), 0);
+    assert_int_equal(net_ipam_release(tmpdir, "../x", &e), -EINVAL);
+    /* no temporary file is left next to the leases */
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%s/10.1.0.0-29", tmpdir);
+    DIR *d = opendir(sub);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (str_has_prefix(de->d_name, ".tmp"))
+            fail_msg("left behind: %s", de->d_name);
+    closedir(d);
+    assert_int_equal(net_ipam_release_addr(tmpdir, &s, c, &e), 0);
+    assert_int_equal(net_ipam_list(tmpdir, &l, &n, &e), 0);
+    assert_int_equal(n, 0);
+    free(l);
+}
+
+static void test_ipam_exhausted(void **state)
+{
+    struct net_subnet s;
+    struct err e = {0};
+    uint8_t a[16];
+    assert_int_equal(net_subnet_parse("10.2.0.0/29", &s), 0);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "p%d", i);
+        assert_int_equal(net_ipam_alloc(tmpdir, &s, id, NULL, a, &e), 0);
+    }
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "p5", NULL, a, &e), -ENOSPC);
+    assert_int_equal(e.code, ENOSPC);
+    assert_non_null(strstr(e.msg, "no free address in pod subnet 10.2.0.0/29"));
+    /* one released: exactly that one comes back */
+    assert_int_equal(net_ipam_release(tmpdir, "p3", &e), 0);
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "p6", NULL, a, &e), 0);
+    char t[INET6_ADDRSTRLEN];
+    addr_text(AF_INET, a, t);
+    assert_string_equal(t, "10.2.0.5");
+    assert_int_equal(net_ipam_alloc(tmpdir, &s, "p7", NULL, a, &e), -ENOSPC);
+}
+
+#define NTHREADS 50
+struct alloc_arg {
+    const struct net_subnet *s;
+    char id[16];
+    uint8_t addr[16];
+    int r;
+};
+static pthread_barrier_t barrier;
+
+static void *alloc_thread(void *data)
+{
+    struct alloc_arg *a = data;
+    struct err e = {0};
+    pthread_barrier_wait(&barrier);
+    a->r = net_ipam_alloc(tmpdir, a->s, a->id, NULL, a->addr, &e);
+    return NULL;
+}
+
+static void test_ipam_concurrent(void **state)
+{
+    struct net_subnet s;
+    assert_int_equal(net_subnet_parse("fd00:9::/120", &s), 0);
+    struct alloc_arg args[NTHREADS];
+    pthread_t t[NTHREADS];
+    assert_int_equal(pthread_barrier_init(&barrier, NULL, NTHREADS), 0);
+    for (int i = 0; i < NTHREADS; i++) {
+        args[i].s = &s;
+        snprintf(args[i].id, sizeof(args[i].id), "t%d", i);
+        assert_int_equal(pthread_create(&t[i], NULL, alloc_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    for (int i = 0; i < NTHREADS; i++) {
+        assert_int_equal(args[i].r, 0);
+        assert_true(net_subnet_pool_index(&s, args[i].addr) >= 0);
+        for (int k = 0; k < i; k++)
+            if (!memcmp(args[i].addr, args[k].addr, 16))
+                fail_msg("threads %d and %d got the same address", i, k);
+    }
+}
+
+/* ---- netlink building --------------------------------------------------- */
+
+struct attrs {
+    const struct nlattr *tb[IFLA_MAX + 1];
+};
+
+static int collect_cb(const struct nlattr *a, void *data)
+{
+    struct attrs *at = data;
+    if (mnl_attr_type_valid(a, IFLA_MAX) > 0)
+        at->tb[mnl_attr_get_type(a)] = a;
+    return MNL_CB_OK;
+}
+
+static void test_nl_veth(void **state)
+{
+    struct nl_batch b;
+    nl_batch_init(&b);
+    assert_int_equal(nl_build_veth_create(&b, "klabc", "eth0", 7, 1400, 3), 0);
+    assert_int_equal(nl_build_brport_hairpin(&b, "klabc", true), 0);
+    assert_int_equal(b.nmsgs, 2);
+    const struct nlmsghdr *nlh = nl_batch_msg(&b, 0);
+    assert_non_null(nlh);
+    assert_int_equal(nlh->nlmsg_type, RTM_NEWLINK);
+    assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+    const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
+    assert_int_equal(ifi->ifi_flags & IFF_UP, IFF_UP);
+    struct attrs at = {0};
+    assert_int_equal(mnl_attr_parse(nlh, sizeof(*ifi), collect_cb, &at), MNL_CB_OK);
+    assert_string_equal(mnl_attr_get_str(at.tb[IFLA_IFNAME]), "klabc");
+    assert_int_equal(mnl_attr_get_u32(at.tb[IFLA_MTU]), 1400);
+    assert_int_equal(mnl_attr_get_u32(at.tb[IFLA_MASTER]), 3);
+    struct attrs li = {0};
+    assert_int_equal(mnl_attr_parse_nested(at.tb[IFLA_LINKINFO], collect_cb, &li), MNL_CB_OK);
+    assert_string_equal(mnl_attr_get_str(li.tb[IFLA_INFO_KIND]), "veth");
+    /* IFLA_INFO_DATA > VETH_INFO_PEER (not flagged nested) > ifinfomsg + attrs */
+    const struct nlattr *data = li.tb[IFLA_INFO_DATA];
+    const struct nlattr *peer = mnl_attr_get_payload(data);
+    assert_int_equal(peer->nla_type, VETH_INFO_PEER);
+    const struct ifinfomsg *pifi = mnl_attr_get_payload(peer);
+    assert_int_equal(pifi->ifi_flags & IFF_UP, 0);
+    struct attrs pa = {0};
+    const uint8_t *p = (const uint8_t *)pifi + MNL_ALIGN(sizeof(*pifi));
+    const uint8_t *end = (const uint8_t *)peer + peer->nla_len;
+    while (p < end) {
+        const struct nlattr *a = (const struct nlattr *)p;
+        collect_cb(a, &pa);
+        p += MNL_ALIGN(a->nla_len);
+    }
+    assert_non_null(pa.tb[IFLA_IFNAME]);
+    assert_string_equal(mnl_attr_get_str(pa.tb[IFLA_IFNAME]), "eth0");
+    assert_int_equal(mnl_attr_get_u32(pa.tb[IFLA_NET_NS_FD]), 7);
+
+    /* hairpin: an existing port by name, bridge slave data */
+    nlh = nl_batch_msg(&b, 1);
+    assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
+    memset(&at, 0, sizeof(at));
+    assert_int_equal(mnl_attr_parse(nlh, sizeof(*ifi), collect_cb, &at), MNL_CB_OK);
+    memset(&li, 0, sizeof(li));
+    assert_int_equal(mnl_attr_parse_nested(at.tb[IFLA_LINKINFO], collect_cb, &li), MNL_CB_OK);
+    assert_string_equal(mnl_attr_get_str(li.tb[IFLA_INFO_SLAVE_KIND]), "bridge");
+    const struct nlattr *mode = mnl_attr_get_payload(li.tb[IFLA_INFO_SLAVE_DATA]);
+    assert_int_equal(mnl_attr_get_type(mode), IFLA_BRPORT_MODE);
+    assert_int_equal(mnl_attr_get_u8(mode), 1);
+}
+
+static void test_nl_bad_names(void **state)
+{
+    struct nl_batch b;
+    nl_batch_init(&b);
+    assert_int_equal(nl_build_veth_create(&b, "0123456789abcdef", "eth0", 3, 0, 0), -EINVAL);
+    assert_int_equal(nl_build_link_get(&b, ""), -EINVAL);
+    assert_int_equal(nl_build_link_del(&b, "a/b"), -EINVAL);
+    assert_int_equal(nl_build_bridge_create(&b, NULL, 0), -EINVAL);
+    assert_int_equal(b.nmsgs, 0);
+    /* a full batch refuses more messages instead of overflowing */
+    int n = 0;
+    while (nl_build_link_get(&b, "lo") == 0)
+        n++;
+    assert_int_equal(n, NL_BATCH_MSGS);
+    assert_int_equal(nl_build_link_get(&b, "lo"), -ENOBUFS);
+}
+
+static void test_nl_addr_route(void **state)
+{
+    struct nl_batch b;
+    nl_batch_init(&b);
+    uint8_t a6[16], gw4[16] = {0};
+    int fam;
+    assert_int_equal(net_addr_parse("fd00::5", &fam, a6), 0);
+    assert_int_equal(net_addr_parse("10.0.0.1", &fam, gw4), 0);
+    assert_int_equal(nl_build_addr(&b, true, AF_INET6, 4, a6, 64), 0);
+    assert_int_equal(nl_build_route_default(&b, true, AF_INET, 4, gw4), 0);
+    assert_int_equal(nl_build_addr(&b, true, AF_INET, 4, gw4, 33), -EINVAL);
+    assert_int_equal(nl_build_addr(&b, true, AF_INET, 0, gw4, 8), -EINVAL);
+    assert_int_equal(b.nmsgs, 2);
+    const struct nlmsghdr *nlh = nl_batch_msg(&b, 0);
+    assert_int_equal(nlh->nlmsg_type, RTM_NEWADDR);
+    assert_true(nlh->nlmsg_flags & NLM_F_REPLACE);
+    const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
+    assert_int_equal(ifa->ifa_prefixlen, 64);
+    assert_int_equal(ifa->ifa_index, 4);
+    const struct nlattr *a;
+    bool nodad = false, local = false;
+    mnl_attr_for_each(a, nlh, sizeof(*ifa))
+    {
+        if (mnl_attr_get_type(a) == IFA_FLAGS)
+            nodad = mnl_attr_get_u32(a) & IFA_F_NODAD;
+        if (mnl_attr_get_type(a) == IFA_LOCAL)
+            local = !memcmp(mnl_attr_get_payload(a), a6, 16);
+    }
+    assert_true(nodad);
+    assert_true(local);
+    nlh = nl_batch_msg(&b, 1);
+    assert_int_equal(nlh->nlmsg_type, RTM_NEWROUTE);
+    const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+    assert_int_equal(rtm->rtm_dst_len, 0);
+    assert_int_equal(rtm->rtm_family, AF_INET);
+    bool gw = false, oif = false;
+    mnl_attr_for_each(a, nlh, sizeof(*rtm))
+    {
+        if (mnl_attr_get_type(a) == RTA_GATEWAY)
+            gw = mnl_attr_get_payload_len(a) == 4 && !memcmp(mnl_attr_get_payload(a), gw4, 4);
+        if (mnl_attr_get_type(a) == RTA_OIF)
+            oif = mnl_attr_get_u32(a) == 4;
+    }
+    assert_true(gw && oif);
+}
+
+/* ---- netlink replies ---------------------------------------------------- */
+
+/* An NLMSG_ERROR for seq, capped, optionally with an extack message. */
+static size_t put_error(uint8_t *buf, uint32_t seq, uint32_t portid, int error, const char *msg)
+{
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = NLMSG_ERROR;
+    nlh->nlmsg_seq = seq;
+    nlh->nlmsg_pid = portid;
+    nlh->nlmsg_flags = NLM_F_CAPPED;
+    struct nlmsgerr *e = mnl_nlmsg_put_extra_header(nlh, sizeof(*e));
+    e->error = error;
+    e->msg.nlmsg_len = 64; /* the original's header only (capped) */
+    e->msg.nlmsg_seq = seq;
+    if (msg) {
+        nlh->nlmsg_flags |= NLM_F_ACK_TLVS;
+        mnl_attr_put_strz(nlh, NLMSGERR_ATTR_MSG, msg);
+    }
+    return nlh->nlmsg_len;
+}
+
+static int count_cb(const struct nlmsghdr *nlh, void *data)
+{
+    (*(int *)data)++;
+    return 0;
+}
+
+static void test_nl_reply(void **state)
+{
+    uint8_t buf[4096] = {0};
+    size_t len = 0;
+    len += put_error(buf + len, 10, 77, 0, NULL);
+    len += put_error(buf + len, 99, 77, -EPERM, "someone else's"); /* other seq */
+    len += put_error(buf + len, 11, 77, -EEXIST, "File exists, says the kernel");
+    /* a data message for seq 12 then its ack */
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf + len);
+    nlh->nlmsg_type = RTM_NEWLINK;
+    nlh->nlmsg_seq = 12;
+    nlh->nlmsg_pid = 77;
+    struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+    ifi->ifi_index = 42;
+    ifi->ifi_flags = IFF_UP;
+    mnl_attr_put_strz(nlh, IFLA_IFNAME, "kinglet0");
+    mnl_attr_put_u32(nlh, IFLA_MTU, 1450);
+    struct nlattr *li = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+    mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+    mnl_attr_nest_end(nlh, li);
+    const struct nlmsghdr *link = nlh;
+    len += nlh->nlmsg_len;
+    len += put_error(buf + len, 12, 77, -ENODEV, NULL);
+
+    struct nl_result res;
+    struct nl_reply_state st = {.portid = 77, .seq_first = 10, .seq_last = 12, .res = &res};
+    memset(&res, 0, sizeof(res));
+    int n = 0;
+    assert_int_equal(nl_reply_parse(buf, len, &st, count_cb, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(st.acked, 3);
+    assert_int_equal(st.first_error, -EEXIST);
+    assert_int_equal(st.first_error_index, 1);
+    assert_string_equal(st.ext_msg, "File exists, says the kernel");
+    assert_int_equal(res.errors[0], 0);
+    assert_int_equal(res.errors[1], -EEXIST);
+    assert_int_equal(res.errors[2], -ENODEV);
+    struct err e = {0};
+    assert_int_equal(nl_result_err(&res, 1, &e, "create"), -EEXIST);
+    assert_non_null(strstr(e.msg, "create: File exists, says the kernel"));
+    assert_int_equal(nl_result_err(&res, 0, &e, "x"), 0);
+
+    struct nl_link_info info;
+    assert_int_equal(nl_link_parse(link, &info), 0);
+    assert_int_equal(info.ifindex, 42);
+    assert_string_equal(info.name, "kinglet0");
+    assert_int_equal(info.mtu, 1450);
+    assert_string_equal(info.kind, "bridge");
+
+    /* truncated datagrams are malformed, not silently fine */
+    struct nl_reply_state st2 = {.portid = 77, .seq_first = 10, .seq_last = 12};
+    assert_int_equal(nl_reply_parse(buf, 10, &st2, NULL, NULL), -EBADMSG);
+    /* a length above INT_MAX must not pass as negative (fuzzer finding) */
+    uint8_t huge[64] = {0};
+    size_t hl = put_error(huge, 10, 77, 0, NULL);
+    ((struct nlmsghdr *)huge)->nlmsg_len = 0xffffffefu;
+    assert_int_equal(nl_reply_parse(huge, hl, &st2, NULL, NULL), -EBADMSG);
+    ((struct nlmsghdr *)huge)->nlmsg_len = (uint32_t)hl;
+    struct nlmsghdr *second = (struct nlmsghdr *)(huge + hl);
+    second->nlmsg_len = 0xfffffff0u;
+    second->nlmsg_seq = 11;
+    assert_int_equal(nl_reply_parse(huge, sizeof(huge), &st2, count_cb, &n), 0);
+    /* an error message too short for nlmsgerr */
+    uint8_t small[64] = {0};
+    struct nlmsghdr *sh = mnl_nlmsg_put_header(small);
+    sh->nlmsg_type = NLMSG_ERROR;
+    sh->nlmsg_seq = 10;
+    sh->nlmsg_len += 4;
+    assert_int_equal(nl_reply_parse(small, sh->nlmsg_len, &st2, NULL, NULL), -EBADMSG);
+    /* an extack string without its NUL is ignored, the error kept */
+    uint8_t nonul[256] = {0};
+    size_t l = put_error(nonul, 10, 77, -EINVAL, "abc");
+    struct nlmsghdr *eh = (struct nlmsghdr *)nonul;
+    struct nlattr *ma =
+        (struct nlattr *)(nonul + MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(struct nlmsgerr)));
+    ((char *)(ma + 1))[3] = 'd';
+    ma->nla_len = sizeof(*ma) + 4;
+    eh->nlmsg_len = (uint32_t)(l - 0);
+    struct nl_reply_state st3 = {.portid = 77, .seq_first = 10, .seq_last = 10};
+    assert_int_equal(nl_reply_parse(nonul, l, &st3, NULL, NULL), 0);
+    assert_int_equal(st3.first_error, -EINVAL);
+    assert_string_equal(st3.ext_msg, "");
+}
+
+/* ---- conntrack ---------------------------------------------------------- */
+
+static void test_ct_messages(void **state)
+{
+    struct nl_batch b;
+    nl_batch_init(&b);
+    assert_int_equal(nl_build_ct_dump(&b, AF_INET, IPPROTO_UDP, 5353), 0);
+    assert_int_equal(nl_build_ct_dump(&b, AF_UNIX, IPPROTO_UDP, 5353), -EINVAL);
+    const struct nlmsghdr *nlh = nl_batch_msg(&b, 0);
+    assert_int_equal(nlh->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET);
+    assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP); /* no ACK on a dump */
+    const struct nfgenmsg *nfg = mnl_nlmsg_get_payload(nlh);
+    assert_int_equal(nfg->nfgen_family, AF_INET);
+    const struct nlattr *a, *tuple = NULL, *filter = NULL;
+    mnl_attr_for_each(a, nlh, sizeof(*nfg))
+    {
+        if (mnl_attr_get_type(a) == CTA_TUPLE_ORIG)
+            tuple = a;
+        if (mnl_attr_get_type(a) == CTA_FILTER)
+            filter = a;
+    }
+    assert_non_null(tuple);
+    assert_non_null(filter);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_UDP, 5353), 1);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_UDP, 5354), 0);
+    assert_int_equal(net_ct_tuple_matches(tuple, IPPROTO_TCP, 5353), 0);
+    const struct nlattr *f = mnl_attr_get_payload(filter);
+    assert_int_equal(mnl_attr_get_type(f), CTA_FILTER_ORIG_FLAGS);
+    assert_int_equal(mnl_attr_get_u32(f), (1u << 3) | (1u << 5)); /* proto num, dst port */
+
+    /* delete by the original tuple, as dumped */
+    static struct nl_batch b2;
+    nl_batch_init(&b2);
+    assert_int_equal(nl_build_ct_delete(&b2, AF_INET6, mnl_attr_get_payload(tuple),
+                                        mnl_attr_get_payload_len(tuple)),
+                     0);
+    nlh = nl_batch_msg(&b2, 0);
+    assert_int_equal(nlh->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE);
+    assert_true(nlh->nlmsg_flags & NLM_F_ACK);
+    const struct nlattr *d = NULL;
+    mnl_attr_for_each(a, nlh, sizeof(*nfg)) d = a;
+    assert_int_equal(d->nla_type, CTA_TUPLE_ORIG | NLA_F_NESTED);
+    assert_int_equal(net_ct_tuple_matches(d, IPPROTO_UDP, 5353), 1);
+    uint8_t big[300] = {0};
+    assert_int_equal(nl_build_ct_delete(&b2, AF_INET, big, sizeof(big)), -EINVAL);
+
+    /* a malformed tuple: protocol number of the wrong size */
+    uint8_t buf[64] = {0};
+    struct nlmsghdr *m = mnl_nlmsg_put_header(buf);
+    struct nlattr *t = mnl_attr_nest_start(m, CTA_TUPLE_ORIG);
+    struct nlattr *p = mnl_attr_nest_start(m, CTA_TUPLE_PROTO);
+    mnl_attr_put_u32(m, CTA_PROTO_NUM, IPPROTO_UDP);
+    mnl_attr_nest_end(m, p);
+    mnl_attr_nest_end(m, t);
+    assert_int_equal(net_ct_tuple_matches(t, IPPROTO_UDP, 53), -EBADMSG);
+}
+
+/* ---- nftables text ------------------------------------------------------ */
+
+static void test_nft_base(void **state)
+{
+    struct net_config cfg;
+    struct err e = {0};
+    net_config_init(&cfg);
+    assert_int_equal(net_config_set_subnets(&cfg, "10.88.0.0/16,fd00:88::/64", &e), 0);
+    struct buf b = {0};
+    assert_int_equal(net_nft_base_build(&cfg, &b), 0);
+    assert_int_equal(buf_append(&b, "", 1), 0);
+    const char *t = (const char *)b.data;
+    assert_non_null(strstr(t, "add table inet kinglet\n"));
+    assert_non_null(strstr(t, "add rule inet kinglet postrouting ip saddr 10.88.0.0/16 ip daddr "
+                              "!= 10.88.0.0/16 masquerade\n"));
+    assert_non_null(strstr(t, "add rule inet kinglet postrouting ip6 saddr fd00:88::/64 ip6 "
+                              "daddr != fd00:88::/64 masquerade\n"));
+    assert_non_null(strstr(t, "ct status dnat ip saddr 10.88.0.0/16 ip daddr 10.88.0.0/16 "
+                              "masquerade\n"));
+    assert_non_null(strstr(t, "prerouting fib daddr type local jump hostports\n"));
+    /* never the pods' chain, never another table */
+    assert_null(strstr(t, "flush chain inet kinglet hostports"));
+    for (const char *line = t; *line; line = strchr(line, '\n') + 1) {
+        if (!strstr(line, " inet kinglet ") && !str_has_prefix(line, "add table inet kinglet"))
+            fail_msg("line outside the kinglet table: %.80s", line);
+    }
+    buf_free(&b);
+}
+
+static void test_nft_pod(void **state)
+{
+    struct net_nft_dnat ips[2] = {{AF_INET, "10.88.0.5"}, {AF_INET6, "fd00:88::5"}};
+    struct net_port_mapping ports[] = {
+        {NET_PROTO_TCP, 8080, 80, NULL},
+        {NET_PROTO_UDP, 5353, 53, "192.0.2.7"},
+        {NET_PROTO_SCTP, 9999, 999, "0.0.0.0"},
+        {NET_PROTO_TCP, 0, 22, NULL}, /* no host port: nothing */
+        {NET_PROTO_TCP, 4443, 443, "2001:db8::1"},
+    };
+    struct buf b = {0};
+    struct err e = {0};
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, ports, ARRAY_SIZE(ports), &b, &e), 0);
+    assert_int_equal(buf_append(&b, "", 1), 0);
+    const char *t = (const char *)b.data;
+    const char *want[] = {
+        "add rule inet kinglet hostports meta nfproto ipv4 meta l4proto tcp th dport 8080 dnat "
+        "ip to 10.88.0.5:80 comment \"kinglet:podx\"\n",
+        "add rule inet kinglet hostports meta nfproto ipv6 meta l4proto tcp th dport 8080 dnat "
+        "ip6 to [fd00:88::5]:80 comment \"kinglet:podx\"\n",
+        "add rule inet kinglet hostports ip daddr 192.0.2.7 meta l4proto udp th dport 5353 dnat "
+        "ip to 10.88.0.5:53 comment \"kinglet:podx\"\n",
+        "add rule inet kinglet hostports meta nfproto ipv4 meta l4proto sctp th dport 9999 dnat "
+        "ip to 10.88.0.5:999 comment \"kinglet:podx\"\n",
+        "add rule inet kinglet hostports meta nfproto ipv6 meta l4proto sctp th dport 9999",
+        "add rule inet kinglet hostports ip6 daddr 2001:db8::1 meta l4proto tcp th dport 4443 "
+        "dnat ip6 to [fd00:88::5]:443 comment \"kinglet:podx\"\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing: %s\nin:\n%s", want[i], t);
+    assert_null(strstr(t, "dport 22"));
+    assert_null(strstr(t, "ip6 daddr 192.0.2.7"));
+    int lines = 0;
+    for (const char *c = t; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 6);
+    buf_free(&b);
+
+    struct net_port_mapping bad_ip = {NET_PROTO_TCP, 1, 2, "1.2.3.4; flush ruleset"};
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_ip, 1, &b, &e), -EINVAL);
+    struct net_port_mapping bad_proto = {(enum net_proto)7, 1, 2, NULL};
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_proto, 1, &b, &e), -EINVAL);
+    struct net_port_mapping bad_cport = {NET_PROTO_TCP, 1, 0, NULL};
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_cport, 1, &b, &e), -EINVAL);
+    assert_int_equal(net_nft_pod_build("pod\"x", ips, 2, ports, 1, &b, &e), -EINVAL);
+    buf_free(&b);
+}
+
+static void test_nft_pod_delete(void **state)
+{
+    const char *json =
+        "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}},"
+        "{\"chain\": {\"family\": \"inet\", \"table\": \"kinglet\", \"name\": \"hostports\", "
+        "\"handle\": 1}},"
+        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
+        "\"handle\": 7, \"comment\": \"kinglet:poda\", \"expr\": []}},"
+        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
+        "\"handle\": 8, \"comment\": \"kinglet:podab\", \"expr\": []}},"
+        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
+        "\"handle\": 9, \"comment\": \"kinglet:poda\", \"expr\": []}},"
+        "{\"rule\": {\"family\": \"inet\", \"table\": \"other\", \"chain\": \"hostports\", "
+        "\"handle\": 10, \"comment\": \"kinglet:poda\", \"expr\": []}},"
+        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
+        "\"handle\": \"11\", \"comment\": \"kinglet:poda\", \"expr\": []}}]}";
+    struct buf b = {0};
+    struct err e = {0};
+    assert_int_equal(net_nft_pod_delete_build(json, "poda", &b, &e), 0);
+    assert_int_equal(buf_append(&b, "", 1), 0);
+    assert_string_equal((const char *)b.data, "delete rule inet kinglet hostports handle 7\n"
+                                              "delete rule inet kinglet hostports handle 9\n");
+    buf_free(&b);
+    assert_int_equal(net_nft_pod_delete_build(json, "nobody", &b, &e), 0);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(net_nft_pod_delete_build("{not json", "poda", &b, &e), -EBADMSG);
+    assert_int_equal(net_nft_pod_delete_build("{\"x\": 1}", "poda", &b, &e), -EBADMSG);
+    buf_free(&b);
+}
+
+static void test_sysctl_keys(void **state)
+{
+    struct err e = {0};
+    const char *bad[] = {
+        "kernel.shmmax", "net/../kernel/x",      "net..ipv4",           "net.ipv4.",
+        "net",           "net/ipv4//ip_forward", "net.ipv4.ip forward", "/net/ipv4"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        int r = net_sysctl_write(bad[i], "1", &e);
+        if (r != -EINVAL)
+            fail_msg("`%s` gave %d, not -EINVAL", bad[i], r);
+    }
+    assert_int_equal(net_sysctl_write("net.ipv4.ip_forward", "1\n0", &e), -EINVAL);
+    char v[16];
+    assert_int_equal(net_sysctl_read("net.ipv4.ip_forward", v, sizeof(v), &e), 0);
+    assert_true(!strcmp(v, "0") || !strcmp(v, "1"));
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_subnet_parse),
+    cmocka_unit_test(test_subnet_pool),
+    cmocka_unit_test(test_config),
+    cmocka_unit_test(test_pod_id),
+    cmocka_unit_test_setup_teardown(test_ipam_alloc_release, ipam_setup, ipam_teardown),
+    cmocka_unit_test_setup_teardown(test_ipam_exhausted, ipam_setup, ipam_teardown),
+    cmocka_unit_test_setup_teardown(test_ipam_concurrent, ipam_setup, ipam_teardown),
+    cmocka_unit_test(test_nl_veth),
+    cmocka_unit_test(test_nl_bad_names),
+    cmocka_unit_test(test_nl_addr_route),
+    cmocka_unit_test(test_nl_reply),
+    cmocka_unit_test(test_ct_messages),
+    cmocka_unit_test(test_nft_base),
+    cmocka_unit_test(test_nft_pod),
+    cmocka_unit_test(test_nft_pod_delete),
+    cmocka_unit_test(test_sysctl_keys),
+};
+
+UNIT_MAIN(tests)

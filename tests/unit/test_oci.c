@@ -1,0 +1,366 @@
+/* Unit tests for oci/spec and the small pure helpers of the executor:
+ * config.json → struct oci_spec (every section), errors that name the
+ * field, mount option parsing, signal names, container ids, the default
+ * spec round trip, and a failing-allocation-free parse of hostile input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+
+#include "oci/internal.h"
+
+static int per_test_timeout(void **state)
+{
+    (void)state;
+    alarm(20);
+    return 0;
+}
+
+#define BASE                                                                                       \
+    "\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\"}, "                              \
+    "\"process\": {\"args\": [\"sh\"], \"cwd\": \"/\"}"
+
+static struct oci_spec *parse_ok(const char *body)
+{
+    char doc[8192];
+    snprintf(doc, sizeof(doc), "{%s}", body);
+    struct err e = {0};
+    struct oci_spec *s = NULL;
+    int r = oci_spec_parse(doc, strlen(doc), "/bundle", &s, &e);
+    if (r < 0)
+        fail_msg("parse failed: %s\n%s", e.msg, doc);
+    return s;
+}
+
+/* Parsing fails and the message contains `want`. */
+static void parse_err(const char *body, const char *want)
+{
+    char doc[8192];
+    snprintf(doc, sizeof(doc), "{%s}", body);
+    struct err e = {0};
+    struct oci_spec *s = NULL;
+    int r = oci_spec_parse(doc, strlen(doc), "/bundle", &s, &e);
+    if (r >= 0) {
+        oci_spec_free(s);
+        fail_msg("parse succeeded, wanted an error with `%s`:\n%s", want, doc);
+    }
+    if (!strstr(e.msg, want))
+        fail_msg("error `%s` does not name `%s`", e.msg, want);
+    assert_null(s);
+}
+
+static void test_minimal(void **state)
+{
+    (void)state;
+    struct oci_spec *s = parse_ok(BASE);
+    assert_string_equal(s->root_path, "/bundle/rootfs");
+    assert_false(s->root_readonly);
+    assert_true(s->has_process);
+    assert_string_equal(s->process.args[0], "sh");
+    assert_null(s->process.args[1]);
+    assert_string_equal(s->process.cwd, "/");
+    assert_int_equal(s->n_mounts, 0);
+    assert_false(s->process.has_caps);
+    oci_spec_free(s);
+}
+
+static void test_process_fields(void **state)
+{
+    (void)state;
+    struct oci_spec *s = parse_ok(
+        "\"ociVersion\": \"1.2.0\", \"root\": {\"path\": \"/abs\", \"readonly\": true},"
+        "\"hostname\": \"h\", \"domainname\": \"d\","
+        "\"process\": {\"terminal\": true, \"consoleSize\": {\"height\": 24, \"width\": 80},"
+        " \"args\": [\"a\", \"b\"], \"env\": [\"A=1\", \"B=\"], \"cwd\": \"/w\","
+        " \"user\": {\"uid\": 5, \"gid\": 6, \"umask\": 18, \"additionalGids\": [7, 8]},"
+        " \"rlimits\": [{\"type\": \"RLIMIT_NOFILE\", \"soft\": 10, \"hard\": 20}],"
+        " \"capabilities\": {\"bounding\": [\"CAP_KILL\", \"CAP_CHOWN\"], \"ambient\": [\"CAP_KILL\"]},"
+        " \"noNewPrivileges\": true, \"oomScoreAdj\": -17},"
+        "\"linux\": {\"namespaces\": [{\"type\": \"uts\"}, {\"type\": \"network\", \"path\": "
+        "\"/run/netns/x\"}], \"personality\": {\"domain\": \"LINUX32\"}}");
+    assert_string_equal(s->root_path, "/abs");
+    assert_true(s->root_readonly);
+    assert_string_equal(s->hostname, "h");
+    assert_string_equal(s->domainname, "d");
+    struct oci_process *p = &s->process;
+    assert_true(p->terminal);
+    assert_int_equal(p->cons_height, 24);
+    assert_int_equal(p->cons_width, 80);
+    assert_string_equal(p->args[1], "b");
+    assert_string_equal(p->env[1], "B=");
+    assert_int_equal(p->uid, 5);
+    assert_int_equal(p->gid, 6);
+    assert_true(p->has_umask);
+    assert_int_equal(p->umask, 18);
+    assert_int_equal(p->n_gids, 2);
+    assert_int_equal(p->gids[1], 8);
+    assert_int_equal(p->n_rlimits, 1);
+    assert_int_equal(p->rlimits[0].resource, RLIMIT_NOFILE);
+    assert_int_equal(p->rlimits[0].soft, 10);
+    assert_int_equal(p->rlimits[0].hard, 20);
+    assert_true(p->has_caps);
+    assert_int_equal(p->caps[OCI_CAP_BOUNDING], (1ull << 5) | (1ull << 0));
+    assert_int_equal(p->caps[OCI_CAP_AMBIENT], 1ull << 5);
+    assert_int_equal(p->caps[OCI_CAP_EFFECTIVE], 0);
+    assert_true(p->no_new_privileges);
+    assert_true(p->has_oom_score_adj);
+    assert_int_equal(p->oom_score_adj, -17);
+    assert_true(s->ns[OCI_NS_UTS].enabled);
+    assert_null(s->ns[OCI_NS_UTS].path);
+    assert_string_equal(s->ns[OCI_NS_NET].path, "/run/netns/x");
+    assert_false(s->ns[OCI_NS_PID].enabled);
+    assert_true(s->has_personality);
+    assert_int_equal(s->personality, PER_LINUX32);
+    oci_spec_free(s);
+}
+
+static void test_mounts(void **state)
+{
+    (void)state;
+    struct oci_spec *s = parse_ok(
+        BASE ", \"mounts\": ["
+        "{\"destination\": \"/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
+        "[\"nosuid\", \"ro\", \"rw\", \"noexec\", \"size=1m\", \"mode=755\", \"rslave\", "
+        "\"strictatime\"]},"
+        "{\"destination\": \"/b\", \"source\": \"/src\", \"options\": [\"rbind\", \"ro\", "
+        "\"private\"]},"
+        "{\"destination\": \"/c\", \"type\": \"bind\", \"source\": \"/src\"},"
+        "{\"destination\": \"/d\", \"type\": \"none\", \"source\": \"/src\", \"options\": "
+        "[\"idmap\"]}]");
+    assert_int_equal(s->n_mounts, 4);
+    struct oci_mount *m = &s->mounts[0];
+    assert_int_equal(m->flags, MS_NOSUID | MS_NOEXEC | MS_STRICTATIME);
+    assert_true(m->clear & MS_RDONLY);
+    assert_int_equal(m->propagation, MS_SLAVE | MS_REC);
+    assert_string_equal(m->data, "size=1m,mode=755");
+    assert_false(m->bind);
+    m = &s->mounts[1];
+    assert_true(m->bind);
+    assert_int_equal(m->flags, MS_REC | MS_RDONLY);
+    assert_int_equal(m->propagation, MS_PRIVATE);
+    assert_null(m->data);
+    assert_true(s->mounts[2].bind);
+    assert_int_equal(s->mounts[2].flags, 0);
+    assert_true(s->mounts[3].idmap);
+    oci_spec_free(s);
+}
+
+static void test_linux_sections(void **state)
+{
+    (void)state;
+    struct oci_spec *s = parse_ok(
+        BASE ", \"linux\": {"
+        "\"namespaces\": [{\"type\": \"user\"}, {\"type\": \"time\"}],"
+        "\"uidMappings\": [{\"containerID\": 0, \"hostID\": 1000, \"size\": 10}],"
+        "\"gidMappings\": [{\"containerID\": 0, \"hostID\": 2000, \"size\": 1}],"
+        "\"devices\": [{\"path\": \"/dev/x\", \"type\": \"c\", \"major\": 1, \"minor\": 3, "
+        "\"fileMode\": 432, \"uid\": 1, \"gid\": 2}, {\"path\": \"/dev/p\", \"type\": \"p\"}],"
+        "\"sysctl\": {\"net.ipv4.ip_forward\": \"1\"},"
+        "\"maskedPaths\": [\"/proc/kcore\"], \"readonlyPaths\": [\"/proc/sys\"],"
+        "\"rootfsPropagation\": \"rshared\", \"cgroupsPath\": \"/a/b\","
+        "\"resources\": {\"pids\": {\"limit\": 5}}, \"seccomp\": {\"defaultAction\": "
+        "\"SCMP_ACT_ALLOW\"}}, \"hooks\": {\"prestart\": [{\"path\": \"/h\", \"args\": [\"h\", "
+        "\"x\"], \"timeout\": 3}], \"poststop\": [{\"path\": \"/p\"}]},"
+        "\"annotations\": {\"k\": \"v\"}");
+    assert_true(s->ns[OCI_NS_USER].enabled);
+    assert_true(s->ns[OCI_NS_TIME].enabled);
+    assert_int_equal(s->n_uid_maps, 1);
+    assert_int_equal(s->uid_maps[0].host_id, 1000);
+    assert_int_equal(s->uid_maps[0].size, 10);
+    assert_int_equal(s->gid_maps[0].host_id, 2000);
+    assert_int_equal(s->n_devices, 2);
+    assert_int_equal(s->devices[0].type, 'c');
+    assert_int_equal(s->devices[0].mode, 0660);
+    assert_true(s->devices[0].has_uid);
+    assert_int_equal(s->devices[0].gid, 2);
+    assert_int_equal(s->devices[1].type, 'p');
+    assert_int_equal(s->n_sysctl, 1);
+    assert_string_equal(s->sysctl[0].key, "net.ipv4.ip_forward");
+    assert_string_equal(s->masked_paths[0], "/proc/kcore");
+    assert_string_equal(s->readonly_paths[0], "/proc/sys");
+    assert_int_equal(s->rootfs_propagation, MS_SHARED | MS_REC);
+    assert_string_equal(s->cgroups_path, "/a/b");
+    assert_non_null(json_object_get(s->resources, "pids"));
+    assert_non_null(s->seccomp);
+    assert_int_equal(s->hooks.n[OCI_HOOK_PRESTART], 1);
+    assert_string_equal(s->hooks.list[OCI_HOOK_PRESTART][0].args[1], "x");
+    assert_int_equal(s->hooks.list[OCI_HOOK_PRESTART][0].timeout, 3);
+    assert_int_equal(s->hooks.n[OCI_HOOK_POSTSTOP], 1);
+    assert_string_equal(json_string_value(json_object_get(s->annotations, "k")), "v");
+    oci_spec_free(s);
+}
+
+static void test_errors_name_the_field(void **state)
+{
+    (void)state;
+    parse_err("\"root\": {\"path\": \"r\"}", "`ociVersion`");
+    parse_err("\"ociVersion\": \"2.0\", \"root\": {\"path\": \"r\"}", "`ociVersion`");
+    parse_err("\"ociVersion\": \"1.0.2\"", "`root`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": 5}", "`root.path`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"cwd\": "
+              "\"/\"}",
+              "`process.args`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
+              "[], \"cwd\": \"/\"}",
+              "`process.args`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
+              "[\"a\", 1], \"cwd\": \"/\"}",
+              "`process.args[1]`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
+              "[\"a\"], \"cwd\": \"x\"}",
+              "`process.cwd`");
+    parse_err(BASE ", \"mounts\": [{\"destination\": \"rel\", \"type\": \"tmpfs\"}]",
+              "`mounts[0].destination`");
+    parse_err(BASE ", \"mounts\": [{\"destination\": \"/a\"}]", "`mounts[0].type`");
+    parse_err(BASE ", \"mounts\": [{\"destination\": \"/a\", \"type\": \"bind\"}]",
+              "`mounts[0].source`");
+    parse_err(BASE ", \"mounts\": [{\"destination\": \"/a\", \"type\": \"t\", \"options\": [1]}]",
+              "`mounts[0].options[0]`");
+    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"pid\"}]}",
+              "`linux.namespaces[1].type`");
+    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"user\"}]}",
+              "`linux.uidMappings`");
+    parse_err(BASE ", \"linux\": {\"uidMappings\": [{\"containerID\": 0, \"hostID\": 1}]}",
+              "`linux.uidMappings[0]`");
+    parse_err(BASE ", \"linux\": {\"devices\": [{\"path\": \"/dev/../x\", \"type\": \"c\", "
+                   "\"major\": 1, \"minor\": 1}]}",
+              "`linux.devices[0].path`");
+    parse_err(BASE ", \"linux\": {\"devices\": [{\"path\": \"/dev/x\", \"type\": \"c\"}]}",
+              "`linux.devices[0]`");
+    parse_err(BASE ", \"linux\": {\"sysctl\": {\"../x\": \"1\"}}", "`linux.sysctl`");
+    parse_err(BASE ", \"linux\": {\"rootfsPropagation\": \"weird\"}",
+              "`linux.rootfsPropagation`");
+    parse_err(BASE ", \"linux\": {\"personality\": {\"domain\": \"BSD\"}}",
+              "`linux.personality.domain`");
+    parse_err(BASE ", \"hooks\": {\"prestart\": [{\"path\": \"rel\"}]}",
+              "`hooks.prestart[0].path`");
+    parse_err(BASE ", \"hooks\": {\"poststop\": [{\"path\": \"/x\", \"timeout\": 0}]}",
+              "`hooks.poststop[0].timeout`");
+    parse_err(BASE ", \"hostname\": \"h\"", "`hostname`");
+    parse_err(BASE ", \"linux\": {\"timeOffsets\": {\"boottime\": {\"secs\": 1}}}",
+              "`linux.timeOffsets`");
+    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"time\"}], \"timeOffsets\": "
+                   "{\"monotonic\": {\"nanosecs\": 1000000000}}}",
+              "`linux.timeOffsets.monotonic`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
+              "[\"a\"], \"cwd\": \"/\", \"env\": [\"NOEQUALS\"]}",
+              "`process.env[0]`");
+    parse_err("\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": {\"args\": "
+              "[\"a\"], \"cwd\": \"/\", \"user\": {\"uid\": -1}}",
+              "`process.user.uid`");
+}
+
+static void test_malformed_documents(void **state)
+{
+    (void)state;
+    static const char *const docs[] = {
+        "", "[]", "{", "{\"ociVersion\": \"1.0.2\",}", "null", "\"str\"",
+        "{\"ociVersion\": \"1.0.2\", \"ociVersion\": \"1.0.2\"}",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+        struct err e = {0};
+        struct oci_spec *s = NULL;
+        assert_true(oci_spec_parse(docs[i], strlen(docs[i]), NULL, &s, &e) < 0);
+        assert_null(s);
+        assert_int_not_equal(e.code, 0);
+        assert_non_null(strstr(e.msg, "config.json") ? e.msg : strstr(e.msg, "`"));
+    }
+}
+
+static void test_signals(void **state)
+{
+    (void)state;
+    int sig = 0;
+    assert_int_equal(oci_signal_parse("KILL", &sig), 0);
+    assert_int_equal(sig, SIGKILL);
+    assert_int_equal(oci_signal_parse("SIGTERM", &sig), 0);
+    assert_int_equal(sig, SIGTERM);
+    assert_int_equal(oci_signal_parse("sigusr1", &sig), 0);
+    assert_int_equal(sig, SIGUSR1);
+    assert_int_equal(oci_signal_parse("9", &sig), 0);
+    assert_int_equal(sig, 9);
+    assert_int_equal(oci_signal_parse("RTMIN+2", &sig), 0);
+    assert_int_equal(sig, SIGRTMIN + 2);
+    assert_true(oci_signal_parse("0", &sig) < 0);
+    assert_true(oci_signal_parse("999", &sig) < 0);
+    assert_true(oci_signal_parse("NOPE", &sig) < 0);
+    assert_true(oci_signal_parse("", &sig) < 0);
+}
+
+static void test_ids(void **state)
+{
+    (void)state;
+    assert_int_equal(oci_id_validate("abc-1.2_3+x", NULL), 0);
+    assert_true(oci_id_validate("", NULL) < 0);
+    assert_true(oci_id_validate("..", NULL) < 0);
+    assert_true(oci_id_validate("a/b", NULL) < 0);
+    assert_true(oci_id_validate("a b", NULL) < 0);
+    char longid[300];
+    memset(longid, 'a', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    assert_true(oci_id_validate(longid, NULL) < 0);
+}
+
+static void test_default_spec_round_trip(void **state)
+{
+    (void)state;
+    for (int rootless = 0; rootless < 2; rootless++) {
+        json_t *j = oci_spec_default(rootless);
+        assert_non_null(j);
+        char *text = json_dumps(j, 0);
+        json_decref(j);
+        struct err e = {0};
+        struct oci_spec *s = NULL;
+        if (oci_spec_parse(text, strlen(text), "/b", &s, &e) < 0)
+            fail_msg("default spec does not parse: %s", e.msg);
+        free(text);
+        assert_string_equal(s->process.args[0], "sh");
+        assert_true(s->root_readonly);
+        assert_int_equal(s->n_mounts, 6);
+        assert_true(s->ns[OCI_NS_PID].enabled);
+        assert_int_equal(s->ns[OCI_NS_USER].enabled, rootless);
+        assert_int_equal(s->n_masked, 10);
+        oci_spec_free(s);
+    }
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    /* More env entries than OCI_LIST_MAX. */
+    struct buf b = {0};
+    buf_printf(&b, "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"process\": "
+                   "{\"args\": [\"a\"], \"cwd\": \"/\", \"env\": [");
+    for (int i = 0; i < OCI_LIST_MAX + 1; i++)
+        buf_printf(&b, "%s\"A=%d\"", i ? "," : "", i);
+    buf_printf(&b, "]}}");
+    struct err e = {0};
+    struct oci_spec *s = NULL;
+    assert_true(oci_spec_parse((char *)b.data, b.len, NULL, &s, &e) < 0);
+    assert_non_null(strstr(e.msg, "`process.env`"));
+    buf_free(&b);
+    assert_true(oci_spec_parse("{}", OCI_CONFIG_MAX + 1, NULL, &s, &e) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_minimal, per_test_timeout),
+        cmocka_unit_test_setup(test_process_fields, per_test_timeout),
+        cmocka_unit_test_setup(test_mounts, per_test_timeout),
+        cmocka_unit_test_setup(test_linux_sections, per_test_timeout),
+        cmocka_unit_test_setup(test_errors_name_the_field, per_test_timeout),
+        cmocka_unit_test_setup(test_malformed_documents, per_test_timeout),
+        cmocka_unit_test_setup(test_signals, per_test_timeout),
+        cmocka_unit_test_setup(test_ids, per_test_timeout),
+        cmocka_unit_test_setup(test_default_spec_round_trip, per_test_timeout),
+        cmocka_unit_test_setup(test_limits, per_test_timeout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
