@@ -9,9 +9,16 @@
  * diff_id match; the record is only committed when every layer is in. */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "image/internal.h"
+
+void job_thread_background(void)
+{
+    /* per-thread on Linux: only this thread's nice value changes */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+}
 
 int job_hold(struct job *job, const char *chain_id)
 {
@@ -136,6 +143,7 @@ static void reg_close(void *ctx)
 static void *layer_worker(void *arg)
 {
     struct layer_work *w = arg;
+    job_thread_background();
     for (;;) {
         unsigned i = atomic_fetch_add(&w->next, 1);
         if (i >= w->man->n_descs || atomic_load(&w->job->cancel))

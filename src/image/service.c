@@ -397,6 +397,7 @@ static void job_release_holds(struct image_service *svc, struct job *job)
 static void job_thread(void *arg)
 {
     struct job *job = arg;
+    job_thread_background();
     if (job->kind == JOB_PULL)
         job_pull_run(job);
     else
