@@ -122,7 +122,7 @@ def big_image():
 @pytest.mark.slow
 def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
     """Version and ListImages keep answering while a 100 MB layer streams,
-    hashes, inflates and unpacks (loosely: p99 under 50 ms on a shared
+    hashes, inflates and unpacks (loosely: p99 under 100 ms on a shared
     machine; bench/ measures precisely)."""
     f = FakeRegistry(throttle=0.02).start()
     try:
@@ -155,7 +155,7 @@ def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
         p99 = lat[int(len(lat) * 0.99) - 1]
         print(f"during the pull: {len(lat)} calls, median {statistics.median(lat) * 1e3:.2f} ms,"
               f" p99 {p99 * 1e3:.2f} ms")
-        assert p99 < 0.050, f"p99 {p99 * 1e3:.1f} ms"
+        assert p99 < 0.100, f"p99 {p99 * 1e3:.1f} ms"
         assert d.stop() == 0
     finally:
         f.stop()
