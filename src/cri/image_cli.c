@@ -383,7 +383,9 @@ int cri_image_cli(int argc, char **argv)
             cmd = i;
         }
     }
-    if (!cmd || (!sock && !store_busy(root)))
+    /* no daemon socket to talk to: the store's own error ("in use by
+     * another kinglet process") says more than a failed connect */
+    if (!cmd || (!sock && (!store_busy(root) || access(DEFAULT_SOCKET, F_OK) < 0)))
         return image_cli_main(argc, argv);
     if (!sock)
         sock = DEFAULT_SOCKET;

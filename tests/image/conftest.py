@@ -145,6 +145,22 @@ class Kinglet:
 
 
 @pytest.fixture
+def fake(images):
+    """Factory of scriptable fake registries serving some test images."""
+    regs = []
+
+    def make(**kw):
+        f = imagelib.FakeRegistry(**kw)
+        for tag in ("busybox", "layers", "shared1", "shared2"):
+            f.add_image(tag, images[tag])
+        regs.append(f.start())
+        return f
+    yield make
+    for f in regs:
+        f.stop()
+
+
+@pytest.fixture
 def kimage(kinglet_bin, tmp_path, registry):
     k = Kinglet(kinglet_bin, tmp_path / "root", registry)
     yield k

@@ -233,3 +233,32 @@ def test_cli_through_the_daemon(cri, daemon_factory, registry, images, kinglet_b
     p = k("pull", f"{registry.host}/nosuch:1", check=False)
     assert p.returncode == 1 and b"NOT_FOUND" in p.stderr
     assert d.stop() == 0
+
+
+def test_registry_settings_from_the_config_file(cri, daemon_factory, registry, fake, images,
+                                                tmp_path):
+    """insecure-registry and repeated registry-mirror lines in the config
+    file: a dead mirror first, then a working one, for an unreachable host."""
+    import imagelib
+    m = fake(upstream=("127.0.0.1", registry.port))
+    dead = imagelib.free_port()
+    cfg = tmp_path / "kinglet.conf"
+    cfg.write_text(f"insecure-registry = {registry.host}\n"
+                   f"registry-mirror = unreachable.invalid=http://127.0.0.1:{dead}\n"
+                   f"registry-mirror = \"unreachable.invalid=http://{m.host}\"\n"
+                   "pull-concurrency = 2\n")
+    d = daemon_factory(["-c", str(cfg)])
+    ims, _ = stubs(cri, d)
+    for ref in (f"{registry.host}/busybox:latest", "unreachable.invalid/busybox:latest"):
+        r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=120)
+        assert r.image_ref == images["busybox"].id
+    assert any("/v2/busybox/manifests/latest" in p for _, p, _ in m.requests)
+    st = ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, "unreachable.invalid/busybox")),
+                         timeout=5)
+    assert st.image.id == images["busybox"].id
+    assert d.stop() == 0
+    bad = tmp_path / "bad.conf"
+    bad.write_text("registry-mirror = nohost\n")
+    import subprocess
+    p = subprocess.run([d.binary, "-c", str(bad)], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "HOST=URL" in p.stderr

@@ -27,21 +27,6 @@ def auth_registry(tmp_path_factory, images):
     reg.stop()
 
 
-@pytest.fixture
-def fake(images):
-    regs = []
-
-    def make(**kw):
-        f = FakeRegistry(**kw)
-        for tag in ("busybox", "layers", "shared1", "shared2"):
-            f.add_image(tag, images[tag])
-        regs.append(f.start())
-        return f
-    yield make
-    for f in regs:
-        f.stop()
-
-
 def test_https_with_ca(kimage, tls_registry, images):
     ref = f"{tls_registry.host}/busybox:latest"
     p = kimage.run("pull", ref, check=False, opts=[])
