@@ -253,6 +253,8 @@ struct image_service_shared {
     size_t n_mirrors, n_insecure;
     char *certs_dir;
     bool no_origin;
+    char **mirror_only;
+    size_t n_mirror_only;
     char *os, *arch, *variant;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);

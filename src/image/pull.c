@@ -239,8 +239,11 @@ void job_pull_run(struct job *job)
     char *name = NULL;
     int r;
 
+    bool no_origin = sh->no_origin;
+    for (size_t i = 0; i < sh->n_mirror_only; i++)
+        no_origin |= strcmp(sh->mirror_only[i], job->ref.domain) == 0;
     r = reg_endpoints_for(job->ref.domain, (const char *const *)sh->mirrors, sh->n_mirrors,
-                          (const char *const *)sh->insecure, sh->n_insecure, sh->no_origin, &eps,
+                          (const char *const *)sh->insecure, sh->n_insecure, no_origin, &eps,
                           &n_eps, err);
     if (r < 0)
         goto out;

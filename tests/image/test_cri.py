@@ -262,3 +262,27 @@ def test_registry_settings_from_the_config_file(cri, daemon_factory, registry, f
     import subprocess
     p = subprocess.run([d.binary, "-c", str(bad)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2 and "HOST=URL" in p.stderr
+
+
+def test_registry_mirror_only(cri, daemon_factory, registry, fake, images):
+    """--registry-mirror-only HOST: HOST's images come from its mirrors or
+    not at all, even when HOST itself would answer."""
+    import imagelib
+    dead = imagelib.free_port()
+    d = daemon_factory(["--insecure-registry", registry.host,
+                        "--registry-mirror", f"{registry.host}=http://127.0.0.1:{dead}",
+                        "--registry-mirror-only", registry.host])
+    ims, _ = stubs(cri, d)
+    with pytest.raises(grpc.RpcError):
+        ims.PullImage(cri.pb.PullImageRequest(
+            image=spec(cri, f"{registry.host}/busybox:latest")), timeout=120)
+    assert d.stop() == 0
+    m = fake(upstream=("127.0.0.1", registry.port))
+    d = daemon_factory(["--insecure-registry", registry.host,
+                        "--registry-mirror", f"{registry.host}=http://{m.host}",
+                        "--registry-mirror-only", registry.host])
+    ims, _ = stubs(cri, d)
+    r = ims.PullImage(cri.pb.PullImageRequest(
+        image=spec(cri, f"{registry.host}/busybox:latest")), timeout=120)
+    assert r.image_ref == images["busybox"].id and m.blob_gets()
+    assert d.stop() == 0
