@@ -127,3 +127,30 @@ void buf_consume(struct buf *b, size_t n);
 bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
+
+/* ---- libraries loaded on first use (lazy.c) ------------------------------ */
+
+struct lazy_lib {
+    const char *soname;  /* "libcurl.so.4" */
+    const char *package; /* the Debian package, for the error */
+    void *handle;
+};
+
+/* Resolves a symbol, loading the library on first use. A missing library
+ * or symbol is a broken installation: it is logged and aborts, as the
+ * dynamic loader would have refused to start. */
+void *lazy_lib_sym(struct lazy_lib *lib, const char *name);
+
+/* Defines a wrapper with the library's own name and prototype (from its
+ * header) that forwards to the real function. */
+#define LAZY_WRAP(lib, ret, name, params, args)                                                    \
+    ret(name) params                                                                               \
+    {                                                                                              \
+        static __typeof__(&(name)) fp;                                                             \
+        __typeof__(&(name)) lazy_fn_ = __atomic_load_n(&fp, __ATOMIC_RELAXED);                     \
+        if (!lazy_fn_) {                                                                           \
+            lazy_fn_ = (__typeof__(&(name)))lazy_lib_sym(&(lib), #name);                           \
+            __atomic_store_n(&fp, lazy_fn_, __ATOMIC_RELAXED);                                     \
+        }                                                                                          \
+        return lazy_fn_ args;                                                                      \
+    }

@@ -1,2 +1,3 @@
 noinst_LIBRARIES += libkbase.a
-libkbase_a_SOURCES = src/base/base.h src/base/err.c src/base/log.c src/base/util.c
+libkbase_a_SOURCES = src/base/base.h src/base/err.c src/base/log.c src/base/util.c \
+	src/base/lazy.c

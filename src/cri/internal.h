@@ -69,6 +69,7 @@ void cri_image_status(struct cri_call *call);         /* image_status.c */
 void cri_list_images(struct cri_call *call);          /* image_status.c */
 void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
+void cri_import_image(struct cri_call *call);         /* image_cli.c */
 
 bool cri_pod_cidr_valid(const char *s);
 int cri_runtime_config_load(struct cri *cri, struct err *err);

@@ -40,3 +40,9 @@ check_PROGRAMS += tests/unit/test_image
 TESTS += tests/unit/test_image
 tests_unit_test_image_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_image_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
+# image: failing-allocation loops over the parsers (interposes malloc).
+check_PROGRAMS += tests/unit/test_image_alloc
+TESTS += tests/unit/test_image_alloc
+tests_unit_test_image_alloc_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_image_alloc_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
