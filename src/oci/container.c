@@ -495,6 +495,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     if (o->pid_file && (r = write_pid_file(o->pid_file, c.init, err)) < 0)
         goto fail;
     if (run) {
+        oci_sync_send(sync_fd, OCI_SYNC_ACK, 0, NULL);
         *ret_mon_fd = TAKE_FD(mon_fd);
         if (c.spec->hooks.n[OCI_HOOK_POSTSTART]) {
             struct err herr = {0};

@@ -228,8 +228,13 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
         if (n != 1)
             _exit(1);
         close(a->fifo_fd);
+    } else {
+        /* run: the parent has the final state on disk before the process
+         * starts (a caller killed in between leaves nothing half-said). */
+        struct oci_sync_msg m;
+        if (oci_sync_recv(a->sync_fd, &m, -1) < 0 || m.type != OCI_SYNC_ACK)
+            _exit(1);
     }
-    /* `run` does not wait: the parent records the state meanwhile. */
     close(a->sync_fd);
     if (run_hooks_here(a, OCI_HOOK_START_CONTAINER, "startContainer", host_pid, &err) < 0) {
         dprintf(2, "kinglet: %s\n", err.msg);
