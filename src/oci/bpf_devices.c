@@ -263,8 +263,16 @@ int oci_bpf_devices_apply(int cgfd, const struct bpf_insn *insns, size_t n, stru
     if (r < 0)
         n_old = 0; /* older kernels: nothing to replace */
 
-    _cleanup_free_ char *log = calloc(1, 65536);
-    _cleanup_close_ int prog = prog_load(insns, n, log, log ? 65536 : 0);
+    /* Load without a verifier log: producing it costs the kernel a large
+     * share of a container's creation. Ask for it only to explain a
+     * refusal. */
+    _cleanup_free_ char *log = NULL;
+    _cleanup_close_ int prog = prog_load(insns, n, NULL, 0);
+    if (prog < 0 && (log = calloc(1, 65536))) {
+        _cleanup_close_ int again = prog_load(insns, n, log, 65536);
+        if (again >= 0)
+            prog = TAKE_FD(again);
+    }
     if (prog < 0) {
         /* A verifier log means the kernel knows the program type and
          * refused our program: a bug here, not a missing feature. */
