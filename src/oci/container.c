@@ -259,7 +259,21 @@ static int send_idmapped_trees(struct create_ctx *c, struct err *err)
         const struct oci_mount *m = &c->spec->mounts[i];
         if (!m->idmap)
             continue;
-        if (userns < 0) {
+        _cleanup_close_ int own = -1;
+        if (m->n_uid_maps) {
+            /* The mount's own mappings (OCI 1.1). */
+            char field[64];
+            snprintf(field, sizeof(field), "mounts[%zu].uidMappings", i);
+            own =
+                oci_userns_make(m->uid_maps, m->n_uid_maps, m->gid_maps, m->n_gid_maps, field, err);
+            if (own < 0)
+                return own;
+        } else if (userns < 0) {
+            if (!c->spec->ns[OCI_NS_USER].enabled)
+                return err_set(err, EINVAL,
+                               "`mounts[%zu]`: idmap needs uidMappings and gidMappings on the "
+                               "mount or a user namespace for the container",
+                               i);
             char p[64];
             snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)c->init);
             userns = open(p, O_RDONLY | O_CLOEXEC);
@@ -272,7 +286,8 @@ static int send_idmapped_trees(struct create_ctx *c, struct err *err)
                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (rec ? AT_RECURSIVE : 0));
         if (tree < 0)
             return err_set(err, errno, "`mounts[%zu].source`: `%s`", i, m->source ? m->source : "");
-        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
+                                  .userns_fd = (uint64_t)(own >= 0 ? own : userns)};
         if (mount_setattr(tree, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &attr, sizeof(attr)) <
             0)
             return err_set(err, errno,
@@ -296,7 +311,10 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
             return err_set(err, r == -EPIPE ? ECHILD : r, "the container init exited during setup");
         switch (m.type) {
         case OCI_SYNC_USERMAP:
-            if ((r = oci_idmap_write(c->init, c->spec, err)) < 0 ||
+            /* Maps only for a new user namespace of the container's own;
+             * the init may ask just for idmapped trees. */
+            if ((c->spec->ns[OCI_NS_USER].enabled && !c->spec->ns[OCI_NS_USER].path &&
+                 (r = oci_idmap_write(c->init, c->spec, err)) < 0) ||
                 (r = send_idmapped_trees(c, err)) < 0) {
                 oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
                 return r;

@@ -103,7 +103,12 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
         if (flags && unshare(flags) < 0)
             return err_set(err, errno, "`linux.namespaces`: unshare");
     }
-    if (new_user) {
+    bool idmap_mounts = false;
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        idmap_mounts |= spec->mounts[i].idmap;
+    /* The parent writes our id maps (new user namespace) and prepares
+     * idmapped trees for idmap mounts, which need its privileges. */
+    if (new_user || idmap_mounts) {
         if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_USERMAP, 0, NULL)) < 0)
             return err_set(err, r, "wait for the id mappings");
         /* Idmapped trees for idmap mounts come first, then the ACK. */

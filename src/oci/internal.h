@@ -50,6 +50,10 @@ struct oci_mount {
     bool bind;
     bool idmap;
     char *data; /* remaining filesystem options, comma-joined */
+    /* The mount's own id mappings (OCI 1.1); without them an idmap mount
+     * uses the container's user namespace. */
+    struct oci_idmap *uid_maps, *gid_maps;
+    size_t n_uid_maps, n_gid_maps;
 };
 
 struct oci_rlimit {
@@ -221,6 +225,10 @@ int oci_exit_read(int dirfd, struct oci_exit *ret);
 /* ns.c */
 int oci_ns_open_path(const char *path, enum oci_ns_kind k, struct err *err);
 int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
+/* A user namespace with these mappings, held by an O_RDONLY fd (for
+ * idmapped mounts); no process stays in it. */
+int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_idmap *gid,
+                    size_t n_gid, const char *field, struct err *err);
 
 /* mount.c */
 /* Opens (creating what is missing, as a directory or as an empty file)

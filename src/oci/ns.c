@@ -1,8 +1,11 @@
 /* oci/ns: namespaces joined by path and user namespace id maps. */
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 
 #include "oci/internal.h"
 
@@ -49,4 +52,56 @@ int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err)
     if (r < 0)
         return r;
     return write_map(pid, "gid_map", spec->gid_maps, spec->n_gid_maps, "linux.gidMappings", err);
+}
+
+/* A short-lived child enters a new user namespace; we write its maps, keep
+ * a reference to the namespace, and let the child go. */
+int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_idmap *gid,
+                    size_t n_gid, const char *field, struct err *err)
+{
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return err_set(err, errno, "`%s`: pipe", field);
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(ready[0]);
+        close(ready[1]);
+        return err_set(err, e, "`%s`: pipe", field);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        (void)!read(go[0], &c, 1); /* until the parent is done */
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    int r = 0;
+    char c = 'n';
+    if (pid < 0)
+        r = err_set(err, errno, "`%s`: fork", field);
+    else if (read(ready[0], &c, 1) != 1 || c != 'y')
+        r = err_set(err, EPERM, "`%s`: create a user namespace", field);
+    struct oci_spec maps = {.uid_maps = (struct oci_idmap *)uid,
+                            .n_uid_maps = n_uid,
+                            .gid_maps = (struct oci_idmap *)gid,
+                            .n_gid_maps = n_gid};
+    int fd = -1;
+    if (r == 0 && (r = oci_idmap_write(pid, &maps, err)) == 0) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)pid);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            r = err_set(err, errno, "`%s`: open the user namespace", field);
+    }
+    close(ready[0]);
+    close(go[1]); /* the child reads EOF and exits */
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    return r < 0 ? r : fd;
 }

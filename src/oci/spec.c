@@ -526,6 +526,9 @@ static bool path_is_clean(const char *p)
     return true;
 }
 
+static int parse_idmaps(json_t *arr, const char *field, struct oci_idmap **ret, size_t *ret_n,
+                        struct err *err);
+
 static int parse_mounts(json_t *arr, struct oci_spec *spec, struct err *err)
 {
     if (!arr || json_is_null(arr))
@@ -564,8 +567,24 @@ static int parse_mounts(json_t *arr, struct oci_spec *spec, struct err *err)
             return err_set(err, EINVAL, "`mounts[%zu].source`: a bind mount needs a source", i);
         if (!m->bind && !m->type)
             return err_set(err, EINVAL, "`mounts[%zu].type`: missing", i);
-        if (json_object_get(o, "uidMappings") || json_object_get(o, "gidMappings"))
-            m->idmap = true;
+        json_t *um = json_object_get(o, "uidMappings"), *gm = json_object_get(o, "gidMappings");
+        if ((um && !json_is_null(um)) || (gm && !json_is_null(gm))) {
+            /* The runtime spec: mappings on a mount need idmap or ridmap. */
+            if (!m->idmap)
+                return err_set(err, EINVAL,
+                               "`mounts[%zu].uidMappings`: id mappings need the `idmap` or "
+                               "`ridmap` option",
+                               i);
+            snprintf(f, sizeof(f), "mounts[%zu].uidMappings", i);
+            if ((r = parse_idmaps(um, f, &m->uid_maps, &m->n_uid_maps, err)) < 0)
+                return r;
+            snprintf(f, sizeof(f), "mounts[%zu].gidMappings", i);
+            if ((r = parse_idmaps(gm, f, &m->gid_maps, &m->n_gid_maps, err)) < 0)
+                return r;
+            if (!m->n_uid_maps || !m->n_gid_maps)
+                return err_set(err, EINVAL,
+                               "`mounts[%zu]`: uidMappings and gidMappings go together", i);
+        }
     }
     return 0;
 }
@@ -887,6 +906,8 @@ void oci_spec_free(struct oci_spec *spec)
         free(spec->mounts[i].source);
         free(spec->mounts[i].type);
         free(spec->mounts[i].data);
+        free(spec->mounts[i].uid_maps);
+        free(spec->mounts[i].gid_maps);
     }
     free(spec->mounts);
     for (int k = 0; k < OCI_NS_COUNT; k++)

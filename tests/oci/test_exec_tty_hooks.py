@@ -333,3 +333,57 @@ def test_exec_in_user_namespace(runtime, world_readable_rootfs, cid, tmp_path):
     r = runtime("exec", cid, "sh", "-c", "id -u; cat /proc/self/uid_map")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "0", "100000", "65536"]
+
+
+def test_idmapped_mount_with_its_own_mappings(runtime, world_readable_rootfs, cid):
+    # OCI 1.1 mount-level mappings, in a container WITHOUT a user namespace:
+    # on-disk uid/gid 0 appear as 1000/2000 on the mount, anything unmapped
+    # as the overflow id, and the plain bind shows the disk's ids.
+    data = world_readable_rootfs / "data"
+    data.mkdir()
+    (data / "root-owned").write_text("x")
+    (data / "uid5").write_text("y")
+    os.chown(data / "uid5", 5, 5)
+    os.chmod(data, 0o755)
+    cfg = base_config(world_readable_rootfs / "rootfs",
+                      ["sh", "-c", "stat -c %u:%g /mapped/root-owned /mapped/uid5 "
+                       "/plain/root-owned; grep -c . /proc/self/uid_map"])
+    cfg["mounts"].append({"destination": "/mapped", "type": "bind", "source": str(data),
+                          "options": ["rbind", "idmap"],
+                          "uidMappings": [{"containerID": 0, "hostID": 1000, "size": 1}],
+                          "gidMappings": [{"containerID": 0, "hostID": 2000, "size": 1}]})
+    cfg["mounts"].append({"destination": "/plain", "type": "bind", "source": str(data),
+                          "options": ["rbind"]})
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = runtime("run", "--bundle", b, cid)
+    if runtime.name == "crun" and r.returncode != 0:
+        pytest.skip(f"crun 1.8.1: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.split()
+    assert out[:3] == ["1000:2000", "65534:65534", "0:0"]
+    assert out[3] == "1"  # still the host's user namespace (one full-range line)
+
+
+def test_mount_mappings_need_idmap_and_both_maps(kinglet, world_readable_rootfs, cid):
+    cfg = base_config(world_readable_rootfs / "rootfs", ["true"])
+    m = {"destination": "/m", "type": "bind", "source": "/tmp", "options": ["rbind"],
+         "uidMappings": [{"containerID": 0, "hostID": 1000, "size": 1}],
+         "gidMappings": [{"containerID": 0, "hostID": 1000, "size": 1}]}
+    cfg["mounts"].append(m)
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode != 0 and "need the `idmap` or `ridmap` option" in r.stderr
+    m["options"] = ["rbind", "idmap"]
+    del m["gidMappings"]
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode != 0 and "go together" in r.stderr
+    # idmap with no mappings anywhere: a clear error, not ENOTSUP from the kernel.
+    del m["uidMappings"]
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode != 0 and "idmap needs uidMappings" in r.stderr, r.stderr
