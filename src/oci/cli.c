@@ -9,6 +9,7 @@
 #include <sys/capability.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "oci/cgroup.h"
 #include "oci/internal.h"
@@ -248,6 +249,71 @@ static int cmd_pause(const struct gopts *g, int argc, char **argv, bool pause)
     return oci_container_pause(g->root, id, pause, &err) < 0 ? fail(&err) : 0;
 }
 
+/* Runs ps(1) with the caller's options (default -ef) and keeps the header
+ * and the lines of the container's processes, as runc does. */
+static int ps_table(const pid_t *pids, size_t n, char **ps_args, int n_args)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -errno;
+    _cleanup_free_ char **argv = calloc((size_t)n_args + 3, sizeof(char *));
+    if (!argv)
+        return -ENOMEM;
+    argv[0] = "ps";
+    if (n_args == 0)
+        argv[1] = "-ef";
+    for (int i = 0; i < n_args; i++)
+        argv[1 + i] = ps_args[i];
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(pfd[1], STDOUT_FILENO);
+        execvp("ps", argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    if (child < 0) {
+        close(pfd[0]);
+        return -errno;
+    }
+    FILE *f = fdopen(pfd[0], "r");
+    int pid_col = -1, r = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    for (bool header = true; f && getline(&line, &cap, f) > 0; header = false) {
+        char copy[4096];
+        snprintf(copy, sizeof(copy), "%s", line);
+        char *save = NULL;
+        int col = 0;
+        bool keep = header;
+        for (char *t = strtok_r(copy, " \t\n", &save); t;
+             t = strtok_r(NULL, " \t\n", &save), col++) {
+            if (header && strcmp(t, "PID") == 0)
+                pid_col = col;
+            if (!header && col == pid_col)
+                for (size_t i = 0; i < n; i++)
+                    keep |= atoi(t) == (int)pids[i];
+        }
+        if (header && pid_col < 0) {
+            fprintf(stderr, "kinglet oci ps: ps output has no PID column\n");
+            r = -EINVAL;
+            break;
+        }
+        if (keep)
+            fputs(line, stdout);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    else
+        close(pfd[0]);
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (r == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        r = -ECHILD;
+    return r;
+}
+
 static int cmd_ps(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {{"format", required_argument, NULL, 'f'},
@@ -258,31 +324,37 @@ static int cmd_ps(const struct gopts *g, int argc, char **argv)
     for (int c_; (c_ = getopt_long(argc, argv, "+f:", lo, NULL)) != -1;) {
         switch (c_) {
         case 'f':
+            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "table") != 0)
+                return usage_error("ps", "--format is table or json");
             json = strcmp(optarg, "json") == 0;
             break;
         default:
             return usage_error("ps", "unknown option or missing argument");
         }
     }
-    if (optind + 1 != argc)
-        return usage_error("ps", "expected one container id");
+    if (optind >= argc)
+        return usage_error("ps", "expected a container id [ps options]");
+    if (json && optind + 1 != argc)
+        return usage_error("ps", "ps options go with --format table");
     struct err err = {0};
     pid_t *pids;
     size_t n;
     if (oci_container_pids(g->root, argv[optind], &pids, &n, &err) < 0)
         return fail(&err);
+    int r = 0;
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++)
             printf("%s%d", i ? "," : "", (int)pids[i]);
         printf("]\n");
     } else {
-        printf("PID\n");
-        for (size_t i = 0; i < n; i++)
-            printf("%d\n", (int)pids[i]);
+        fflush(stdout);
+        r = ps_table(pids, n, argv + optind + 1, argc - optind - 1);
+        if (r < 0)
+            fprintf(stderr, "kinglet oci ps: running ps(1) failed: %s\n", strerror(-r));
     }
     free(pids);
-    return 0;
+    return r < 0 ? 1 : 0;
 }
 
 static int cmd_update(const struct gopts *g, int argc, char **argv)

@@ -78,6 +78,23 @@ def test_ps_lists_the_container_processes(runtime, running, cid):
     assert len(pids) == 2
 
 
+def test_ps_table_runs_ps_with_options(runtime, running, cid):
+    if runtime.name == "crun":
+        pytest.skip("crun 1.8.1's ps prints only PIDs and takes no ps(1) options (runc does)")
+    st = running(args=("sh", "-c", "sleep 1000 & sleep 1001"))
+    pids = set(json.loads(runtime("ps", "--format", "json", cid, check=True).stdout))
+    # Default: ps -ef, filtered to the container's processes, header kept.
+    lines = runtime("ps", cid, check=True).stdout.splitlines()
+    assert lines[0].split()[1] == "PID"
+    assert {int(l.split()[1]) for l in lines[1:]} == pids
+    # ps options after the id, as with runc.
+    lines = runtime("ps", cid, "-o", "pid,args", check=True).stdout.splitlines()
+    assert lines[0].split() == ["PID", "COMMAND"]
+    assert {int(l.split()[0]) for l in lines[1:]} == pids
+    assert any("sleep 1001" in l for l in lines[1:])
+    assert st["pid"] in pids
+
+
 def test_kill_all(runtime, running, cid):
     st = running(args=("sh", "-c", "trap '' TERM; sleep 1000 & sleep 1000"))
     runtime("kill", "--all", cid, "KILL", check=True)
