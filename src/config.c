@@ -2,6 +2,9 @@
 
 #include "config.h"
 
+/* cri/runtime_config.c: the same check as UpdateRuntimeConfig's. */
+bool cri_pod_cidr_valid(const char *s);
+
 void config_defaults(struct config *cfg)
 {
     *cfg = (struct config){0};
@@ -136,6 +139,33 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->pull_concurrency = (unsigned)v;
         return 0;
     }
+    if (strcmp(key, "pod-cidr") == 0) {
+        if (!cri_pod_cidr_valid(value) || !value[0])
+            return err_set(err, EINVAL, "pod-cidr: `%s` is not one or two comma-separated CIDRs",
+                           value);
+        return set_str(&cfg->pod_cidr, value);
+    }
+    if (strcmp(key, "bridge") == 0) {
+        size_t n = strlen(value);
+        if (n == 0 || n >= 16 || strchr(value, '/') || strchr(value, ' ') ||
+            strcmp(value, ".") == 0 || strcmp(value, "..") == 0)
+            return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
+        return set_str(&cfg->bridge, value);
+    }
+    if (strcmp(key, "mtu") == 0) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (!value[0] || *end || v < 576 || v > 65535)
+            return err_set(err, EINVAL, "mtu: `%s` is not 576..65535", value);
+        cfg->mtu = (unsigned)v;
+        return 0;
+    }
+    if (strcmp(key, "pod-network") == 0) {
+        if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
+            return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
+        cfg->network_disabled = strcmp(value, "none") == 0;
+        return 0;
+    }
     return err_set(err, EINVAL, "unknown setting `%s`", key);
 }
 
@@ -222,5 +252,7 @@ void config_free(struct config *cfg)
         free(cfg->insecure_registries[i]);
     free(cfg->insecure_registries);
     free(cfg->registry_certs_dir);
+    free(cfg->pod_cidr);
+    free(cfg->bridge);
     *cfg = (struct config){0};
 }

@@ -46,6 +46,7 @@ struct cri {
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     struct cri_events *events;
     struct image_service *images;
+    struct sandboxes *sandboxes; /* sandbox.h */
 };
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
