@@ -149,3 +149,221 @@ def test_lifecycle_pod_network(cri, pd, cgroup_parent):
     assert not os.path.exists(os.path.join(cgdir, pid))
     assert not os.path.exists(os.path.join(pd.state, "pods", pid))
     assert not os.path.exists(os.path.join(pd.root, "pods", pid + ".json"))
+
+
+def run_pod(cri, rs, cfg, handler=""):
+    return rs.RunPodSandbox(cri.pb.RunPodSandboxRequest(config=cfg, runtime_handler=handler),
+                            timeout=60).pod_sandbox_id
+
+
+def stop_remove(cri, rs, pid):
+    rs.StopPodSandbox(cri.pb.StopPodSandboxRequest(pod_sandbox_id=pid), timeout=60)
+    rs.RemovePodSandbox(cri.pb.RemovePodSandboxRequest(pod_sandbox_id=pid), timeout=60)
+
+
+def ns_inode(path_or_link):
+    return os.stat(path_or_link).st_ino
+
+
+@pytest.mark.parametrize("mode", ["host-network", "host-ipc", "pid-node", "pid-container",
+                                  "pid-target"])
+def test_namespace_modes(cri, pd, cgroup_parent, mode):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    kw = {}
+    if mode == "host-network":
+        kw = dict(net=pb.NODE, hostname="")
+    elif mode == "host-ipc":
+        kw = dict(ipc=pb.NODE)
+    else:
+        kw = dict(pid={"pid-node": pb.NODE, "pid-container": pb.CONTAINER,
+                       "pid-target": pb.TARGET}[mode])
+    pid = run_pod(cri, rs, pod_config(cri, "m", cgroup_parent[0], **kw))
+    st = status(cri, rs, pid).status
+    inf = info(cri, rs, pid)
+    m = mounts(pd)
+    assert st.state == pb.SANDBOX_READY
+    assert inf["pid"] == 0  # no shared PID namespace: no init
+    if mode == "host-network":
+        assert st.network.ip == ""
+        assert inf["netns"] == ""
+        assert "/ns/net" not in m and "/ns/uts" not in m
+        # the node's hosts file and host name
+        assert pd.run("cat", inf["hostnamePath"]).stdout.strip() == socket.gethostname()
+    else:
+        assert st.network.ip.startswith("10.77.0.")
+        assert inf["netns"] in m
+    if mode == "host-ipc":
+        assert inf["shmPath"] not in m and inf["ipcNamespace"] not in m
+    else:
+        assert inf["shmPath"] in m and inf["ipcNamespace"] in m
+        df = pd.run("df", "-k", inf["shmPath"]).stdout
+        assert "65536" in df, df
+    assert st.linux.namespaces.options.pid == kw.get("pid", pb.CONTAINER)
+    stop_remove(cri, rs, pid)
+    assert f"/pods/{pid}" not in mounts(pd)
+    assert not os.path.exists(os.path.join(pd.state, "pods", pid))
+
+
+def test_pods_reach_each_other_and_the_node(cri, pd, cgroup_parent):
+    rs = runtime(cri, pd)
+    a = run_pod(cri, rs, pod_config(cri, "a", cgroup_parent[0]))
+    b = run_pod(cri, rs, pod_config(cri, "b", cgroup_parent[0]))
+    ipa, ipb = (status(cri, rs, p).status.network.ip for p in (a, b))
+    assert ipa != ipb
+    nsa = info(cri, rs, a)["netns"]
+    r = pd.run("busybox", "ping", "-c", "1", "-W", "5", ipb, net=nsa, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the node: the bridge's gateway address
+    r = pd.run("busybox", "ping", "-c", "1", "-W", "5", "10.77.0.1", net=nsa, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for p in (a, b):
+        stop_remove(cri, rs, p)
+
+
+SERVER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(4); print("listening", flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello from the pod\\n"); c.close()
+"""
+
+CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+print(c.recv(100).decode().strip())
+"""
+
+
+def test_host_port_from_outside(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    cfg = pod_config(cri, "hp", cgroup_parent[0],
+                     port_mappings=[pb.PortMapping(protocol=pb.TCP, container_port=80,
+                                                   host_port=8080)])
+    pid = run_pod(cri, rs, cfg)
+    netns = info(cri, rs, pid)["netns"]
+    server = subprocess.Popen(
+        ["nsenter", "-t", str(pd.holder.pid), "--mount", "--net", "--", "nsenter",
+         "--net=" + netns, "--", "/usr/bin/python3", "-c", SERVER, "80"],
+        stdout=subprocess.PIPE, text=True)
+    # an "outside" machine: a netns of the test's, wired to the node by a veth
+    outside = subprocess.Popen(["unshare", "--net", "--", "sh", "-c",
+                                "ip link set lo up && echo ready && exec cat"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        assert outside.stdout.readline().strip() == b"ready"
+        pd.run("ip", "link", "add", "kt-out", "type", "veth", "peer", "name", "eth1", "netns",
+               str(outside.pid))
+        pd.run("ip", "addr", "add", "192.168.77.1/24", "dev", "kt-out")
+        pd.run("ip", "link", "set", "kt-out", "up")
+        o = ["nsenter", "-t", str(outside.pid), "--net", "--"]
+        subprocess.run(o + ["ip", "addr", "add", "192.168.77.2/24", "dev", "eth1"], check=True)
+        subprocess.run(o + ["ip", "link", "set", "eth1", "up"], check=True)
+        r = subprocess.run(o + ["/usr/bin/python3", "-c", CLIENT, "192.168.77.1", "8080"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.stdout.strip() == "hello from the pod", r.stderr
+        # and from the node itself, through localhost
+        r = pd.run("/usr/bin/python3", "-c", CLIENT, "127.0.0.1", "8080", check=False)
+        assert r.stdout.strip() == "hello from the pod", r.stderr
+        stop_remove(cri, rs, pid)
+        assert "kinglet:" not in pd.run("nft", "list", "table", "inet", "kinglet").stdout
+        r = subprocess.run(o + ["/usr/bin/python3", "-c", CLIENT, "192.168.77.1", "8080"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0
+    finally:
+        server.kill()
+        server.wait()
+        outside.stdin.close()
+        outside.wait()
+
+
+def test_dns_and_hostname_files(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    dns = pb.DNSConfig(servers=["10.96.0.10", "fd00::10"],
+                       searches=["default.svc.cluster.local", "svc.cluster.local"],
+                       options=["ndots:5", "edns0"])
+    pid = run_pod(cri, rs, pod_config(cri, "dns", cgroup_parent[0], dns_config=dns))
+    inf = info(cri, rs, pid)
+    resolv = open(inf["resolvPath"]).read()
+    assert resolv == ("nameserver 10.96.0.10\nnameserver fd00::10\n"
+                      "search default.svc.cluster.local svc.cluster.local\n"
+                      "options ndots:5 edns0\n")
+    hosts = open(inf["hostsPath"]).read()
+    ip = status(cri, rs, pid).status.network.ip
+    assert "127.0.0.1\tlocalhost" in hosts and f"{ip}\tdns" in hosts
+    # without a DNSConfig: the host's resolv.conf
+    pid2 = run_pod(cri, rs, pod_config(cri, "dns2", cgroup_parent[0]))
+    with open("/etc/resolv.conf") as f:
+        assert open(info(cri, rs, pid2)["resolvPath"]).read() == f.read()
+    # hostile entries are refused
+    for bad in (pb.DNSConfig(servers=["10.0.0.1\nnameserver 6.6.6.6"]),
+                pb.DNSConfig(searches=["a b"]), pb.DNSConfig(servers=["not-an-ip"])):
+        with pytest.raises(grpc.RpcError) as e:
+            run_pod(cri, rs, pod_config(cri, "bad", cgroup_parent[0], dns_config=bad))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    for p in (pid, pid2):
+        stop_remove(cri, rs, p)
+
+
+def test_sysctls(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    sysctls = {"net.ipv4.ip_unprivileged_port_start": "53", "kernel.shmmni": "1234",
+               "net.ipv4.conf.eth0.rp_filter": "2", "fs/mqueue/msg_max": "20"}
+    pid = run_pod(cri, rs, pod_config(cri, "sc", cgroup_parent[0], sysctls=sysctls))
+    inf = info(cri, rs, pid)
+    netns, ipcns = inf["netns"], inf["ipcNamespace"]
+    assert pd.run("cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+                  net=netns).stdout.strip() == "53"
+    assert pd.run("cat", "/proc/sys/net/ipv4/conf/eth0/rp_filter", net=netns).stdout.strip() == "2"
+    r = pd.run("nsenter", "--ipc=" + ipcns, "cat", "/proc/sys/kernel/shmmni",
+               "/proc/sys/fs/mqueue/msg_max")
+    assert r.stdout.split() == ["1234", "20"]
+    # the node's own values are untouched
+    assert open("/proc/sys/kernel/shmmni").read().strip() != "1234"
+    stop_remove(cri, rs, pid)
+    for bad, kw in ((({"kernel.panic": "1"}), {}), ({"vm.swappiness": "1"}, {}),
+                    ({"net.ipv4.ip_forward": "1"}, {"net": pb.NODE}),
+                    ({"kernel.shmmax": "1"}, {"ipc": pb.NODE}),
+                    ({"net/../../kernel/panic": "1"}, {})):
+        with pytest.raises(grpc.RpcError) as e:
+            run_pod(cri, rs, pod_config(cri, "bad", cgroup_parent[0], sysctls=bad, **kw))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
+    assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+
+
+def test_bad_requests(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "h", cgroup_parent[0]), handler="kata")
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        rs.RunPodSandbox(pb.RunPodSandboxRequest(config=pb.PodSandboxConfig()), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    cfg = pod_config(cri, "dup", cgroup_parent[0])
+    pid = run_pod(cri, rs, cfg)
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, cfg)
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    stop_remove(cri, rs, pid)
+    # a failure half-way (the network refuses the host IP) undoes everything
+    cfg = pod_config(cri, "half", cgroup_parent[0], port_mappings=[
+        pb.PortMapping(protocol=pb.TCP, container_port=80, host_port=8081, host_ip="1.2.3.4.5")])
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, cfg)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert not os.listdir(os.path.join(pd.state, "pods"))
+    assert not [x for x in os.listdir(cgroup_parent[1]) if len(x) == 64]
+    assert "/pods/" not in mounts(pd)
+    assert " kl" not in pd.run("ip", "-o", "link").stdout
+    # unknown pods: Stop and Remove are OK, Status is NOT_FOUND
+    rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id="0" * 64), timeout=10)
+    rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id="0" * 64), timeout=10)
+    with pytest.raises(grpc.RpcError) as e:
+        status(cri, rs, "0" * 64)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
