@@ -265,10 +265,8 @@ static void start_work(uv_work_t *req)
             continue;
         char dir[4200];
         snprintf(dir, sizeof(dir), "%s/%s", w->state_dir, de->d_name);
-        struct pod_sandbox_ref ref = {
-            .id = de->d_name, .dir = dir, .net = w->network ? &w->net : NULL};
         struct err e = {0};
-        if (pod_sandbox_remove(&ref, &e) < 0)
+        if (pod_sandbox_remove_orphan(de->d_name, dir, w->network ? &w->net : NULL, &e) < 0)
             log_warn("remove the remains of pod `%s`: %s", de->d_name, e.msg);
         else
             log_info("removed the remains of pod `%s` (never finished)", de->d_name);

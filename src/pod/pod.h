@@ -88,6 +88,11 @@ void pod_sandbox_result_clear(struct pod_sandbox_result *r);
 int pod_sandbox_stop(const struct pod_sandbox_ref *ref, struct err *err);
 /* Stop, then remove the cgroup and the directory. */
 int pod_sandbox_remove(const struct pod_sandbox_ref *ref, struct err *err);
+/* Removes the remains of a pod whose creation was cut short (the daemon
+ * died before it had a record): what the directory says of its cgroup and
+ * init, its network by id, its mounts and directory. */
+int pod_sandbox_remove_orphan(const char *id, const char *dir, const struct net_config *net,
+                              struct err *err);
 /* Whether the pod's network namespace is still held (its bind mount is
  * there): false after a reboot wiped the state directory. */
 bool pod_sandbox_netns_alive(const char *dir);

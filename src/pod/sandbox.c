@@ -204,6 +204,9 @@ static int proc_start_time(pid_t pid, uint64_t *ret)
     return 0;
 }
 
+#define ORPHAN_CGROUP ".cgroup"
+#define ORPHAN_INIT   ".init"
+
 static int write_file(const char *dir, const char *name, const void *data, size_t len,
                       struct err *err)
 {
@@ -327,6 +330,11 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         r = err_set(err, ENOMEM, "cgroup path");
         goto fail;
     }
+    /* For pod_sandbox_remove_orphan, should the daemon die before the
+     * caller has a record of the pod. */
+    r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), err);
+    if (r < 0)
+        goto fail;
 
     int flags = 0;
     if (!s->host_network)
@@ -347,6 +355,12 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
             goto fail;
         }
         ref.init_start = ret->init_start;
+        char text[64];
+        int len = snprintf(text, sizeof(text), "%d %llu", (int)ret->init_pid,
+                           (unsigned long long)ret->init_start);
+        r = write_file(s->dir, ORPHAN_INIT, text, (size_t)len, err);
+        if (r < 0)
+            goto fail;
         r = oci_cgroup_enter(cg, ret->init_pid, err);
         if (r < 0) {
             err_wrap(err, "move the pod init into its cgroup");
@@ -510,6 +524,26 @@ int pod_sandbox_remove(const struct pod_sandbox_ref *ref, struct err *err)
     if (r < 0)
         return err_set(err, -r, "remove `%s`", ref->dir);
     return 0;
+}
+
+int pod_sandbox_remove_orphan(const char *id, const char *dir, const struct net_config *net,
+                              struct err *err)
+{
+    struct pod_sandbox_ref ref = {.id = id, .dir = dir, .net = net};
+    char path[4200];
+    _cleanup_free_ char *cg = NULL, *init = NULL;
+    snprintf(path, sizeof(path), "%s/" ORPHAN_CGROUP, dir);
+    if (read_file_at(AT_FDCWD, path, 4096, &cg, NULL) == 0 && cg[0] == '/' && !strstr(cg, ".."))
+        ref.cgroup_path = cg;
+    snprintf(path, sizeof(path), "%s/" ORPHAN_INIT, dir);
+    unsigned long long start;
+    int pid;
+    if (read_file_at(AT_FDCWD, path, 64, &init, NULL) == 0 &&
+        sscanf(init, "%d %llu", &pid, &start) == 2 && pid > 1) {
+        ref.init_pid = pid;
+        ref.init_start = start;
+    }
+    return pod_sandbox_remove(&ref, err);
 }
 
 bool pod_sandbox_netns_alive(const char *dir)

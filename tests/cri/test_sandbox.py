@@ -367,3 +367,121 @@ def test_bad_requests(cri, pd, cgroup_parent):
     with pytest.raises(grpc.RpcError) as e:
         status(cri, rs, "0" * 64)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_50_concurrent_pods_get_distinct_addresses(cri, pd, cgroup_parent):
+    rs = runtime(cri, pd)
+    ids, errors = [None] * 50, []
+
+    def one(i):
+        try:
+            ids[i] = run_pod(cri, rs, pod_config(cri, f"c{i}", cgroup_parent[0]))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    ips = [status(cri, rs, p).status.network.ip for p in ids]
+    assert len(set(ips)) == 50 and all(ip.startswith("10.77.0.") for ip in ips)
+    # each address is really on the pod's eth0
+    for p, ip in zip(ids[:5], ips[:5]):
+        assert ip in pd.run("ip", "-4", "-o", "addr", "show", "eth0",
+                            net=info(cri, rs, p)["netns"]).stdout
+    errs = []
+
+    def rm(p):
+        try:
+            stop_remove(cri, rs, p)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+
+    threads = [threading.Thread(target=rm, args=(p,)) for p in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errs, errs
+    assert not rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(), timeout=10).items
+
+
+def test_pool_exhausted_is_a_clear_error(cri, pod_daemon_factory, cgroup_parent):
+    d = pod_daemon_factory(["--pod-cidr", "10.78.0.0/30"])  # room for one pod
+    rs = runtime(cri, d)
+    p = run_pod(cri, rs, pod_config(cri, "one", cgroup_parent[0]))
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "two", cgroup_parent[0]))
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "exhausted" in e.value.details() or "no free" in e.value.details()
+    stop_remove(cri, rs, p)
+    # the address is free again
+    stop_remove(cri, rs, run_pod(cri, rs, pod_config(cri, "three", cgroup_parent[0])))
+    assert d.stop() == 0
+
+
+def test_sigkill_restart_keeps_pods(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-cidr", CIDR])
+    rs = runtime(cri, d)
+    ids = [run_pod(cri, rs, pod_config(cri, f"r{i}", cgroup_parent[0],
+                                       pid=pb.POD if i % 2 else pb.CONTAINER,
+                                       labels={"i": str(i)}))
+           for i in range(10)]
+    before = {p: (status(cri, rs, p).status.network.ip, info(cri, rs, p)) for p in ids}
+    rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=ids[9]), timeout=30)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.log.close()
+    d.start()
+    rs = runtime(cri, d)
+    items = {i.id: i for i in rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items}
+    assert set(items) == set(ids)
+    for n, p in enumerate(ids):
+        st = status(cri, rs, p).status
+        assert st.labels == {"i": str(n)}
+        if n == 9:
+            assert st.state == pb.SANDBOX_NOTREADY
+            continue
+        assert st.state == pb.SANDBOX_READY
+        assert st.network.ip == before[p][0]
+        inf = info(cri, rs, p)
+        assert inf["pid"] == before[p][1]["pid"]
+        if inf["pid"]:
+            assert alive(inf["pid"])
+    # the network is intact: pod 0 reaches pod 1 and the node
+    ns0 = info(cri, rs, ids[0])["netns"]
+    r = d.run("busybox", "ping", "-c", "1", "-W", "5", before[ids[1]][0], net=ns0, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # a new pod does not get an address in use
+    extra = run_pod(cri, rs, pod_config(cri, "extra", cgroup_parent[0]))
+    assert status(cri, rs, extra).status.network.ip not in {v[0] for v in before.values()}
+    for p in ids + [extra]:
+        stop_remove(cri, rs, p)
+    assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+    assert d.stop() == 0
+
+
+def test_restart_cleans_up_a_pod_cut_short(cri, pod_daemon_factory, cgroup_parent):
+    """A RunPodSandbox that a crash cut short leaves a state directory and a
+    lease without a record: the next start removes them."""
+    d = pod_daemon_factory(["--pod-cidr", CIDR])
+    rs = runtime(cri, d)
+    p = run_pod(cri, rs, pod_config(cri, "cut", cgroup_parent[0], pid=cri.pb.POD))
+    inf = info(cri, rs, p)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.log.close()
+    os.unlink(os.path.join(d.root, "pods", p + ".json"))  # as if never persisted
+    d.start()
+    wait_for(lambda: not os.path.exists(os.path.join(d.state, "pods", p)), 20,
+             what="the remains to be removed")
+    assert "/pods/" not in mounts(d), d.logtext()
+    assert " kl" not in d.run("ip", "-o", "link").stdout, d.logtext()
+    leases = os.path.join(d.root, "net", "ipam")
+    assert not [f for dp, _, fs in os.walk(leases) for f in fs if not f.startswith(".")]
+    rs = runtime(cri, d)
+    assert not rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(), timeout=10).items
+    assert d.stop() == 0
