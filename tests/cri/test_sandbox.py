@@ -485,3 +485,54 @@ def test_restart_cleans_up_a_pod_cut_short(cri, pod_daemon_factory, cgroup_paren
     rs = runtime(cri, d)
     assert not rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(), timeout=10).items
     assert d.stop() == 0
+
+
+LEAK_CYCLES = int(os.environ.get("KINGLET_LEAK_CYCLES", "200"))
+
+
+@pytest.mark.slow
+def test_no_leaks_after_many_cycles(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    # warm up (bridge, nftables table, thread pool), then take the baseline
+    stop_remove(cri, rs, run_pod(cri, rs, pod_config(cri, "warm", cgroup_parent[0])))
+    fds = pd.settled_fds()
+    for i in range(LEAK_CYCLES):
+        cfg = pod_config(cri, f"leak{i}", cgroup_parent[0], pid=pb.POD if i % 2 else pb.CONTAINER,
+                         port_mappings=[pb.PortMapping(protocol=pb.TCP if i % 3 else pb.UDP,
+                                                       container_port=80, host_port=9000)],
+                         dns_config=pb.DNSConfig(servers=["10.96.0.10"]),
+                         sysctls={"net.ipv4.ip_unprivileged_port_start": "0"})
+        stop_remove(cri, rs, run_pod(cri, rs, cfg))
+    assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+    m = mounts(pd)
+    assert "/pods/" not in m, "mounts left"
+    assert "nsfs" not in m, "namespace mounts left"
+    links = pd.run("ip", "-o", "link").stdout
+    assert " kl" not in links, "veths left"
+    assert not pd.run("ip", "-o", "link", "show", "master", "kinglet0").stdout, "bridge ports left"
+    assert "kinglet:" not in pd.run("nft", "list", "table", "inet", "kinglet").stdout, "rules left"
+    leases = os.path.join(pd.root, "net", "ipam")
+    assert not [f for dp, _, fs in os.walk(leases) for f in fs if not f.startswith(".")], \
+        "leases left"
+    assert not [x for x in os.listdir(cgroup_parent[1]) if len(x) == 64], "cgroups left"
+    assert not os.listdir(os.path.join(pd.state, "pods")), "state directories left"
+    assert not os.listdir(os.path.join(pd.root, "pods")), "records left"
+    assert pd.settled_fds() == fds, "daemon fds leaked"
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and alive(int(p)) and
+                _comm(p) == "pod-init" and _in_ns(p, pd.holder.pid)], "pod inits left"
+
+
+def _comm(p):
+    try:
+        with open(f"/proc/{p}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _in_ns(p, holder):
+    try:
+        return os.readlink(f"/proc/{p}/ns/mnt") == os.readlink(f"/proc/{holder}/ns/mnt")
+    except OSError:
+        return False
