@@ -536,3 +536,59 @@ def _in_ns(p, holder):
         return os.readlink(f"/proc/{p}/ns/mnt") == os.readlink(f"/proc/{holder}/ns/mnt")
     except OSError:
         return False
+
+
+def test_network_ready_and_dual_stack(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-cidr", "10.79.0.0/24,fd00:79::/64", "--bridge", "kt-br0"])
+    rs = runtime(cri, d)
+
+    def conds():
+        st = rs.Status(pb.StatusRequest(), timeout=10).status
+        return {c.type: c for c in st.conditions}
+
+    c = wait_for(lambda: conds()["NetworkReady"].status and conds(), 15,
+                 what="NetworkReady")
+    assert not c["RuntimeReady"].status  # containers through CRI come later
+    p = run_pod(cri, rs, pod_config(cri, "ds", cgroup_parent[0]))
+    net = status(cri, rs, p).status.network
+    assert net.ip.startswith("10.79.0.")
+    assert [x.ip for x in net.additional_ips][0].startswith("fd00:79::")
+    assert ": kl" in d.run("ip", "-o", "link", "show", "master", "kt-br0").stdout
+    out = d.run("ip", "-6", "-o", "addr", "show", "eth0", net=info(cri, rs, p)["netns"]).stdout
+    assert net.additional_ips[0].ip in out
+    stop_remove(cri, rs, p)
+    # the node's nftables table goes away: NetworkReady says so
+    d.run("nft", "delete", "table", "inet", "kinglet")
+    wait_for(lambda: not conds()["NetworkReady"].status, 15, what="NetworkReady false")
+    assert "nftables" in conds()["NetworkReady"].message
+    assert d.stop() == 0
+
+
+def test_pod_cidr_from_kubelet(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory()
+    rs = runtime(cri, d)
+    rs.UpdateRuntimeConfig(pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(
+        network_config=pb.NetworkConfig(pod_cidr="10.80.1.0/24"))), timeout=10)
+    p = run_pod(cri, rs, pod_config(cri, "k", cgroup_parent[0]))
+    assert status(cri, rs, p).status.network.ip.startswith("10.80.1.")
+    stop_remove(cri, rs, p)
+    assert d.stop() == 0
+
+
+def test_default_cgroup_parent_and_pod_network_none(cri, pod_daemon_factory):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-network", "none"])
+    rs = runtime(cri, d)
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "n"))
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    p = run_pod(cri, rs, pod_config(cri, "h", net=pb.NODE))
+    cg = info(cri, rs, p)["cgroupPath"]
+    assert cg.endswith("/" + p)
+    stop_remove(cri, rs, p)
+    root = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
+        else "/sys/fs/cgroup"
+    assert not os.path.exists(root + cg)
+    assert d.stop() == 0
