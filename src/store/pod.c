@@ -79,7 +79,8 @@ static int b64_decode(const char *in, uint8_t **ret, size_t *ret_len)
     for (size_t i = 0; i < len; i += 4) {
         int v[4];
         for (int k = 0; k < 4; k++) {
-            v[k] = in[i + k] == '=' ? 0 : b64_value(in[i + k]);
+            /* padding only in the last two places */
+            v[k] = in[i + k] == '=' && k >= 2 ? 0 : b64_value(in[i + k]);
             if (v[k] < 0)
                 return -EINVAL;
         }
