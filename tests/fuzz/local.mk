@@ -61,4 +61,4 @@ tests_fuzz_fuzz_store_pod_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_store_pod_LDADD = libkbase.a $(DEP_LIBS)
 endif
 EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
-	tests/fuzz/oci_spec_corpus
+	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus
