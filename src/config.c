@@ -160,6 +160,28 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->mtu = (unsigned)v;
         return 0;
     }
+    if (strcmp(key, "runtime-handler") == 0) {
+        size_t n = strlen(value);
+        bool ok = n > 0 && n <= 63 && value[0] != '-' && value[n - 1] != '-';
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9') ||
+                 value[i] == '-' || value[i] == '.';
+        if (!ok)
+            return err_set(err, EINVAL,
+                           "runtime-handler: `%s` is not a DNS label (lowercase letters, digits, "
+                           "'-', '.')",
+                           value);
+        if (cfg->n_runtime_handlers >= 64)
+            return err_set(err, E2BIG, "runtime-handler: more than 64");
+        char **nv = realloc(cfg->runtime_handlers, (cfg->n_runtime_handlers + 1) * sizeof(char *));
+        if (!nv)
+            return -ENOMEM;
+        cfg->runtime_handlers = nv;
+        if (!(nv[cfg->n_runtime_handlers] = strdup(value)))
+            return -ENOMEM;
+        cfg->n_runtime_handlers++;
+        return 0;
+    }
     if (strcmp(key, "pod-network") == 0) {
         if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
             return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
@@ -254,5 +276,8 @@ void config_free(struct config *cfg)
     free(cfg->registry_certs_dir);
     free(cfg->pod_cidr);
     free(cfg->bridge);
+    for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
+        free(cfg->runtime_handlers[i]);
+    free(cfg->runtime_handlers);
     *cfg = (struct config){0};
 }

@@ -24,6 +24,10 @@ struct config {
     char *bridge;          /* NULL = kinglet0 */
     unsigned mtu;          /* 0 = 1500 */
     bool network_disabled; /* pod-network = none */
+    /* RuntimeClass handlers accepted besides the default (""); they all run
+     * kinglet's own executor */
+    char **runtime_handlers;
+    size_t n_runtime_handlers;
 };
 
 void config_defaults(struct config *cfg);

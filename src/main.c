@@ -49,6 +49,8 @@ static const char usage_text[] =
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
     "      --mtu N                 pod interface MTU (default 1500)\n"
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
+    "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
+    "                              (repeatable; every handler runs kinglet's executor)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -109,6 +111,7 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"bridge", required_argument, NULL, 'B'},
         {"mtu", required_argument, NULL, 'U'},
         {"pod-network", required_argument, NULL, 'N'},
+        {"runtime-handler", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -181,6 +184,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'N':
             key = "pod-network";
             break;
+        case 'H':
+            key = "runtime-handler";
+            break;
         case 'c':
             continue;
         case 'h':
@@ -227,6 +233,8 @@ static int daemon_start(struct daemon *d, struct err *err)
         .bridge = d->cfg.bridge,
         .mtu = d->cfg.mtu,
         .network_disabled = d->cfg.network_disabled,
+        .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
+        .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)

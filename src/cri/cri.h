@@ -24,6 +24,9 @@ struct cri_config {
     const char *bridge;
     unsigned mtu;
     bool network_disabled;
+    /* RuntimeClass handlers accepted besides the default ("") */
+    const char *const *runtime_handlers;
+    size_t n_runtime_handlers;
 };
 
 struct cri;

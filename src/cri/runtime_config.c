@@ -172,15 +172,21 @@ void cri_status(struct cri_call *call)
     status.conditions = condp;
 
     Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;
-    Runtime__V1__RuntimeHandler handler = RUNTIME__V1__RUNTIME_HANDLER__INIT;
-    handler.name = "";
-    handler.features = &features;
-    Runtime__V1__RuntimeHandler *handlers[] = {&handler};
+    /* the default handler and the configured ones */
+    Runtime__V1__RuntimeHandler hs[65], *handlers[65];
+    size_t nh = 0;
+    for (size_t i = 0; i <= sbs->n_handlers && i < ARRAY_SIZE(hs); i++) {
+        runtime__v1__runtime_handler__init(&hs[nh]);
+        hs[nh].name = i == 0 ? "" : sbs->handlers[i - 1];
+        hs[nh].features = &features;
+        handlers[nh] = &hs[nh];
+        nh++;
+    }
     Runtime__V1__RuntimeFeatures rf = RUNTIME__V1__RUNTIME_FEATURES__INIT;
 
     Runtime__V1__StatusResponse resp = RUNTIME__V1__STATUS_RESPONSE__INIT;
     resp.status = &status;
-    resp.n_runtime_handlers = 1;
+    resp.n_runtime_handlers = nh;
     resp.runtime_handlers = handlers;
     resp.features = &rf;
 

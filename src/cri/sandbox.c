@@ -392,6 +392,11 @@ int cri_sandboxes_init(struct cri *cri, const struct cri_config *cfg, struct err
         return err_set(err, ENOMEM, "sandboxes");
     }
     net_config_init(&s->net);
+    if (cfg->n_runtime_handlers && !(s->handlers = calloc(cfg->n_runtime_handlers, sizeof(char *))))
+        return err_set(err, ENOMEM, "sandboxes");
+    for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
+        if (!(s->handlers[s->n_handlers++] = strdup(cfg->runtime_handlers[i])))
+            return err_set(err, ENOMEM, "sandboxes");
     s->network_enabled = !cfg->network_disabled;
     int r;
     if (cfg->bridge && *cfg->bridge && (r = net_config_set_bridge(&s->net, cfg->bridge, err)) < 0)
@@ -414,11 +419,25 @@ int cri_sandboxes_init(struct cri *cri, const struct cri_config *cfg, struct err
     return load_records(cri, err);
 }
 
+bool sandbox_handler_known(struct cri *cri, const char *name)
+{
+    struct sandboxes *s = cri->sandboxes;
+    if (!*name)
+        return true;
+    for (size_t i = 0; i < s->n_handlers; i++)
+        if (strcmp(s->handlers[i], name) == 0)
+            return true;
+    return false;
+}
+
 void cri_sandboxes_free(struct cri *cri)
 {
     struct sandboxes *s = cri->sandboxes;
     if (!s)
         return;
+    for (size_t i = 0; i < s->n_handlers; i++)
+        free(s->handlers[i]);
+    free(s->handlers);
     while (s->head)
         sandbox_unlink_free(cri, s->head);
     free(s->records_dir);

@@ -37,6 +37,8 @@ struct sandboxes {
     struct net_config net; /* base: bridge, ipam dir, MTU; subnets per pod */
     char *cfg_pod_cidr;    /* from the daemon's configuration, NULL: none */
     bool network_enabled;
+    char **handlers; /* configured RuntimeClass handlers besides "" */
+    size_t n_handlers;
     /* NetworkReady, refreshed off the loop */
     bool net_ready, net_checking;
     char net_reason[256];
@@ -64,6 +66,8 @@ void sandbox_op_end(struct cri *cri, struct sandbox *sb, bool removed);
 /* The net config for a new pod: the configured subnets, else kubelet's pod
  * CIDR, else the embedded default. */
 int sandbox_net_config(struct cri *cri, struct net_config *ret, struct err *err);
+/* Whether name is "" or a configured handler. */
+bool sandbox_handler_known(struct cri *cri, const char *name);
 void sandbox_dir(struct cri *cri, const char *id, char *buf, size_t size);
 void sandbox_ref(struct cri *cri, const struct sandbox *sb, char *dirbuf, size_t dirsize,
                  struct pod_sandbox_ref *ret);

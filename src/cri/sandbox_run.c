@@ -176,11 +176,12 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
                  "RunPodSandbox: config.metadata needs a name, a namespace and a uid");
         return;
     }
-    if (req->runtime_handler && *req->runtime_handler) {
+    const char *handler = req->runtime_handler ? req->runtime_handler : "";
+    if (!sandbox_handler_known(cri, handler)) {
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "RunPodSandbox: no runtime handler `%.128s` is configured (only the default, "
-                 "``)",
-                 req->runtime_handler);
+                 "RunPodSandbox: no runtime handler `%.128s` is configured (kinglet "
+                 "--runtime-handler)",
+                 handler);
         return;
     }
     const Runtime__V1__LinuxPodSandboxConfig *lx = c->linux;
@@ -235,7 +236,7 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
     struct sandbox *sb = calloc(1, sizeof(*sb));
     if (!w || !sb || !(w->records_dir = strdup(s->records_dir)) ||
         !(sb->rec.config = malloc(packed ? packed : 1)) ||
-        !(sb->rec.runtime_handler = strdup(""))) {
+        !(sb->rec.runtime_handler = strdup(handler))) {
         err_set(&err, ENOMEM, "RunPodSandbox");
         goto fail;
     }

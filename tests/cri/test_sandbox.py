@@ -592,3 +592,20 @@ def test_default_cgroup_parent_and_pod_network_none(cri, pod_daemon_factory):
         else "/sys/fs/cgroup"
     assert not os.path.exists(root + cg)
     assert d.stop() == 0
+
+
+def test_configured_runtime_handler(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-cidr", CIDR, "--runtime-handler", "runc"])
+    rs = runtime(cri, d)
+    names = [h.name for h in rs.Status(pb.StatusRequest(), timeout=10).runtime_handlers]
+    assert names == ["", "runc"]
+    p = run_pod(cri, rs, pod_config(cri, "rc", cgroup_parent[0]), handler="runc")
+    assert status(cri, rs, p).status.runtime_handler == "runc"
+    assert rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items[0].runtime_handler \
+        == "runc"
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "k", cgroup_parent[0]), handler="kata")
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    stop_remove(cri, rs, p)
+    assert d.stop() == 0
