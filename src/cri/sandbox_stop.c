@@ -114,6 +114,12 @@ static void op(struct cri_call *call, struct sandbox *sb, bool remove)
     w->sb = sb;
     w->remove = remove;
     sandbox_ref(cri, sb, w->dir, sizeof(w->dir), &w->ref);
+    /* Stop tears the network down in the background (the host ports at
+     * once, then the veth, then the leases); a pod stopped already has
+     * had that done, so Remove does not race it. */
+    w->ref.net_async = true;
+    if (sb->rec.state == STORE_POD_NOTREADY)
+        w->ref.net = NULL;
     w->req.data = w;
     uv_queue_work(cri->loop, &w->req, stop_work, stop_done);
 }

@@ -261,6 +261,7 @@ void cri_free(struct cri *cri)
     cri_events_free(cri->events);
     image_service_free(cri->images);
     cri_sandboxes_free(cri);
+    net_pod_teardown_wait(); /* background teardowns of stopped pods */
     free(cri->routes);
     free(cri->socket_path);
     free(cri->root_dir);

@@ -75,6 +75,9 @@ struct pod_sandbox_ref {
     pid_t init_pid;
     uint64_t init_start;
     const struct net_config *net; /* NULL: the pod had no networking */
+    /* Leave the veth deletion and the lease release to a background thread
+     * (net_pod_teardown_async): the kernel's RCU wait is not the caller's. */
+    bool net_async;
 };
 
 /* Checks a spec without touching anything (pure): sysctl names against the

@@ -463,7 +463,8 @@ int pod_sandbox_stop(const struct pod_sandbox_ref *ref, struct err *err)
     }
     if (ref->init_pid > 0 && (r = kill_init(ref->init_pid, ref->init_start)) < 0)
         return err_set(err, -r, "kill the pod init (pid %d)", (int)ref->init_pid);
-    if (ref->net && (r = net_pod_teardown(ref->net, ref->id, err)) < 0)
+    if (ref->net && (r = ref->net_async ? net_pod_teardown_async(ref->net, ref->id, err)
+                                        : net_pod_teardown(ref->net, ref->id, err)) < 0)
         return err_wrap(err, "tear the pod network down");
     return unmount_all(ref->dir, err);
 }

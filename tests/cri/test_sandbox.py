@@ -81,6 +81,11 @@ def alive(pid):
         return False
 
 
+def leases(d):
+    ipam = os.path.join(d.root, "net", "ipam")
+    return [f for _, _, fs in os.walk(ipam) for f in fs if not f.startswith(".")]
+
+
 def mounts(d):
     return d.run("cat", "/proc/self/mountinfo").stdout
 
@@ -136,7 +141,9 @@ def test_lifecycle_pod_network(cri, pd, cgroup_parent):
     assert st.state == cri.pb.SANDBOX_NOTREADY
     assert not alive(inf["pid"])
     assert netns not in mounts(pd)
-    assert "kl" not in pd.run("ip", "-o", "link").stdout
+    # the veth and the lease go in the background, within moments
+    wait_for(lambda: ": kl" not in pd.run("ip", "-o", "link").stdout, 10, what="veth removal")
+    wait_for(lambda: not leases(pd), 10, what="lease release")
     # idempotent
     rs.StopPodSandbox(cri.pb.StopPodSandboxRequest(pod_sandbox_id=pid), timeout=30)
     rs.RemovePodSandbox(cri.pb.RemovePodSandboxRequest(pod_sandbox_id=pid), timeout=30)
@@ -417,7 +424,8 @@ def test_pool_exhausted_is_a_clear_error(cri, pod_daemon_factory, cgroup_parent)
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "exhausted" in e.value.details() or "no free" in e.value.details()
     stop_remove(cri, rs, p)
-    # the address is free again
+    # the address is free again (released in the background after Stop)
+    wait_for(lambda: not leases(d), 10, what="lease release")
     stop_remove(cri, rs, run_pod(cri, rs, pod_config(cri, "three", cgroup_parent[0])))
     assert d.stop() == 0
 
@@ -505,6 +513,7 @@ def test_no_leaks_after_many_cycles(cri, pd, cgroup_parent):
                          sysctls={"net.ipv4.ip_unprivileged_port_start": "0"})
         stop_remove(cri, rs, run_pod(cri, rs, cfg))
     assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+    wait_for(lambda: not leases(pd), 20, what="lease release")
     m = mounts(pd)
     assert "/pods/" not in m, "mounts left"
     assert "nsfs" not in m, "namespace mounts left"
@@ -512,9 +521,7 @@ def test_no_leaks_after_many_cycles(cri, pd, cgroup_parent):
     assert " kl" not in links, "veths left"
     assert not pd.run("ip", "-o", "link", "show", "master", "kinglet0").stdout, "bridge ports left"
     assert "kinglet:" not in pd.run("nft", "list", "table", "inet", "kinglet").stdout, "rules left"
-    leases = os.path.join(pd.root, "net", "ipam")
-    assert not [f for dp, _, fs in os.walk(leases) for f in fs if not f.startswith(".")], \
-        "leases left"
+    assert not leases(pd), "leases left"
     assert not [x for x in os.listdir(cgroup_parent[1]) if len(x) == 64], "cgroups left"
     assert not os.listdir(os.path.join(pd.state, "pods")), "state directories left"
     assert not os.listdir(os.path.join(pd.root, "pods")), "records left"
