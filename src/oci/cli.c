@@ -33,7 +33,7 @@ static int usage_error(const char *cmd, const char *what)
 #define PARSE_BEGIN(longopts, shortopts)                                                           \
     optind = 1;                                                                                    \
     opterr = 0;                                                                                    \
-    for (int c_; (c_ = getopt_long(argc, argv, "+" shortopts, longopts, NULL)) != -1;) {          \
+    for (int c_; (c_ = getopt_long(argc, argv, "+" shortopts, longopts, NULL)) != -1;) {           \
         switch (c_) {
 #define PARSE_END(cmd)                                                                             \
     default:                                                                                       \
@@ -44,42 +44,46 @@ static int usage_error(const char *cmd, const char *what)
 static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run)
 {
     static const struct option lo[] = {
-        {"bundle", required_argument, NULL, 'b'},  {"pid-file", required_argument, NULL, 'p'},
+        {"bundle", required_argument, NULL, 'b'},
+        {"pid-file", required_argument, NULL, 'p'},
         {"console-socket", required_argument, NULL, 'c'},
-        {"preserve-fds", required_argument, NULL, 'f'}, {"detach", no_argument, NULL, 'd'},
-        {"no-pivot", no_argument, NULL, 'n'},      {"no-new-keyring", no_argument, NULL, 'k'},
-        {"keep", no_argument, NULL, 'K'},          {NULL, 0, NULL, 0},
+        {"preserve-fds", required_argument, NULL, 'f'},
+        {"detach", no_argument, NULL, 'd'},
+        {"no-pivot", no_argument, NULL, 'n'},
+        {"no-new-keyring", no_argument, NULL, 'k'},
+        {"keep", no_argument, NULL, 'K'},
+        {NULL, 0, NULL, 0},
     };
     struct oci_create_opts o = {.root = g->root};
     bool detach = false;
     const char *cmd = run ? "run" : "create";
     PARSE_BEGIN(lo, "b:dp:")
-    case 'b':
-        o.bundle = optarg;
-        break;
-    case 'p':
-        o.pid_file = optarg;
-        break;
-    case 'c':
-        o.console_socket = optarg;
-        break;
-    case 'f': {
-        char *end;
-        long n = strtol(optarg, &end, 10);
-        if (*end || n < 0 || n > 1024)
-            return usage_error(cmd, "--preserve-fds: expected a number from 0 to 1024");
-        o.preserve_fds = (int)n;
-        break;
-    }
-    case 'd':
-        detach = true;
-        break;
-    case 'n':
-        o.no_pivot = true;
-        break;
-    case 'k':
-    case 'K':
-        break;
+case 'b':
+    o.bundle = optarg;
+    break;
+case 'p':
+    o.pid_file = optarg;
+    break;
+case 'c':
+    o.console_socket = optarg;
+    break;
+case 'f': {
+    char *end;
+    long n = strtol(optarg, &end, 10);
+    if (*end || n < 0 || n > 1024)
+        return usage_error(cmd, "--preserve-fds: expected a number from 0 to 1024");
+    o.preserve_fds = (int)n;
+    break;
+}
+case 'd':
+    detach = true;
+    break;
+case 'n':
+    o.no_pivot = true;
+    break;
+case 'k':
+case 'K':
+    break;
     PARSE_END(cmd)
     if (optind + 1 != argc)
         return usage_error(cmd, "expected one container id");
@@ -135,9 +139,9 @@ static int cmd_kill(const struct gopts *g, int argc, char **argv)
     static const struct option lo[] = {{"all", no_argument, NULL, 'a'}, {NULL, 0, NULL, 0}};
     bool all = false;
     PARSE_BEGIN(lo, "a")
-    case 'a':
-        all = true;
-        break;
+case 'a':
+    all = true;
+    break;
     PARSE_END("kill")
     if (optind >= argc || argc - optind > 2)
         return usage_error("kill", "expected a container id and an optional signal");
@@ -155,9 +159,9 @@ static int cmd_delete(const struct gopts *g, int argc, char **argv)
     static const struct option lo[] = {{"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
     bool force = false;
     PARSE_BEGIN(lo, "f")
-    case 'f':
-        force = true;
-        break;
+case 'f':
+    force = true;
+    break;
     PARSE_END("delete")
     if (optind + 1 != argc)
         return usage_error("delete", "expected one container id");
@@ -176,12 +180,12 @@ static int cmd_list(const struct gopts *g, int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
     bool quiet = false, json = false;
     PARSE_BEGIN(lo, "qf:")
-    case 'q':
-        quiet = true;
-        break;
-    case 'f':
-        json = strcmp(optarg, "json") == 0;
-        break;
+case 'q':
+    quiet = true;
+    break;
+case 'f':
+    json = strcmp(optarg, "json") == 0;
+    break;
     PARSE_END("list")
     struct err err = {0};
     char **ids;
@@ -197,10 +201,9 @@ static int cmd_list(const struct gopts *g, int argc, char **argv)
             printf("%s\n", ids[i]);
         } else if (oci_container_state(g->root, ids[i], &s, NULL) == 0) {
             if (json)
-                json_array_append_new(arr, json_pack("{s:s, s:i, s:s, s:s}", "id", s.id, "pid",
-                                                     (int)s.pid, "status",
-                                                     oci_status_name(s.status), "bundle",
-                                                     s.bundle));
+                json_array_append_new(
+                    arr, json_pack("{s:s, s:i, s:s, s:s}", "id", s.id, "pid", (int)s.pid, "status",
+                                   oci_status_name(s.status), "bundle", s.bundle));
             else
                 printf("%-24s %-8d %-10s %s\n", s.id, (int)s.pid, oci_status_name(s.status),
                        s.bundle);
@@ -234,9 +237,9 @@ static int cmd_ps(const struct gopts *g, int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
     bool json = false;
     PARSE_BEGIN(lo, "f:")
-    case 'f':
-        json = strcmp(optarg, "json") == 0;
-        break;
+case 'f':
+    json = strcmp(optarg, "json") == 0;
+    break;
     PARSE_END("ps")
     if (optind + 1 != argc)
         return usage_error("ps", "expected one container id");
@@ -265,15 +268,15 @@ static int cmd_update(const struct gopts *g, int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
     const char *file = NULL;
     PARSE_BEGIN(lo, "r:")
-    case 'r':
-        file = optarg;
-        break;
+case 'r':
+    file = optarg;
+    break;
     PARSE_END("update")
     if (optind + 1 != argc || !file)
         return usage_error("update", "expected --resources FILE and one container id");
     _cleanup_free_ char *data = NULL;
-    int r = read_file_at(AT_FDCWD, strcmp(file, "-") == 0 ? "/dev/stdin" : file, 1 << 20, &data,
-                         NULL);
+    int r =
+        read_file_at(AT_FDCWD, strcmp(file, "-") == 0 ? "/dev/stdin" : file, 1 << 20, &data, NULL);
     if (r < 0) {
         log_error("update: --resources `%s`: %s", file, strerror(-r));
         return 1;
@@ -285,11 +288,15 @@ static int cmd_update(const struct gopts *g, int argc, char **argv)
 static int cmd_exec(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"process", required_argument, NULL, 'p'}, {"tty", no_argument, NULL, 't'},
-        {"detach", no_argument, NULL, 'd'},        {"pid-file", required_argument, NULL, 'P'},
+        {"process", required_argument, NULL, 'p'},
+        {"tty", no_argument, NULL, 't'},
+        {"detach", no_argument, NULL, 'd'},
+        {"pid-file", required_argument, NULL, 'P'},
         {"console-socket", required_argument, NULL, 'c'},
-        {"cwd", required_argument, NULL, 'w'},     {"env", required_argument, NULL, 'e'},
-        {"user", required_argument, NULL, 'u'},    {"preserve-fds", required_argument, NULL, 'f'},
+        {"cwd", required_argument, NULL, 'w'},
+        {"env", required_argument, NULL, 'e'},
+        {"user", required_argument, NULL, 'u'},
+        {"preserve-fds", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
     struct oci_exec_opts o = {.root = g->root};
@@ -297,35 +304,35 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
     char *envs[65] = {NULL};
     size_t n_env = 0;
     PARSE_BEGIN(lo, "p:tdu:e:")
-    case 'p':
-        process_file = optarg;
-        break;
-    case 't':
-        o.tty = true;
-        break;
-    case 'd':
-        o.detach = true;
-        break;
-    case 'P':
-        o.pid_file = optarg;
-        break;
-    case 'c':
-        o.console_socket = optarg;
-        break;
-    case 'w':
-        o.cwd = optarg;
-        break;
-    case 'e':
-        if (n_env >= 64)
-            return usage_error("exec", "at most 64 --env");
-        envs[n_env++] = optarg;
-        break;
-    case 'u':
-        o.user = optarg;
-        break;
-    case 'f':
-        o.preserve_fds = atoi(optarg);
-        break;
+case 'p':
+    process_file = optarg;
+    break;
+case 't':
+    o.tty = true;
+    break;
+case 'd':
+    o.detach = true;
+    break;
+case 'P':
+    o.pid_file = optarg;
+    break;
+case 'c':
+    o.console_socket = optarg;
+    break;
+case 'w':
+    o.cwd = optarg;
+    break;
+case 'e':
+    if (n_env >= 64)
+        return usage_error("exec", "at most 64 --env");
+    envs[n_env++] = optarg;
+    break;
+case 'u':
+    o.user = optarg;
+    break;
+case 'f':
+    o.preserve_fds = atoi(optarg);
+    break;
     PARSE_END("exec")
     if (optind >= argc)
         return usage_error("exec", "expected a container id");
@@ -360,12 +367,12 @@ static int cmd_spec(int argc, char **argv)
     bool rootless = false;
     const char *bundle = ".";
     PARSE_BEGIN(lo, "b:")
-    case 'r':
-        rootless = true;
-        break;
-    case 'b':
-        bundle = optarg;
-        break;
+case 'r':
+    rootless = true;
+    break;
+case 'b':
+    bundle = optarg;
+    break;
     PARSE_END("spec")
     json_t *j = oci_spec_default(rootless);
     char path[PATH_MAX];
@@ -388,11 +395,14 @@ static int cmd_features(void)
 {
     json_t *mo = json_array();
     static const char *const opts[] = {
-        "async", "atime", "bind", "dev", "diratime", "dirsync", "exec", "iversion", "lazytime",
-        "loud", "mand", "noatime", "nodev", "nodiratime", "noexec", "noiversion", "nolazytime",
-        "nomand", "norelatime", "nostrictatime", "nosuid", "private", "rbind", "relatime",
-        "remount", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw", "shared",
-        "silent", "slave", "strictatime", "suid", "sync", "unbindable"};
+        "async",      "atime",      "bind",      "dev",        "diratime",
+        "dirsync",    "exec",       "iversion",  "lazytime",   "loud",
+        "mand",       "noatime",    "nodev",     "nodiratime", "noexec",
+        "noiversion", "nolazytime", "nomand",    "norelatime", "nostrictatime",
+        "nosuid",     "private",    "rbind",     "relatime",   "remount",
+        "ro",         "rprivate",   "rshared",   "rslave",     "runbindable",
+        "rw",         "shared",     "silent",    "slave",      "strictatime",
+        "suid",       "sync",       "unbindable"};
     for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
         json_array_append_new(mo, json_string(opts[i]));
     json_t *ns = json_array();
@@ -413,9 +423,9 @@ static int cmd_features(void)
         "s:{s:b}}, s:{s:s}}",
         "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks", "prestart",
         "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
-        "mountOptions", mo, "linux", "namespaces", ns, "capabilities", caps, "cgroup", "v1",
-        false, "v2", true, "systemd", false, "seccomp", "enabled", true, "apparmor", "enabled",
-        false, "selinux", "enabled", false, "annotations", "io.kinglet.runtime", "kinglet");
+        "mountOptions", mo, "linux", "namespaces", ns, "capabilities", caps, "cgroup", "v1", false,
+        "v2", true, "systemd", false, "seccomp", "enabled", true, "apparmor", "enabled", false,
+        "selinux", "enabled", false, "annotations", "io.kinglet.runtime", "kinglet");
     char *s = json_dumps(j, JSON_INDENT(2));
     printf("%s\n", s);
     free(s);
@@ -437,29 +447,29 @@ int oci_cli_main(int argc, char **argv)
     struct gopts g = {0};
     static FILE *logf;
     PARSE_BEGIN(lo, "")
-    case 'r':
-        g.root = optarg;
-        break;
-    case 'l':
-        logf = fopen(optarg, "ae");
-        if (!logf) {
-            fprintf(stderr, "kinglet oci: --log `%s`: %s\n", optarg, strerror(errno));
-            return 1;
-        }
-        log_set_file(logf);
-        break;
-    case 'f':
-        if (strcmp(optarg, "json") == 0)
-            log_set_json(true);
-        else if (strcmp(optarg, "text") != 0)
-            return usage_error("oci", "--log-format: expected text or json");
-        break;
-    case 'd':
-        log_set_level(LOG_LEVEL_DEBUG);
-        break;
-    case 's':
-    case 'R':
-        break;
+case 'r':
+    g.root = optarg;
+    break;
+case 'l':
+    logf = fopen(optarg, "ae");
+    if (!logf) {
+        fprintf(stderr, "kinglet oci: --log `%s`: %s\n", optarg, strerror(errno));
+        return 1;
+    }
+    log_set_file(logf);
+    break;
+case 'f':
+    if (strcmp(optarg, "json") == 0)
+        log_set_json(true);
+    else if (strcmp(optarg, "text") != 0)
+        return usage_error("oci", "--log-format: expected text or json");
+    break;
+case 'd':
+    log_set_level(LOG_LEVEL_DEBUG);
+    break;
+case 's':
+case 'R':
+    break;
     PARSE_END("oci")
     if (optind >= argc) {
         fprintf(stderr,

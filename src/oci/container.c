@@ -33,8 +33,8 @@ static const char *root_or_default(const char *root) { return root ? root : OCI_
 
 static void cgroup_freep(struct oci_cgroup **cg) { oci_cgroup_free(*cg); }
 
-static char *state_json_for_hooks(const char *id, const char *status, pid_t pid,
-                                  const char *bundle, json_t *annotations)
+static char *state_json_for_hooks(const char *id, const char *status, pid_t pid, const char *bundle,
+                                  json_t *annotations)
 {
     json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:s}", "ociVersion", OCI_VERSION, "id", id,
                           "status", status, "pid", (int)pid, "bundle", bundle);
@@ -270,10 +270,12 @@ static int send_idmapped_trees(struct create_ctx *c, struct err *err)
         if (tree < 0)
             return err_set(err, errno, "`mounts[%zu].source`: `%s`", i, m->source ? m->source : "");
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
-        if (mount_setattr(tree, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &attr,
-                          sizeof(attr)) < 0)
-            return err_set(err, errno, "`mounts[%zu]`: idmap `%s` (does its filesystem support "
-                           "idmapped mounts?)", i, m->source);
+        if (mount_setattr(tree, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &attr, sizeof(attr)) <
+            0)
+            return err_set(err, errno,
+                           "`mounts[%zu]`: idmap `%s` (does its filesystem support "
+                           "idmapped mounts?)",
+                           i, m->source);
         int r = oci_sync_send_fd(c->sync_fd, OCI_SYNC_IDMAP, (int)i, tree);
         if (r < 0)
             return err_set(err, r, "send the idmapped tree");
@@ -301,8 +303,8 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
         case OCI_SYNC_HOOKS: {
             const struct oci_hooks *h = &c->spec->hooks;
             if (h->n[OCI_HOOK_PRESTART] || h->n[OCI_HOOK_CREATE_RUNTIME]) {
-                _cleanup_free_ char *st = state_json_for_hooks(o->id, "creating", c->init, bundle,
-                                                               c->spec->annotations);
+                _cleanup_free_ char *st =
+                    state_json_for_hooks(o->id, "creating", c->init, bundle, c->spec->annotations);
                 if (!st)
                     return err_set(err, ENOMEM, "hook state");
                 r = oci_hooks_run(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
@@ -507,8 +509,8 @@ static int run_poststart(int dirfd, const struct oci_record *rec, struct err *er
     _cleanup_(oci_spec_freep) struct oci_spec *spec = NULL;
     if (oci_spec_parse(raw, len, rec->bundle, &spec, err) < 0)
         return -EINVAL;
-    _cleanup_free_ char *st = state_json_for_hooks(rec->id, "running", rec->pid, rec->bundle,
-                                                   spec->annotations);
+    _cleanup_free_ char *st =
+        state_json_for_hooks(rec->id, "running", rec->pid, rec->bundle, spec->annotations);
     if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTART], spec->hooks.n[OCI_HOOK_POSTSTART], st,
                       "poststart", err) < 0)
         log_warn("container `%s`: %s", rec->id, err->msg);
@@ -666,8 +668,8 @@ static void rfc3339(uint64_t ns, char *buf, size_t size)
     time_t t = (time_t)(ns / 1000000000ull);
     struct tm tm;
     gmtime_r(&t, &tm);
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%09lluZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%09lluZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
              (unsigned long long)(ns % 1000000000ull));
 }
 
@@ -676,8 +678,8 @@ int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err)
     char created[64];
     rfc3339(s->created_ns, created, sizeof(created));
     json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "ociVersion", OCI_VERSION, "id",
-                          s->id, "pid", (int)s->pid, "status", oci_status_name(s->status),
-                          "bundle", s->bundle, "rootfs", "", "created", created);
+                          s->id, "pid", (int)s->pid, "status", oci_status_name(s->status), "bundle",
+                          s->bundle, "rootfs", "", "created", created);
     if (!j)
         return err_set(err, ENOMEM, "state");
     json_object_del(j, "rootfs");

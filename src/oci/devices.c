@@ -22,7 +22,8 @@ static int make_device(int rootfd, const struct oci_device *d, bool in_userns, s
     if (!*name)
         return err_set(err, EINVAL, "device `%s`: no file name", d->path);
     *slash = '\0';
-    _cleanup_close_ int pfd = oci_path_open_in_root(rootfd, parent[0] ? parent : "/", true, true, err);
+    _cleanup_close_ int pfd =
+        oci_path_open_in_root(rootfd, parent[0] ? parent : "/", true, true, err);
     if (pfd < 0)
         return err_wrap(err, "device `%s`", d->path);
     mode_t type = d->type == 'b' ? S_IFBLK : d->type == 'p' ? S_IFIFO : S_IFCHR;
@@ -111,9 +112,8 @@ int oci_dev_links(int rootfd, struct err *err)
     static const struct {
         const char *name, *target;
     } links[] = {
-        {"fd", "/proc/self/fd"},        {"stdin", "/proc/self/fd/0"},
-        {"stdout", "/proc/self/fd/1"},  {"stderr", "/proc/self/fd/2"},
-        {"core", "/proc/kcore"},
+        {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+        {"stderr", "/proc/self/fd/2"}, {"core", "/proc/kcore"},
     };
     _cleanup_close_ int dev = oci_path_open_in_root(rootfd, "/dev", false, true, err);
     if (dev < 0)

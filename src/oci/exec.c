@@ -210,8 +210,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     /* The namespaces the container has that we do not share. */
     int nsflags = 0;
     static const char *const files[OCI_NS_COUNT] = {
-        [OCI_NS_USER] = "user", [OCI_NS_PID] = "pid",     [OCI_NS_NET] = "net",
-        [OCI_NS_IPC] = "ipc",   [OCI_NS_UTS] = "uts",     [OCI_NS_MOUNT] = "mnt",
+        [OCI_NS_USER] = "user",     [OCI_NS_PID] = "pid",   [OCI_NS_NET] = "net",
+        [OCI_NS_IPC] = "ipc",       [OCI_NS_UTS] = "uts",   [OCI_NS_MOUNT] = "mnt",
         [OCI_NS_CGROUP] = "cgroup", [OCI_NS_TIME] = "time",
     };
     for (int k = 0; k < OCI_NS_COUNT; k++) {

@@ -64,13 +64,12 @@ static int run_one(const struct oci_hook *h, const char *state, struct err *err)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     if (WIFSIGNALED(status))
-        return err_set(err, ECANCELED, "hook `%s`: killed by signal %d", h->path,
-                       WTERMSIG(status));
+        return err_set(err, ECANCELED, "hook `%s`: killed by signal %d", h->path, WTERMSIG(status));
     return err_set(err, ECANCELED, "hook `%s`: exit status %d", h->path, WEXITSTATUS(status));
 }
 
-int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json,
-                  const char *what, struct err *err)
+int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
+                  struct err *err)
 {
     for (size_t i = 0; i < n; i++) {
         int r = run_one(&hooks[i], state_json, err);

@@ -29,8 +29,8 @@ static int join_namespaces(const struct oci_spec *spec, bool user_too, struct er
         if (fd < 0)
             return fd;
         if (setns(fd, oci_ns_clone_flag(k)) < 0)
-            return err_set(err, errno, "`linux.namespaces`: join %s namespace `%s`",
-                           oci_ns_name(k), spec->ns[k].path);
+            return err_set(err, errno, "`linux.namespaces`: join %s namespace `%s`", oci_ns_name(k),
+                           spec->ns[k].path);
     }
     return 0;
 }
@@ -196,8 +196,8 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* Handlers do not survive execve; ignored signals would. */
-    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2,
-                               SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
+    static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1,
+                               SIGUSR2, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGWINCH};
     for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
         signal(sigs[i], SIG_DFL);
     if (setup(a, &host_pid, &tty_slave, &exe, &err) < 0) {

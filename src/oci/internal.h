@@ -16,8 +16,8 @@
 
 /* Limits on what a config.json may make us allocate or do. */
 #define OCI_CONFIG_MAX (4u << 20)
-#define OCI_LIST_MAX 4096
-#define OCI_STR_MAX 65536
+#define OCI_LIST_MAX   4096
+#define OCI_STR_MAX    65536
 
 enum oci_ns_kind {
     OCI_NS_USER,
@@ -44,8 +44,8 @@ struct oci_mount {
     char *destination;
     char *source;
     char *type;
-    unsigned long flags;      /* MS_* set */
-    unsigned long clear;      /* MS_* explicitly cleared (rw, suid...) */
+    unsigned long flags;       /* MS_* set */
+    unsigned long clear;       /* MS_* explicitly cleared (rw, suid...) */
     unsigned long propagation; /* MS_PRIVATE... (with MS_REC for r-variants) */
     bool bind;
     bool idmap;
@@ -90,8 +90,14 @@ struct oci_hooks {
     size_t n[OCI_HOOK_COUNT];
 };
 
-enum oci_cap_set { OCI_CAP_BOUNDING, OCI_CAP_EFFECTIVE, OCI_CAP_INHERITABLE, OCI_CAP_PERMITTED,
-                   OCI_CAP_AMBIENT, OCI_CAP_SETS };
+enum oci_cap_set {
+    OCI_CAP_BOUNDING,
+    OCI_CAP_EFFECTIVE,
+    OCI_CAP_INHERITABLE,
+    OCI_CAP_PERMITTED,
+    OCI_CAP_AMBIENT,
+    OCI_CAP_SETS
+};
 
 struct oci_process {
     bool terminal;
@@ -120,7 +126,7 @@ struct oci_sysctl {
 };
 
 struct oci_spec {
-    json_t *json; /* the whole document (owned) */
+    json_t *json;    /* the whole document (owned) */
     char *root_path; /* absolute */
     bool root_readonly;
     char *hostname, *domainname;
@@ -215,8 +221,7 @@ int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
 /* Opens (creating what is missing, as a directory or as an empty file)
  * path inside the tree at rootfd without ever leaving it: every component
  * is resolved with openat2(RESOLVE_IN_ROOT). Returns an O_PATH fd. */
-int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir,
-                          struct err *err);
+int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir, struct err *err);
 /* idmap_fds[i]: a detached idmapped tree for mounts[i] (made by the
  * parent, see container.c), or -1. */
 int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
@@ -258,8 +263,8 @@ int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_sla
 int oci_fd_send(int sock, int fd, struct err *err);
 
 /* hooks.c */
-int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json,
-                  const char *what, struct err *err);
+int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
+                  struct err *err);
 
 /* init.c: the container's init, in the cloned child. */
 struct oci_init_args {

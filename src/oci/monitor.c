@@ -176,8 +176,8 @@ static void record(const struct oci_monitor_args *a, int status, uint64_t starte
         struct oci_sync_msg m;
         m.type = OCI_SYNC_EXIT;
         m.value = code;
-        sys6(SYS_sendto, a->report_fd, (long)&m, offsetof(struct oci_sync_msg, text),
-             MSG_NOSIGNAL, 0, 0);
+        sys6(SYS_sendto, a->report_fd, (long)&m, offsetof(struct oci_sync_msg, text), MSG_NOSIGNAL,
+             0, 0);
     }
 }
 

@@ -34,8 +34,7 @@ static int openat2_in_root(int rootfd, const char *path, int flags)
 static int open_in_root(int rootfd, const char *path, bool create, bool as_dir, int depth,
                         struct err *err);
 
-int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir,
-                          struct err *err)
+int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir, struct err *err)
 {
     return open_in_root(rootfd, path, create, as_dir, 0, err);
 }
@@ -216,12 +215,14 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
          * source's filesystem that we, in the user namespace, lack). */
         if (idmap_fd < 0)
             return err_set(err, ENOTSUP, "`mounts[%zu]`: idmap needs a new user namespace", idx);
-        if (move_mount(idmap_fd, "", dfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        if (move_mount(idmap_fd, "", dfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+            0)
             return err_set(err, errno, "`mounts[%zu]`: attach the idmapped `%s` on `%s`", idx,
                            m->source, m->destination);
         unsigned long extra = flags & ~(MS_REC | MS_BIND);
         if (extra) {
-            _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
+            _cleanup_close_ int nfd =
+                oci_path_open_in_root(rootfd, m->destination, false, false, err);
             if (nfd < 0 || oci_mount_fd_remount(nfd, extra, err) < 0)
                 return err_wrap(err, "`mounts[%zu]`: `%s`", idx, m->destination);
         }
@@ -232,7 +233,8 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
                            m->destination);
         unsigned long extra = flags & ~(MS_REC | MS_BIND);
         if (extra) {
-            _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
+            _cleanup_close_ int nfd =
+                oci_path_open_in_root(rootfd, m->destination, false, false, err);
             if (nfd < 0)
                 return err_wrap(err, "`mounts[%zu]`", idx);
             if (oci_mount_fd_remount(nfd, extra, err) < 0)
@@ -245,14 +247,16 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
         if (strcmp(type, "cgroup") == 0)
             fstype = "cgroup2";
         int r = mount(m->source ? m->source : fstype, dst, fstype, flags & ~MS_REC, m->data);
-        if (r < 0 && errno == EPERM && (strcmp(fstype, "sysfs") == 0 || strcmp(fstype, "cgroup2") == 0)) {
+        if (r < 0 && errno == EPERM &&
+            (strcmp(fstype, "sysfs") == 0 || strcmp(fstype, "cgroup2") == 0)) {
             /* No sysfs or cgroup2 of our own without a network or cgroup
              * namespace of our own in a user namespace: bind the host's,
              * as runc does. */
             const char *host = strcmp(fstype, "sysfs") == 0 ? "/sys" : "/sys/fs/cgroup";
             r = mount(host, dst, NULL, MS_BIND | MS_REC, NULL);
             if (r == 0) {
-                _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
+                _cleanup_close_ int nfd =
+                    oci_path_open_in_root(rootfd, m->destination, false, false, err);
                 if (nfd >= 0)
                     oci_mount_fd_remount(nfd, flags & ~MS_REC, NULL);
             }
@@ -272,8 +276,7 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
     return 0;
 }
 
-int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
-                     struct err *err)
+int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds, struct err *err)
 {
     for (size_t i = 0; i < spec->n_mounts; i++) {
         int r = mount_one(&spec->mounts[i], i, rootfd, idmap_fds ? idmap_fds[i] : -1, err);

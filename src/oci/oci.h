@@ -24,13 +24,18 @@
 #include "base/base.h"
 
 #define OCI_ROOT_DEFAULT "/run/kinglet/oci"
-#define OCI_VERSION "1.2.0"
+#define OCI_VERSION      "1.2.0"
 
-enum oci_status { OCI_STATUS_CREATING, OCI_STATUS_CREATED, OCI_STATUS_RUNNING,
-                  OCI_STATUS_PAUSED, OCI_STATUS_STOPPED };
+enum oci_status {
+    OCI_STATUS_CREATING,
+    OCI_STATUS_CREATED,
+    OCI_STATUS_RUNNING,
+    OCI_STATUS_PAUSED,
+    OCI_STATUS_STOPPED
+};
 
 struct oci_create_opts {
-    const char *root;           /* NULL: OCI_ROOT_DEFAULT */
+    const char *root; /* NULL: OCI_ROOT_DEFAULT */
     const char *id;
     const char *bundle;         /* NULL: current directory */
     const char *pid_file;       /* NULL: none */
@@ -61,8 +66,7 @@ int oci_container_start(const char *root, const char *id, struct err *err);
  * exit status of the container (128+signal when killed), then deletes it. */
 int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_status,
                       struct err *err);
-int oci_container_state(const char *root, const char *id, struct oci_state *ret,
-                        struct err *err);
+int oci_container_state(const char *root, const char *id, struct oci_state *ret, struct err *err);
 void oci_state_clear(struct oci_state *s);
 /* The OCI state JSON document (malloc'd, NUL-terminated). */
 int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err);
@@ -89,9 +93,9 @@ struct oci_exec_opts {
     bool detach;
     const char *pid_file;
     const char *console_socket;
-    const char *cwd;          /* overrides, may be NULL */
-    char *const *env;         /* extra KEY=VALUE, NULL-terminated, may be NULL */
-    const char *user;         /* "uid[:gid]" or NULL */
+    const char *cwd;  /* overrides, may be NULL */
+    char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */
+    const char *user; /* "uid[:gid]" or NULL */
     int preserve_fds;
 };
 /* Runs a process in the container; without detach waits for it and sets

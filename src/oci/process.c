@@ -80,8 +80,8 @@ int oci_fd_send(int sock, int fd, struct err *err)
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -96,8 +96,7 @@ int oci_fd_send(int sock, int fd, struct err *err)
     return 0;
 }
 
-int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave,
-                       struct err *err)
+int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave, struct err *err)
 {
     _cleanup_close_ int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master < 0)

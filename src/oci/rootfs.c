@@ -124,8 +124,7 @@ static int write_sysctl(const struct oci_sysctl *s, struct err *err)
         return err_set(err, errno, "`linux.sysctl.%s`: open `%s`", s->key, path);
     size_t len = strlen(s->value);
     if (write(fd, s->value, len) != (ssize_t)len)
-        return err_set(err, errno ? errno : EIO, "`linux.sysctl.%s`: write `%s`", s->key,
-                       s->value);
+        return err_set(err, errno ? errno : EIO, "`linux.sysctl.%s`: write `%s`", s->key, s->value);
     return 0;
 }
 

@@ -21,13 +21,13 @@
 #endif
 
 static const char *const ns_names[OCI_NS_COUNT] = {
-    [OCI_NS_USER] = "user",       [OCI_NS_PID] = "pid",   [OCI_NS_NET] = "network",
-    [OCI_NS_IPC] = "ipc",         [OCI_NS_UTS] = "uts",   [OCI_NS_MOUNT] = "mount",
-    [OCI_NS_CGROUP] = "cgroup",   [OCI_NS_TIME] = "time",
+    [OCI_NS_USER] = "user",     [OCI_NS_PID] = "pid",   [OCI_NS_NET] = "network",
+    [OCI_NS_IPC] = "ipc",       [OCI_NS_UTS] = "uts",   [OCI_NS_MOUNT] = "mount",
+    [OCI_NS_CGROUP] = "cgroup", [OCI_NS_TIME] = "time",
 };
 static const int ns_flags[OCI_NS_COUNT] = {
-    [OCI_NS_USER] = CLONE_NEWUSER, [OCI_NS_PID] = CLONE_NEWPID,       [OCI_NS_NET] = CLONE_NEWNET,
-    [OCI_NS_IPC] = CLONE_NEWIPC,   [OCI_NS_UTS] = CLONE_NEWUTS,       [OCI_NS_MOUNT] = CLONE_NEWNS,
+    [OCI_NS_USER] = CLONE_NEWUSER,     [OCI_NS_PID] = CLONE_NEWPID,   [OCI_NS_NET] = CLONE_NEWNET,
+    [OCI_NS_IPC] = CLONE_NEWIPC,       [OCI_NS_UTS] = CLONE_NEWUTS,   [OCI_NS_MOUNT] = CLONE_NEWNS,
     [OCI_NS_CGROUP] = CLONE_NEWCGROUP, [OCI_NS_TIME] = CLONE_NEWTIME,
 };
 
@@ -60,7 +60,8 @@ static int get_str(json_t *obj, const char *key, const char *field, bool require
     }
     if (!json_is_string(v))
         return type_error(err, field, "a string");
-    if (json_string_length(v) > OCI_STR_MAX || strlen(json_string_value(v)) != json_string_length(v))
+    if (json_string_length(v) > OCI_STR_MAX ||
+        strlen(json_string_value(v)) != json_string_length(v))
         return err_set(err, EINVAL, "`%s`: too long or contains NUL", field);
     *ret = strdup(json_string_value(v));
     return *ret ? 0 : err_set(err, ENOMEM, "`%s`", field);
@@ -146,28 +147,36 @@ static const struct {
     const char *name;
     int res;
 } rlimit_names[] = {
-    {"RLIMIT_AS", RLIMIT_AS},         {"RLIMIT_CORE", RLIMIT_CORE},
-    {"RLIMIT_CPU", RLIMIT_CPU},       {"RLIMIT_DATA", RLIMIT_DATA},
-    {"RLIMIT_FSIZE", RLIMIT_FSIZE},   {"RLIMIT_LOCKS", RLIMIT_LOCKS},
-    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK}, {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
-    {"RLIMIT_NICE", RLIMIT_NICE},     {"RLIMIT_NOFILE", RLIMIT_NOFILE},
-    {"RLIMIT_NPROC", RLIMIT_NPROC},   {"RLIMIT_RSS", RLIMIT_RSS},
-    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO}, {"RLIMIT_RTTIME", RLIMIT_RTTIME},
-    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING}, {"RLIMIT_STACK", RLIMIT_STACK},
+    {"RLIMIT_AS", RLIMIT_AS},
+    {"RLIMIT_CORE", RLIMIT_CORE},
+    {"RLIMIT_CPU", RLIMIT_CPU},
+    {"RLIMIT_DATA", RLIMIT_DATA},
+    {"RLIMIT_FSIZE", RLIMIT_FSIZE},
+    {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
+    {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+    {"RLIMIT_NICE", RLIMIT_NICE},
+    {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+    {"RLIMIT_NPROC", RLIMIT_NPROC},
+    {"RLIMIT_RSS", RLIMIT_RSS},
+    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
+    {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
+    {"RLIMIT_STACK", RLIMIT_STACK},
 };
 
 static const struct {
     const char *name;
     int sig;
 } signal_names[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT},   {"IOT", SIGIOT},   {"BUS", SIGBUS},
-    {"FPE", SIGFPE},   {"KILL", SIGKILL},   {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"STOP", SIGSTOP},
-    {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU}, {"URG", SIGURG},
-    {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
-    {"WINCH", SIGWINCH}, {"IO", SIGIO},     {"POLL", SIGPOLL}, {"PWR", SIGPWR},
+    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
+    {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},
+    {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
+    {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
+    {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
+    {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"POLL", SIGPOLL},     {"PWR", SIGPWR},
     {"SYS", SIGSYS},
 };
 
@@ -242,8 +251,8 @@ static int parse_caps(json_t *caps, const char *field, struct oci_process *p, st
             json_t *v = json_array_get(arr, i);
             int cap;
             if (!json_is_string(v) || oci_cap_parse(json_string_value(v), &cap) < 0)
-                return err_set(err, EINVAL, "`%s.%s[%zu]`: unknown capability `%s`", field,
-                               sets[s], i, json_is_string(v) ? json_string_value(v) : "?");
+                return err_set(err, EINVAL, "`%s.%s[%zu]`: unknown capability `%s`", field, sets[s],
+                               i, json_is_string(v) ? json_string_value(v) : "?");
             /* Capabilities this kernel does not know are skipped, as
              * runc and crun do, so that one spec serves many kernels. */
             if (cap > (int)cap_max_bits() - 1)
@@ -354,8 +363,7 @@ int oci_process_parse(json_t *obj, const char *field, struct oci_process *p, str
                                json_is_string(t) ? json_string_value(t) : "?");
             json_t *soft = json_object_get(e, "soft"), *hard = json_object_get(e, "hard");
             if (!json_is_integer(soft) || !json_is_integer(hard))
-                return err_set(err, EINVAL, "`%s[%zu]`: `soft` and `hard` must be integers", f,
-                               i);
+                return err_set(err, EINVAL, "`%s[%zu]`: `soft` and `hard` must be integers", f, i);
             /* jansson holds int64: -1 and huge values mean unlimited. */
             p->rlimits[i].resource = res;
             p->rlimits[i].soft = (rlim_t)json_integer_value(soft);
@@ -395,34 +403,44 @@ static const struct {
     bool clear;
     unsigned long flag;
 } mount_flags[] = {
-    {"ro", false, MS_RDONLY},           {"rw", true, MS_RDONLY},
-    {"nosuid", false, MS_NOSUID},       {"suid", true, MS_NOSUID},
-    {"nodev", false, MS_NODEV},         {"dev", true, MS_NODEV},
-    {"noexec", false, MS_NOEXEC},       {"exec", true, MS_NOEXEC},
-    {"sync", false, MS_SYNCHRONOUS},    {"async", true, MS_SYNCHRONOUS},
-    {"dirsync", false, MS_DIRSYNC},     {"remount", false, MS_REMOUNT},
-    {"mand", false, MS_MANDLOCK},       {"nomand", true, MS_MANDLOCK},
-    {"atime", true, MS_NOATIME},        {"noatime", false, MS_NOATIME},
-    {"diratime", true, MS_NODIRATIME},  {"nodiratime", false, MS_NODIRATIME},
-    {"relatime", false, MS_RELATIME},   {"norelatime", true, MS_RELATIME},
-    {"strictatime", false, MS_STRICTATIME}, {"nostrictatime", true, MS_STRICTATIME},
-    {"silent", false, MS_SILENT},       {"loud", true, MS_SILENT},
-    {"lazytime", false, MS_LAZYTIME},   {"nolazytime", true, MS_LAZYTIME},
-    {"iversion", false, MS_I_VERSION},  {"noiversion", true, MS_I_VERSION},
+    {"ro", false, MS_RDONLY},
+    {"rw", true, MS_RDONLY},
+    {"nosuid", false, MS_NOSUID},
+    {"suid", true, MS_NOSUID},
+    {"nodev", false, MS_NODEV},
+    {"dev", true, MS_NODEV},
+    {"noexec", false, MS_NOEXEC},
+    {"exec", true, MS_NOEXEC},
+    {"sync", false, MS_SYNCHRONOUS},
+    {"async", true, MS_SYNCHRONOUS},
+    {"dirsync", false, MS_DIRSYNC},
+    {"remount", false, MS_REMOUNT},
+    {"mand", false, MS_MANDLOCK},
+    {"nomand", true, MS_MANDLOCK},
+    {"atime", true, MS_NOATIME},
+    {"noatime", false, MS_NOATIME},
+    {"diratime", true, MS_NODIRATIME},
+    {"nodiratime", false, MS_NODIRATIME},
+    {"relatime", false, MS_RELATIME},
+    {"norelatime", true, MS_RELATIME},
+    {"strictatime", false, MS_STRICTATIME},
+    {"nostrictatime", true, MS_STRICTATIME},
+    {"silent", false, MS_SILENT},
+    {"loud", true, MS_SILENT},
+    {"lazytime", false, MS_LAZYTIME},
+    {"nolazytime", true, MS_LAZYTIME},
+    {"iversion", false, MS_I_VERSION},
+    {"noiversion", true, MS_I_VERSION},
 };
 
 static const struct {
     const char *name;
     unsigned long flag;
 } propagation_flags[] = {
-    {"private", MS_PRIVATE},
-    {"rprivate", MS_PRIVATE | MS_REC},
-    {"shared", MS_SHARED},
-    {"rshared", MS_SHARED | MS_REC},
-    {"slave", MS_SLAVE},
-    {"rslave", MS_SLAVE | MS_REC},
-    {"unbindable", MS_UNBINDABLE},
-    {"runbindable", MS_UNBINDABLE | MS_REC},
+    {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
+    {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
+    {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
+    {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
 };
 
 int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *field,
@@ -776,8 +794,7 @@ static int parse_linux(json_t *linux_obj, struct oci_spec *spec, struct err *err
             return err_set(err, EINVAL, "`linux.maskedPaths[%zu]`: must be an absolute path", i);
     for (size_t i = 0; i < spec->n_readonly; i++)
         if (spec->readonly_paths[i][0] != '/')
-            return err_set(err, EINVAL, "`linux.readonlyPaths[%zu]`: must be an absolute path",
-                           i);
+            return err_set(err, EINVAL, "`linux.readonlyPaths[%zu]`: must be an absolute path", i);
     _cleanup_free_ char *prop = NULL;
     if ((r = get_str(linux_obj, "rootfsPropagation", "linux.rootfsPropagation", false, &prop,
                      err)) < 0)
@@ -811,8 +828,10 @@ static int parse_linux(json_t *linux_obj, struct oci_spec *spec, struct err *err
             if ((secs && !json_is_integer(secs)) ||
                 (ns && (!json_is_integer(ns) || json_integer_value(ns) < 0 ||
                         json_integer_value(ns) >= 1000000000)))
-                return err_set(err, EINVAL, "`linux.timeOffsets.%s`: expected integer secs and "
-                               "nanosecs below 1e9", clocks[i]);
+                return err_set(err, EINVAL,
+                               "`linux.timeOffsets.%s`: expected integer secs and "
+                               "nanosecs below 1e9",
+                               clocks[i]);
             int64_t s = secs ? (int64_t)json_integer_value(secs) : 0;
             uint32_t n = ns ? (uint32_t)json_integer_value(ns) : 0;
             if (i == 0) {
@@ -824,7 +843,8 @@ static int parse_linux(json_t *linux_obj, struct oci_spec *spec, struct err *err
             }
             spec->has_time_offsets = true;
         }
-        if (spec->has_time_offsets && !(spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path))
+        if (spec->has_time_offsets &&
+            !(spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path))
             return err_set(err, EINVAL, "`linux.timeOffsets`: needs a new time namespace");
     }
     json_t *pers = json_object_get(linux_obj, "personality");
@@ -994,8 +1014,8 @@ json_t *oci_spec_default(bool rootless)
         "s:b}, s:{s:s, s:b}, s:s, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s, s:[s, s, s, s]}, "
         "{s:s, s:s, s:s, s:[s, s, s, s, s, s]}, {s:s, s:s, s:s, s:[s, s, s, s]}, "
         "{s:s, s:s, s:s, s:[s, s, s, s]}, {s:s, s:s, s:s, s:[s, s, s, s]}]}",
-        "ociVersion", OCI_VERSION, "process", "terminal", false, "user", "uid", 0, "gid", 0,
-        "args", "sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ociVersion", OCI_VERSION, "process", "terminal", false, "user", "uid", 0, "gid", 0, "args",
+        "sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "TERM=xterm", "cwd", "/", "capabilities", "bounding", json_deep_copy(capl), "effective",
         json_deep_copy(capl), "permitted", capl, "rlimits", "type", "RLIMIT_NOFILE", "hard", 1024,
         "soft", 1024, "noNewPrivileges", true, "root", "path", "rootfs", "readonly", true,
@@ -1005,30 +1025,29 @@ json_t *oci_spec_default(bool rootless)
         "source", "devpts", "options", "nosuid", "noexec", "newinstance", "ptmxmode=0666",
         "mode=0620", "gid=5", "destination", "/dev/shm", "type", "tmpfs", "source", "shm",
         "options", "nosuid", "noexec", "nodev", "mode=1777", "destination", "/dev/mqueue", "type",
-        "mqueue", "source", "mqueue", "options", "nosuid", "noexec", "nodev", "ro",
-        "destination", "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid", "noexec",
-        "nodev", "ro");
+        "mqueue", "source", "mqueue", "options", "nosuid", "noexec", "nodev", "ro", "destination",
+        "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid", "noexec", "nodev", "ro");
     if (!spec)
         return NULL;
     json_t *ns = json_array();
     const char *kinds[] = {"pid", "network", "ipc", "uts", "mount", "cgroup", "user"};
     for (size_t i = 0; i < ARRAY_SIZE(kinds) - (rootless ? 0 : 1); i++)
         json_array_append_new(ns, json_pack("{s:s}", "type", kinds[i]));
-    json_t *masked = json_pack("[s,s,s,s,s,s,s,s,s,s]", "/proc/acpi", "/proc/asound",
-                               "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-                               "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
-                               "/sys/firmware", "/proc/scsi");
+    json_t *masked =
+        json_pack("[s,s,s,s,s,s,s,s,s,s]", "/proc/acpi", "/proc/asound", "/proc/kcore",
+                  "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+                  "/proc/sched_debug", "/sys/firmware", "/proc/scsi");
     json_t *ro = json_pack("[s,s,s,s,s,s]", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
                            "/proc/sysrq-trigger", "/sys/fs/cgroup");
-    json_t *linux_obj = json_pack("{s:o, s:o, s:o}", "namespaces", ns, "maskedPaths", masked,
-                                  "readonlyPaths", ro);
+    json_t *linux_obj =
+        json_pack("{s:o, s:o, s:o}", "namespaces", ns, "maskedPaths", masked, "readonlyPaths", ro);
     if (rootless) {
-        json_object_set_new(linux_obj, "uidMappings",
-                            json_pack("[{s:i,s:i,s:i}]", "containerID", 0, "hostID",
-                                      (int)getuid(), "size", 1));
-        json_object_set_new(linux_obj, "gidMappings",
-                            json_pack("[{s:i,s:i,s:i}]", "containerID", 0, "hostID",
-                                      (int)getgid(), "size", 1));
+        json_object_set_new(
+            linux_obj, "uidMappings",
+            json_pack("[{s:i,s:i,s:i}]", "containerID", 0, "hostID", (int)getuid(), "size", 1));
+        json_object_set_new(
+            linux_obj, "gidMappings",
+            json_pack("[{s:i,s:i,s:i}]", "containerID", 0, "hostID", (int)getgid(), "size", 1));
     }
     json_object_set_new(spec, "linux", linux_obj);
     return spec;

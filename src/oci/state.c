@@ -59,11 +59,11 @@ int oci_state_dir_open(const char *root, const char *id, int *ret_fd, struct err
 
 int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", rec->id, "bundle",
-                          rec->bundle, "cgroup", rec->cgroup, "pid", (json_int_t)rec->pid,
-                          "pidStart", (json_int_t)rec->pid_start, "monitor",
-                          (json_int_t)rec->monitor, "monitorStart",
-                          (json_int_t)rec->monitor_start, "created", (json_int_t)rec->created_ns);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", rec->id, "bundle", rec->bundle,
+                  "cgroup", rec->cgroup, "pid", (json_int_t)rec->pid, "pidStart",
+                  (json_int_t)rec->pid_start, "monitor", (json_int_t)rec->monitor, "monitorStart",
+                  (json_int_t)rec->monitor_start, "created", (json_int_t)rec->created_ns);
     if (!j)
         return err_set(err, ENOMEM, "state.json");
     if (rec->annotations_json) {
@@ -77,8 +77,8 @@ int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
         return err_set(err, ENOMEM, "state.json");
     /* Not durable on purpose: see the top of the file. */
     size_t len = strlen(s);
-    _cleanup_close_ int fd =
-        openat(dirfd, "state.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    _cleanup_close_ int fd = openat(dirfd, "state.json.tmp",
+                                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(err, errno, "write state.json");
     if (write(fd, s, len) != (ssize_t)len)
@@ -267,8 +267,8 @@ int oci_sync_send_fd(int sock, int type, int value, int fd)
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -290,8 +290,8 @@ int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } u;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t n;
     do
         n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);

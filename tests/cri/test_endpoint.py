@@ -13,8 +13,8 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 
-from conftest import channel, wait_for
-from h2client import Raw, frame
+from .conftest import channel, wait_for
+from .h2client import Raw, frame
 
 RS = "/runtime.v1.RuntimeService/"
 IS = "/runtime.v1.ImageService/"

@@ -23,7 +23,7 @@ static int per_test_timeout(void **state)
 }
 
 #define BASE                                                                                       \
-    "\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\"}, "                              \
+    "\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\"}, "                                \
     "\"process\": {\"args\": [\"sh\"], \"cwd\": \"/\"}"
 
 static struct oci_spec *parse_ok(const char *body)
@@ -80,7 +80,8 @@ static void test_process_fields(void **state)
         " \"args\": [\"a\", \"b\"], \"env\": [\"A=1\", \"B=\"], \"cwd\": \"/w\","
         " \"user\": {\"uid\": 5, \"gid\": 6, \"umask\": 18, \"additionalGids\": [7, 8]},"
         " \"rlimits\": [{\"type\": \"RLIMIT_NOFILE\", \"soft\": 10, \"hard\": 20}],"
-        " \"capabilities\": {\"bounding\": [\"CAP_KILL\", \"CAP_CHOWN\"], \"ambient\": [\"CAP_KILL\"]},"
+        " \"capabilities\": {\"bounding\": [\"CAP_KILL\", \"CAP_CHOWN\"], \"ambient\": "
+        "[\"CAP_KILL\"]},"
         " \"noNewPrivileges\": true, \"oomScoreAdj\": -17},"
         "\"linux\": {\"namespaces\": [{\"type\": \"uts\"}, {\"type\": \"network\", \"path\": "
         "\"/run/netns/x\"}], \"personality\": {\"domain\": \"LINUX32\"}}");
@@ -125,14 +126,14 @@ static void test_mounts(void **state)
     (void)state;
     struct oci_spec *s = parse_ok(
         BASE ", \"mounts\": ["
-        "{\"destination\": \"/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
-        "[\"nosuid\", \"ro\", \"rw\", \"noexec\", \"size=1m\", \"mode=755\", \"rslave\", "
-        "\"strictatime\"]},"
-        "{\"destination\": \"/b\", \"source\": \"/src\", \"options\": [\"rbind\", \"ro\", "
-        "\"private\"]},"
-        "{\"destination\": \"/c\", \"type\": \"bind\", \"source\": \"/src\"},"
-        "{\"destination\": \"/d\", \"type\": \"none\", \"source\": \"/src\", \"options\": "
-        "[\"idmap\"]}]");
+             "{\"destination\": \"/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
+             "[\"nosuid\", \"ro\", \"rw\", \"noexec\", \"size=1m\", \"mode=755\", \"rslave\", "
+             "\"strictatime\"]},"
+             "{\"destination\": \"/b\", \"source\": \"/src\", \"options\": [\"rbind\", \"ro\", "
+             "\"private\"]},"
+             "{\"destination\": \"/c\", \"type\": \"bind\", \"source\": \"/src\"},"
+             "{\"destination\": \"/d\", \"type\": \"none\", \"source\": \"/src\", \"options\": "
+             "[\"idmap\"]}]");
     assert_int_equal(s->n_mounts, 4);
     struct oci_mount *m = &s->mounts[0];
     assert_int_equal(m->flags, MS_NOSUID | MS_NOEXEC | MS_STRICTATIME);
@@ -155,7 +156,8 @@ static void test_linux_sections(void **state)
 {
     (void)state;
     struct oci_spec *s = parse_ok(
-        BASE ", \"linux\": {"
+        BASE
+        ", \"linux\": {"
         "\"namespaces\": [{\"type\": \"user\"}, {\"type\": \"time\"}],"
         "\"uidMappings\": [{\"containerID\": 0, \"hostID\": 1000, \"size\": 10}],"
         "\"gidMappings\": [{\"containerID\": 0, \"hostID\": 2000, \"size\": 1}],"
@@ -224,8 +226,7 @@ static void test_errors_name_the_field(void **state)
               "`mounts[0].options[0]`");
     parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"pid\"}]}",
               "`linux.namespaces[1].type`");
-    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"user\"}]}",
-              "`linux.uidMappings`");
+    parse_err(BASE ", \"linux\": {\"namespaces\": [{\"type\": \"user\"}]}", "`linux.uidMappings`");
     parse_err(BASE ", \"linux\": {\"uidMappings\": [{\"containerID\": 0, \"hostID\": 1}]}",
               "`linux.uidMappings[0]`");
     parse_err(BASE ", \"linux\": {\"devices\": [{\"path\": \"/dev/../x\", \"type\": \"c\", "
@@ -234,8 +235,7 @@ static void test_errors_name_the_field(void **state)
     parse_err(BASE ", \"linux\": {\"devices\": [{\"path\": \"/dev/x\", \"type\": \"c\"}]}",
               "`linux.devices[0]`");
     parse_err(BASE ", \"linux\": {\"sysctl\": {\"../x\": \"1\"}}", "`linux.sysctl`");
-    parse_err(BASE ", \"linux\": {\"rootfsPropagation\": \"weird\"}",
-              "`linux.rootfsPropagation`");
+    parse_err(BASE ", \"linux\": {\"rootfsPropagation\": \"weird\"}", "`linux.rootfsPropagation`");
     parse_err(BASE ", \"linux\": {\"personality\": {\"domain\": \"BSD\"}}",
               "`linux.personality.domain`");
     parse_err(BASE ", \"hooks\": {\"prestart\": [{\"path\": \"rel\"}]}",
@@ -260,7 +260,12 @@ static void test_malformed_documents(void **state)
 {
     (void)state;
     static const char *const docs[] = {
-        "", "[]", "{", "{\"ociVersion\": \"1.0.2\",}", "null", "\"str\"",
+        "",
+        "[]",
+        "{",
+        "{\"ociVersion\": \"1.0.2\",}",
+        "null",
+        "\"str\"",
         "{\"ociVersion\": \"1.0.2\", \"ociVersion\": \"1.0.2\"}",
     };
     for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
