@@ -14,7 +14,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import channel, wait_for
+from .conftest import channel, wait_for
 
 CIDR = "10.77.0.0/24"
 
