@@ -10,6 +10,7 @@
  * rules, and state directories without a record are removed. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 
 #include "cri/sandbox.h"
@@ -33,10 +34,22 @@ void sandbox_ref(struct cri *cri, const struct sandbox *sb, char *dirbuf, size_t
     };
 }
 
+Runtime__V1__PodSandboxState sandbox_state(const struct sandbox *sb)
+{
+    if (sb->rec.state != STORE_POD_READY || sb->init_gone)
+        return RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+    struct pollfd p = {.fd = sb->init_fd, .events = POLLIN};
+    if (sb->init_fd >= 0 && poll(&p, 1, 0) == 1)
+        return RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+    return RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY;
+}
+
 void sandbox_free(struct sandbox *sb)
 {
     if (!sb)
         return;
+    if (sb->init_fd >= 0)
+        close(sb->init_fd);
     store_pod_clear(&sb->rec);
     if (sb->config)
         protobuf_c_message_free_unpacked(&sb->config->base, NULL);
@@ -346,6 +359,7 @@ static int load_records(struct cri *cri, struct err *err)
             return err_set(err, ENOMEM, "load pods");
         }
         sb->rec = pods[i];
+        sb->init_fd = -1;
         pods[i] = (struct store_pod){0};
         sb->config = (Runtime__V1__PodSandboxConfig *)protobuf_c_message_unpack(
             &runtime__v1__pod_sandbox_config__descriptor, NULL, sb->rec.config_len, sb->rec.config);
@@ -371,6 +385,13 @@ static int load_records(struct cri *cri, struct err *err)
             if (store_pod_to_json(&sb->rec, &json, &len, &e) < 0 ||
                 store_pod_write(s->records_dir, sb->rec.id, json, len, &e) < 0)
                 log_warn("pod `%s`: %s", sb->rec.id, e.msg);
+        }
+        if (sb->rec.state == STORE_POD_READY && sb->rec.init_pid > 0) {
+            sb->init_fd = pod_init_pidfd(sb->rec.init_pid, sb->rec.init_start);
+            sb->init_gone = sb->init_fd < 0;
+            if (sb->init_gone)
+                log_warn("pod `%s`: its init (pid %d) is gone; the pod is NOTREADY", sb->rec.id,
+                         (int)sb->rec.init_pid);
         }
         sandbox_link(cri, sb);
     }

@@ -26,6 +26,8 @@ struct sandbox {
     bool creating; /* RunPodSandbox in progress: invisible to other RPCs */
     bool busy;
     bool host_network;
+    int init_fd;    /* pidfd of the pod's init, -1: none */
+    bool init_gone; /* found dead at start */
     struct sandbox_waiter *waiters, *waiters_tail;
 };
 
@@ -58,6 +60,9 @@ struct sandbox *sandbox_find(struct cri *cri, const char *id_or_prefix, bool *re
 void sandbox_link(struct cri *cri, struct sandbox *sb);
 void sandbox_unlink_free(struct cri *cri, struct sandbox *sb);
 void sandbox_free(struct sandbox *sb);
+/* READY or NOTREADY: a ready pod whose init (shared PID namespace) has died
+ * is NOTREADY, as kubelet must then make a new sandbox. */
+Runtime__V1__PodSandboxState sandbox_state(const struct sandbox *sb);
 /* Runs fn now, or once the pod's current operation ends. */
 void sandbox_op_begin(struct cri_call *call, struct sandbox *sb, sandbox_op_fn fn);
 /* Ends the current operation; removed: the pod is gone (unlinked and freed

@@ -18,6 +18,7 @@ struct run_work {
     struct pod_sysctl *sysctls;
     struct net_port_mapping *ports;
     struct pod_sandbox_result res;
+    int init_fd;
     struct err err;
     int r;
 };
@@ -27,6 +28,8 @@ static void run_work_free(struct run_work *w)
     free(w->records_dir);
     free(w->sysctls);
     free(w->ports);
+    if (w->init_fd >= 0)
+        close(w->init_fd);
     pod_sandbox_result_clear(&w->res);
     free(w);
 }
@@ -43,6 +46,8 @@ static void run_work(uv_work_t *req)
         snprintf(rec->ips[i], sizeof(rec->ips[i]), "%s", w->res.net.ips[i].addr);
     rec->init_pid = w->res.init_pid;
     rec->init_start = w->res.init_start;
+    if (rec->init_pid > 0)
+        w->init_fd = pod_init_pidfd(rec->init_pid, rec->init_start);
     rec->cgroup_path = TAKE_PTR(w->res.cgroup_path);
     _cleanup_free_ char *json = NULL;
     size_t len = 0;
@@ -81,6 +86,7 @@ static void run_done(uv_work_t *req, int status)
     Runtime__V1__RunPodSandboxRequest *rq = (Runtime__V1__RunPodSandboxRequest *)call->req;
     rq->config = NULL;
     sb->creating = false;
+    sb->init_fd = TAKE_FD(w->init_fd);
     sb->rec.state = STORE_POD_READY;
     log_info("pod sandbox `%s` (%s/%s) ready%s%s", sb->rec.id, sb->config->metadata->namespace_,
              sb->config->metadata->name, sb->rec.nips ? " at " : "",
@@ -234,6 +240,10 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
     struct err err = {0};
     struct run_work *w = calloc(1, sizeof(*w));
     struct sandbox *sb = calloc(1, sizeof(*sb));
+    if (w)
+        w->init_fd = -1;
+    if (sb)
+        sb->init_fd = -1;
     if (!w || !sb || !(w->records_dir = strdup(s->records_dir)) ||
         !(sb->rec.config = malloc(packed ? packed : 1)) ||
         !(sb->rec.runtime_handler = strdup(handler))) {

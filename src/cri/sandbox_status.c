@@ -7,11 +7,7 @@
 
 #include "cri/sandbox.h"
 
-static Runtime__V1__PodSandboxState state_of(const struct sandbox *sb)
-{
-    return sb->rec.state == STORE_POD_READY ? RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
-                                            : RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
-}
+#define state_of sandbox_state
 
 static void verbose_info(struct cri *cri, const struct sandbox *sb, struct buf *b)
 {

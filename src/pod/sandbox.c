@@ -416,6 +416,19 @@ fail:;
     return r;
 }
 
+int pod_init_pidfd(pid_t pid, uint64_t start)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return -errno;
+    uint64_t now;
+    if (proc_start_time(pid, &now) < 0 || now != start) {
+        close(fd);
+        return -ESRCH;
+    }
+    return fd; /* pidfds are close-on-exec */
+}
+
 static int kill_init(pid_t pid, uint64_t start)
 {
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -616,3 +616,36 @@ def test_configured_runtime_handler(cri, pod_daemon_factory, cgroup_parent):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     stop_remove(cri, rs, p)
     assert d.stop() == 0
+
+
+def test_dead_init_makes_the_pod_notready(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-cidr", CIDR])
+    rs = runtime(cri, d)
+    a = run_pod(cri, rs, pod_config(cri, "a", cgroup_parent[0], pid=pb.POD))
+    b = run_pod(cri, rs, pod_config(cri, "b", cgroup_parent[0], pid=pb.POD))
+    for p in (a, b):
+        assert status(cri, rs, p).status.state == pb.SANDBOX_READY
+    os.kill(info(cri, rs, a)["pid"], signal.SIGKILL)
+    wait_for(lambda: status(cri, rs, a).status.state == pb.SANDBOX_NOTREADY, 10,
+             what="NOTREADY after the init died")
+    f = pb.PodSandboxFilter(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))
+    assert [i.id for i in rs.ListPodSandbox(pb.ListPodSandboxRequest(filter=f)).items] == [b]
+    # the same after a restart (b's init dies while the daemon is down)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.log.close()
+    os.kill(_init_of(d, b), signal.SIGKILL)
+    d.start()
+    rs = runtime(cri, d)
+    for p in (a, b):
+        assert status(cri, rs, p).status.state == pb.SANDBOX_NOTREADY
+        stop_remove(cri, rs, p)
+    wait_for(lambda: not leases(d), 10, what="lease release")
+    assert " kl" not in d.run("ip", "-o", "link").stdout
+    assert d.stop() == 0
+
+
+def _init_of(d, pod):
+    with open(os.path.join(d.root, "pods", pod + ".json")) as f:
+        return json.load(f)["initPid"]
