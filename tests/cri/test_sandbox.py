@@ -649,3 +649,59 @@ def test_dead_init_makes_the_pod_notready(cri, pod_daemon_factory, cgroup_parent
 def _init_of(d, pod):
     with open(os.path.join(d.root, "pods", pod + ".json")) as f:
         return json.load(f)["initPid"]
+
+
+def test_hostile_requests_and_racing_stops(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    for parent in ("/../../etc", "relative/path", "/a/../../b"):
+        with pytest.raises(grpc.RpcError) as e:
+            run_pod(cri, rs, pod_config(cri, "cg", parent))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, parent
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "big", cgroup_parent[0],
+                                    annotations={"x": "y" * (600 << 10)}))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "host", cgroup_parent[0], hostname="a/b"))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        run_pod(cri, rs, pod_config(cri, "ports", cgroup_parent[0], port_mappings=[
+            pb.PortMapping(protocol=pb.TCP, container_port=70000, host_port=1)]))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    podsdir = os.path.join(pd.state, "pods")
+    assert not os.path.exists(podsdir) or not os.listdir(podsdir)
+    # many Stops and Removes of one pod at once: all succeed, it is gone
+    p = run_pod(cri, rs, pod_config(cri, "race", cgroup_parent[0], pid=pb.POD))
+    errs = []
+
+    def call(fn, req):
+        try:
+            fn(req, timeout=60)
+        except grpc.RpcError as e:
+            errs.append(e)
+
+    ts = [threading.Thread(target=call, args=(rs.StopPodSandbox,
+                                              pb.StopPodSandboxRequest(pod_sandbox_id=p)))
+          for _ in range(5)]
+    ts += [threading.Thread(target=call, args=(rs.RemovePodSandbox,
+                                               pb.RemovePodSandboxRequest(pod_sandbox_id=p)))
+           for _ in range(5)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errs, errs
+    assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+    assert not os.path.exists(os.path.join(pd.state, "pods", p))
+    # an ambiguous prefix is refused, not guessed
+    a = run_pod(cri, rs, pod_config(cri, "a", cgroup_parent[0]))
+    b = run_pod(cri, rs, pod_config(cri, "b", cgroup_parent[0]))
+    common = os.path.commonprefix([a, b])
+    if common:
+        with pytest.raises(grpc.RpcError) as e:
+            status(cri, rs, common)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert status(cri, rs, a[:len(common) + 1]).status.id == a
+    for x in (a, b):
+        stop_remove(cri, rs, x)
