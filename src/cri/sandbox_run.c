@@ -297,6 +297,7 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
         .sysctls = w->sysctls,
         .n_sysctls = lx ? lx->n_sysctls : 0,
         .cgroup_parent = lx ? lx->cgroup_parent : NULL,
+        .cgroup_root = cri->cgroup2_mount,
         .net = host_network ? NULL : &w->net,
         .ports = w->ports,
         .nports = host_network ? 0 : c->n_port_mappings,

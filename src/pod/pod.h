@@ -54,6 +54,7 @@ struct pod_sandbox_spec {
     size_t n_sysctls;
     uint64_t shm_size;            /* 0: POD_SHM_SIZE_DEFAULT */
     const char *cgroup_parent;    /* NULL/"": kinglet's default parent */
+    const char *cgroup_root;      /* the cgroup2 mount point, NULL: unknown */
     const struct net_config *net; /* NULL: no pod networking */
     const struct net_port_mapping *ports;
     size_t nports;

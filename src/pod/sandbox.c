@@ -59,6 +59,12 @@ static int write_proc_sys(const char *key, const char *value)
     return r;
 }
 
+static int proc_start_time(pid_t pid, uint64_t *ret);
+static int write_file(const char *dir, const char *name, const void *data, size_t len,
+                      struct err *err);
+#define ORPHAN_CGROUP ".cgroup"
+#define ORPHAN_INIT   ".init"
+
 static _Noreturn void init_exec(void)
 {
     setsid();
@@ -78,7 +84,7 @@ static _Noreturn void init_exec(void)
     _exit(127);
 }
 
-static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int fd)
+static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int fd, int cgfd)
 {
     struct child_report rep = {0};
     const char *step = "unshare";
@@ -108,6 +114,27 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
         if (pid == 0)
             init_exec();
         rep.init_pid = pid;
+        /* Into the pod cgroup at once: from here on, killing the cgroup
+         * kills the init, whatever becomes of the daemon. */
+        step = "move the pod init into its cgroup";
+        char num[16];
+        int n = snprintf(num, sizeof(num), "%d", (int)pid);
+        int cfd = cgfd >= 0 ? openat(cgfd, "cgroup.procs", O_WRONLY | O_CLOEXEC) : -1;
+        if (cgfd >= 0 && (cfd < 0 || write(cfd, num, (size_t)n) != n))
+            goto fail;
+        if (cfd >= 0)
+            close(cfd);
+        /* Recorded here, not by the caller: this child finishes its work
+         * even if the daemon dies meanwhile, and the next start must be
+         * able to find the init (pod_sandbox_remove_orphan). */
+        uint64_t start;
+        step = "record the pod init";
+        if (proc_start_time(pid, &start) < 0)
+            goto fail;
+        char text[64];
+        int len = snprintf(text, sizeof(text), "%d %llu", (int)pid, (unsigned long long)start);
+        if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, NULL) < 0)
+            goto fail;
     }
     for (size_t i = 0; i < ARRAY_SIZE(ns_kinds); i++) {
         if (!(flags & ns_kinds[i].flag))
@@ -132,7 +159,7 @@ fail:
     _exit(1);
 }
 
-static int spawn_namespaces(const struct pod_sandbox_spec *s, int flags, pid_t *ret_init,
+static int spawn_namespaces(const struct pod_sandbox_spec *s, int flags, int cgfd, pid_t *ret_init,
                             struct err *err)
 {
     char path[4200];
@@ -160,7 +187,7 @@ static int spawn_namespaces(const struct pod_sandbox_spec *s, int flags, pid_t *
     }
     if (pid == 0) {
         close(p[0]);
-        ns_child(s, flags, p[1]);
+        ns_child(s, flags, p[1], cgfd);
     }
     close(p[1]);
     struct child_report rep = {0};
@@ -203,9 +230,6 @@ static int proc_start_time(pid_t pid, uint64_t *ret)
     *ret = start;
     return 0;
 }
-
-#define ORPHAN_CGROUP ".cgroup"
-#define ORPHAN_INIT   ".init"
 
 static int write_file(const char *dir, const char *name, const void *data, size_t len,
                       struct err *err)
@@ -319,6 +343,21 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         r = err_set(err, ENOMEM, "cgroup path");
         goto fail;
     }
+    /* For pod_sandbox_remove_orphan, should the daemon die before the
+     * caller has a record of the pod: the cgroup's path is written before
+     * the cgroup exists (the oci default parent is `kinglet`), and again
+     * should oci have normalized it differently. */
+    char predicted[8400] = "";
+    if (s->cgroup_root && strcmp(s->cgroup_root, "/") != 0)
+        snprintf(predicted, sizeof(predicted), "%s", s->cgroup_root);
+    size_t pl = strlen(predicted);
+    snprintf(predicted + pl, sizeof(predicted) - pl, "%s%s", cgpath ? "" : "/kinglet/",
+             cgpath ? cgpath : s->id);
+    if (s->cgroup_root) {
+        r = write_file(s->dir, ORPHAN_CGROUP, predicted, strlen(predicted), err);
+        if (r < 0)
+            goto fail;
+    }
     r = oci_cgroup_create(cgpath, s->id, NULL, &cg, err);
     if (r < 0) {
         err_wrap(err, "pod cgroup");
@@ -330,11 +369,11 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         r = err_set(err, ENOMEM, "cgroup path");
         goto fail;
     }
-    /* For pod_sandbox_remove_orphan, should the daemon die before the
-     * caller has a record of the pod. */
-    r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), err);
-    if (r < 0)
-        goto fail;
+    if (strcmp(predicted, ret->cgroup_path) != 0) {
+        r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), err);
+        if (r < 0)
+            goto fail;
+    }
 
     int flags = 0;
     if (!s->host_network)
@@ -344,7 +383,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
     if (s->pid_mode == POD_PID_POD)
         flags |= CLONE_NEWPID;
     if (flags) {
-        r = spawn_namespaces(&spec, flags, &ret->init_pid, err);
+        r = spawn_namespaces(&spec, flags, oci_cgroup_fd(cg), &ret->init_pid, err);
         if (r < 0)
             goto fail;
     }
@@ -355,17 +394,6 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
             goto fail;
         }
         ref.init_start = ret->init_start;
-        char text[64];
-        int len = snprintf(text, sizeof(text), "%d %llu", (int)ret->init_pid,
-                           (unsigned long long)ret->init_start);
-        r = write_file(s->dir, ORPHAN_INIT, text, (size_t)len, err);
-        if (r < 0)
-            goto fail;
-        r = oci_cgroup_enter(cg, ret->init_pid, err);
-        if (r < 0) {
-            err_wrap(err, "move the pod init into its cgroup");
-            goto fail;
-        }
     }
     if (!s->host_ipc) {
         char path[4200], opts[64];
