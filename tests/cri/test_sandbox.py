@@ -752,3 +752,26 @@ def test_sigkill_during_concurrent_creation(cri, pod_daemon_factory, cgroup_pare
     assert " kl" not in d.run("ip", "-o", "link").stdout
     assert not [x for x in os.listdir(cgroup_parent[1]) if len(x) == 64], d.logtext()
     assert d.stop() == 0
+
+
+def test_sigterm_keeps_pods_running(cri, pod_daemon_factory, cgroup_parent):
+    pb = cri.pb
+    d = pod_daemon_factory(["--pod-cidr", CIDR])
+    rs = runtime(cri, d)
+    up = run_pod(cri, rs, pod_config(cri, "up", cgroup_parent[0], pid=pb.POD))
+    down = run_pod(cri, rs, pod_config(cri, "down", cgroup_parent[0]))
+    ip = status(cri, rs, up).status.network.ip
+    init = info(cri, rs, up)["pid"]
+    rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=down), timeout=30)
+    assert d.stop() == 0  # SIGTERM; the stopped pod's teardown finishes first
+    assert len(leases(d)) == 1
+    assert alive(init)
+    d.start()
+    rs = runtime(cri, d)
+    st = status(cri, rs, up).status
+    assert st.state == pb.SANDBOX_READY and st.network.ip == ip
+    assert status(cri, rs, down).status.state == pb.SANDBOX_NOTREADY
+    for p in (up, down):
+        stop_remove(cri, rs, p)
+    assert not alive(init)
+    assert d.stop() == 0
