@@ -72,6 +72,10 @@ void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 
 bool cri_pod_cidr_valid(const char *s);
+/* resources.c: LinuxContainerResources as an OCI linux.resources object
+ * (NULL: nothing set, or out of memory). */
+struct json_t;
+struct json_t *cri_resources_to_oci(const Runtime__V1__LinuxContainerResources *r);
 int cri_runtime_config_load(struct cri *cri, struct err *err);
 int cri_events_new(struct cri_events **ret);
 void cri_events_shutdown(struct cri_events *ev);

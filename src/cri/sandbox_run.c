@@ -17,6 +17,7 @@ struct run_work {
     char *records_dir;
     struct pod_sysctl *sysctls;
     struct net_port_mapping *ports;
+    json_t *resources;
     struct pod_sandbox_result res;
     int init_fd;
     struct err err;
@@ -28,6 +29,7 @@ static void run_work_free(struct run_work *w)
     free(w->records_dir);
     free(w->sysctls);
     free(w->ports);
+    json_decref(w->resources);
     if (w->init_fd >= 0)
         close(w->init_fd);
     pod_sandbox_result_clear(&w->res);
@@ -274,6 +276,11 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
         for (size_t i = 0; i < lx->n_sysctls; i++)
             w->sysctls[i] = (struct pod_sysctl){lx->sysctls[i]->key, lx->sysctls[i]->value};
     }
+    /* The sandbox's own cgroup holds what the sandbox itself runs (its
+     * init): RuntimeClass overhead is what limits it. kubelet manages the
+     * pod cgroup (cgroup_parent) and its limits itself. */
+    if (lx && lx->overhead && !(w->resources = cri_resources_to_oci(lx->overhead)))
+        log_debug("pod %s/%s: empty overhead", md->namespace_, md->name);
     if (!host_network && sandbox_net_config(cri, &w->net, &err) < 0)
         goto fail;
     sandbox_dir(cri, sb->rec.id, w->dir, sizeof(w->dir));
@@ -298,6 +305,7 @@ static void run_start(struct cri_call *call, struct sandbox *unused)
         .n_sysctls = lx ? lx->n_sysctls : 0,
         .cgroup_parent = lx ? lx->cgroup_parent : NULL,
         .cgroup_root = cri->cgroup2_mount,
+        .cgroup_resources = w->resources,
         .net = host_network ? NULL : &w->net,
         .ports = w->ports,
         .nports = host_network ? 0 : c->n_port_mappings,

@@ -18,6 +18,7 @@
  * the errno of the failed step with the step in the message. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,6 +56,7 @@ struct pod_sandbox_spec {
     uint64_t shm_size;            /* 0: POD_SHM_SIZE_DEFAULT */
     const char *cgroup_parent;    /* NULL/"": kinglet's default parent */
     const char *cgroup_root;      /* the cgroup2 mount point, NULL: unknown */
+    json_t *cgroup_resources;     /* OCI linux.resources for the pod cgroup, NULL: none */
     const struct net_config *net; /* NULL: no pod networking */
     const struct net_port_mapping *ports;
     size_t nports;

@@ -358,7 +358,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         if (r < 0)
             goto fail;
     }
-    r = oci_cgroup_create(cgpath, s->id, NULL, &cg, err);
+    r = oci_cgroup_create(cgpath, s->id, s->cgroup_resources, &cg, err);
     if (r < 0) {
         err_wrap(err, "pod cgroup");
         goto fail;

@@ -775,3 +775,20 @@ def test_sigterm_keeps_pods_running(cri, pod_daemon_factory, cgroup_parent):
         stop_remove(cri, rs, p)
     assert not alive(init)
     assert d.stop() == 0
+
+
+def test_overhead_limits_the_sandbox_cgroup(cri, pd, cgroup_parent):
+    pb = cri.pb
+    rs = runtime(cri, pd)
+    cfg = pod_config(cri, "oh", cgroup_parent[0], pid=pb.POD)
+    cfg.linux.overhead.CopyFrom(pb.LinuxContainerResources(memory_limit_in_bytes=64 << 20,
+                                                           cpu_shares=256))
+    p = run_pod(cri, rs, cfg)
+    cg = info(cri, rs, p)["cgroupPath"]
+    parent = os.path.dirname(cg)
+    controllers = open(os.path.join(parent, "cgroup.subtree_control")).read().split()
+    if "memory" in controllers:
+        assert open(os.path.join(cg, "memory.max")).read().strip() == str(64 << 20)
+    else:  # hybrid host: the pod runs, and the log says the limit is not enforced
+        assert "memory controller is not available" in pd.logtext()
+    stop_remove(cri, rs, p)

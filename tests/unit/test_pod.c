@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include "cri/internal.h"
 #include "pod/pod.h"
 #include "store/store.h"
 
@@ -198,12 +199,38 @@ static void spec_check(void **state)
     buf_free(&b);
 }
 
+static void resources(void **state)
+{
+    (void)state;
+    assert_null(cri_resources_to_oci(NULL));
+    Runtime__V1__LinuxContainerResources r = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+    assert_null(cri_resources_to_oci(&r)); /* nothing set */
+    r.cpu_shares = 512;
+    r.cpu_quota = 50000;
+    r.cpu_period = 100000;
+    r.memory_limit_in_bytes = 64 << 20;
+    r.cpuset_cpus = "0-1";
+    Runtime__V1__LinuxContainerResources__UnifiedEntry u =
+        RUNTIME__V1__LINUX_CONTAINER_RESOURCES__UNIFIED_ENTRY__INIT;
+    u.key = "memory.high";
+    u.value = "50000000";
+    Runtime__V1__LinuxContainerResources__UnifiedEntry *up[] = {&u};
+    r.n_unified = 1;
+    r.unified = up;
+    json_t *o = cri_resources_to_oci(&r);
+    assert_non_null(o);
+    char *text = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(text, "{\"cpu\":{\"cpus\":\"0-1\",\"period\":100000,\"quota\":50000,"
+                              "\"shares\":512},\"memory\":{\"limit\":67108864},"
+                              "\"unified\":{\"memory.high\":\"50000000\"}}");
+    free(text);
+    json_decref(o);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(record_roundtrip),
-    cmocka_unit_test(record_malformed),
-    cmocka_unit_test(ids),
-    cmocka_unit_test(sysctl_classes),
-    cmocka_unit_test(resolv_conf),
+    cmocka_unit_test(resources),        cmocka_unit_test(record_roundtrip),
+    cmocka_unit_test(record_malformed), cmocka_unit_test(ids),
+    cmocka_unit_test(sysctl_classes),   cmocka_unit_test(resolv_conf),
     cmocka_unit_test(spec_check),
 };
 
