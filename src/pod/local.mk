@@ -2,3 +2,4 @@
 noinst_LIBRARIES += libkpod.a
 libkpod_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 libkpod_a_SOURCES = src/pod/pod.h src/pod/sandbox.c src/pod/files.c src/pod/init.c
+EXTRA_DIST += src/pod/README.md
