@@ -105,15 +105,21 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->shutdown_timeout_s = (unsigned)v;
         return 0;
     }
-    if (strcmp(key, "registry-mirror") == 0 || strcmp(key, "insecure-registry") == 0) {
-        bool mirror = key[0] == 'r';
+    if (strcmp(key, "registry-mirror") == 0 || strcmp(key, "insecure-registry") == 0 ||
+        strcmp(key, "registry-mirror-only") == 0) {
+        bool mirror = strcmp(key, "registry-mirror") == 0;
         const char *eq = strchr(value, '=');
         if (mirror && (!eq || eq == value || !eq[1]))
             return err_set(err, EINVAL, "registry-mirror: `%s` is not HOST=URL", value);
         if (!mirror && (!value[0] || strchr(value, '/')))
-            return err_set(err, EINVAL, "insecure-registry: `%s` is not HOST[:PORT]", value);
-        char ***v = mirror ? &cfg->registry_mirrors : &cfg->insecure_registries;
-        size_t *n = mirror ? &cfg->n_registry_mirrors : &cfg->n_insecure_registries;
+            return err_set(err, EINVAL, "%s: `%s` is not HOST[:PORT]", key, value);
+        bool only = key[0] == 'r' && !mirror;
+        char ***v = mirror ? &cfg->registry_mirrors
+                    : only ? &cfg->registry_mirror_only
+                           : &cfg->insecure_registries;
+        size_t *n = mirror ? &cfg->n_registry_mirrors
+                    : only ? &cfg->n_registry_mirror_only
+                           : &cfg->n_insecure_registries;
         if (*n >= 256)
             return err_set(err, E2BIG, "%s: more than 256 entries", key);
         char **nv = realloc(*v, (*n + 1) * sizeof(char *));
@@ -273,6 +279,9 @@ void config_free(struct config *cfg)
     for (size_t i = 0; i < cfg->n_insecure_registries; i++)
         free(cfg->insecure_registries[i]);
     free(cfg->insecure_registries);
+    for (size_t i = 0; i < cfg->n_registry_mirror_only; i++)
+        free(cfg->registry_mirror_only[i]);
+    free(cfg->registry_mirror_only);
     free(cfg->registry_certs_dir);
     free(cfg->pod_cidr);
     free(cfg->bridge);

@@ -17,6 +17,8 @@ struct config {
     size_t n_registry_mirrors;
     char **insecure_registries;
     size_t n_insecure_registries;
+    char **registry_mirror_only;
+    size_t n_registry_mirror_only;
     char *registry_certs_dir;  /* NULL = /etc/kinglet/certs.d */
     unsigned pull_concurrency; /* 0 = the image service's default */
     /* pod networking */

@@ -39,6 +39,8 @@ static const char usage_text[] =
     "                              finish (default 10)\n"
     "      --registry-mirror HOST=URL  pull HOST's images from URL first, falling back\n"
     "                              to HOST (repeatable; http:// means plain HTTP)\n"
+    "      --registry-mirror-only HOST  pull HOST from its mirrors only, never from\n"
+    "                              HOST itself (repeatable)\n"
     "      --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS\n"
     "                              (repeatable)\n"
     "      --registry-certs-dir DIR  per-registry DIR/HOST[:PORT]/{ca.crt,client.cert,\n"
@@ -104,6 +106,7 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"listen-tcp", required_argument, NULL, 'p'},
         {"shutdown-timeout", required_argument, NULL, 'g'},
         {"registry-mirror", required_argument, NULL, 'M'},
+        {"registry-mirror-only", required_argument, NULL, 'O'},
         {"insecure-registry", required_argument, NULL, 'I'},
         {"registry-certs-dir", required_argument, NULL, 'C'},
         {"pull-concurrency", required_argument, NULL, 'P'},
@@ -162,6 +165,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             break;
         case 'M':
             key = "registry-mirror";
+            break;
+        case 'O':
+            key = "registry-mirror-only";
             break;
         case 'I':
             key = "insecure-registry";
@@ -223,6 +229,8 @@ static int daemon_start(struct daemon *d, struct err *err)
         .insecure = (const char *const *)d->cfg.insecure_registries,
         .n_insecure = d->cfg.n_insecure_registries,
         .certs_dir = d->cfg.registry_certs_dir,
+        .mirror_only = (const char *const *)d->cfg.registry_mirror_only,
+        .n_mirror_only = d->cfg.n_registry_mirror_only,
     };
     struct cri_config cc = {
         .socket_path = d->cfg.socket_path,
@@ -318,7 +326,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
         return pod_init_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
-        return image_cli_main(argc - 1, argv + 1);
+        return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)
         return daemon_main(argc - 1, argv + 1);
     return daemon_main(argc, argv);

@@ -40,3 +40,7 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err);
  * calls fail CANCELLED) ahead of a server shutdown. */
 void cri_shutdown(struct cri *cri);
 void cri_free(struct cri *cri);
+
+/* `kinglet image ...`: through the daemon's socket when the daemon owns the
+ * store or --socket is given, else directly on the store. */
+int cri_image_cli(int argc, char **argv);

@@ -70,6 +70,7 @@ void cri_image_status(struct cri_call *call);         /* image_status.c */
 void cri_list_images(struct cri_call *call);          /* image_status.c */
 void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
+void cri_import_image(struct cri_call *call);         /* image_cli.c */
 
 bool cri_pod_cidr_valid(const char *s);
 /* resources.c: LinuxContainerResources as an OCI linux.resources object

@@ -185,7 +185,8 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
     size_t n = 0;
     for (size_t s = 0; s < ARRAY_SIZE(services); s++)
         n += services[s]->n_methods;
-    cri->routes = calloc(n, sizeof(*cri->routes));
+    /* + kinglet's own /kinglet.v1.Images/Import (CRI has no import) */
+    cri->routes = calloc(n + 1, sizeof(*cri->routes));
     if (!cri->routes)
         return err_set(err, ENOMEM, "routes");
     for (size_t s = 0; s < ARRAY_SIZE(services); s++) {
@@ -205,6 +206,15 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
                 return err_set(err, -rc, "register `%s`", r->path);
         }
     }
+    struct cri_route *r = &cri->routes[cri->n_routes++];
+    snprintf(r->path, sizeof(r->path), "/kinglet.v1.Images/Import");
+    r->name = "Import";
+    r->input = &runtime__v1__image_spec__descriptor;
+    r->fn = cri_import_image;
+    r->cri = cri;
+    int rc = grpc_server_add_method(srv, r->path, dispatch, r);
+    if (rc < 0)
+        return err_set(err, -rc, "register `%s`", r->path);
     return 0;
 }
 

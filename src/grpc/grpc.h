@@ -112,3 +112,12 @@ enum grpc_frame_result grpc_frame_peek(const uint8_t *buf, size_t len, size_t ma
                                        uint32_t *ret_len);
 void grpc_frame_header(uint8_t out[5], uint32_t len);
 const char *grpc_status_name(int status);
+
+/* Client side, for command-line tools (blocking; never on the loop): one
+ * unary call on a fresh connection to the unix socket. On a transport
+ * failure returns < 0 with err set; otherwise 0 with *ret_status the gRPC
+ * status, *ret_message its message (or NULL) and, when OK, the response
+ * message in *ret_resp (caller frees both). */
+int grpc_client_call(const char *socket_path, const char *path, const void *req, size_t req_len,
+                     uint64_t timeout_ms, uint8_t **ret_resp, size_t *ret_len, int *ret_status,
+                     char **ret_message, struct err *err);

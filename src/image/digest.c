@@ -84,7 +84,7 @@ int image_chain_ids(char *const *diff_ids, size_t n, char ***ret)
             char buf[160], out[72];
             int len = snprintf(buf, sizeof(buf), "%s %s", v[i - 1], diff_ids[i]);
             digest_of(buf, (size_t)len, out);
-            v[i] = strdup(out);
+            v[i] = out[0] ? strdup(out) : NULL; /* "" when hashing ran out of memory */
         }
         if (!v[i]) {
             strv_free(v, i);

@@ -66,7 +66,10 @@ struct image_config {
      * client.cert, client.key (docker's certs.d layout). NULL = the
      * default /etc/kinglet/certs.d. */
     const char *certs_dir;
-    bool no_origin_fallback; /* mirrors only, for hosts that have mirrors */
+    bool no_origin_fallback; /* mirrors only, for every host that has mirrors */
+    /* "HOST" entries pulled from their mirrors only (never the origin) */
+    const char *const *mirror_only;
+    size_t n_mirror_only;
     /* Platform to select from an index; NULL = linux / host arch. */
     const char *os, *arch, *variant;
 };

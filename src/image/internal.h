@@ -253,10 +253,15 @@ struct image_service_shared {
     size_t n_mirrors, n_insecure;
     char *certs_dir;
     bool no_origin;
+    char **mirror_only;
+    size_t n_mirror_only;
     char *os, *arch, *variant;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);
 
+/* Pull and unpack threads run at a lower CPU priority than the loop thread,
+ * so that on a busy node the loop keeps answering while layers inflate. */
+void job_thread_background(void);
 void job_pull_run(struct job *job);
 void job_import_run(struct job *job);
 int job_hold(struct job *job, const char *chain_id);

@@ -42,6 +42,8 @@ LAZY_WRAP(curl_lib, CURLMcode, curl_multi_remove_handle, (CURLM * multi_handle, 
 LAZY_WRAP(curl_lib, struct curl_slist *, curl_slist_append,
           (struct curl_slist * list, const char *data), (list, data))
 LAZY_WRAP(curl_lib, void, curl_slist_free_all, (struct curl_slist * list), (list))
+LAZY_WRAP(curl_lib, CURLSH *, curl_share_init, (void), ())
+LAZY_WRAP(curl_lib, CURLSHcode, curl_share_cleanup, (CURLSH * share), (share))
 LAZY_WRAP(archive_lib, time_t, archive_entry_atime, (struct archive_entry * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_entry_atime_is_set, (struct archive_entry * a0), (a0))
 LAZY_WRAP(archive_lib, long, archive_entry_atime_nsec, (struct archive_entry * a0), (a0))
@@ -116,6 +118,27 @@ CURLcode(curl_easy_setopt)(CURL *curl, CURLoption option, ...)
     } else {
         void *v = va_arg(ap, void *);
         r = f(curl, option, v);
+    }
+    va_end(ap);
+    return r;
+}
+
+CURLSHcode(curl_share_setopt)(CURLSH *share, CURLSHoption option, ...)
+{
+    static __typeof__(&curl_share_setopt) f;
+    if (!__atomic_load_n(&f, __ATOMIC_RELAXED))
+        __atomic_store_n(
+            &f, (__typeof__(&curl_share_setopt))lazy_lib_sym(&curl_lib, "curl_share_setopt"),
+            __ATOMIC_RELAXED);
+    va_list ap;
+    va_start(ap, option);
+    CURLSHcode r;
+    if (option == CURLSHOPT_SHARE || option == CURLSHOPT_UNSHARE) {
+        long v = va_arg(ap, long); /* a curl_lock_data */
+        r = f(share, option, v);
+    } else {
+        void *v = va_arg(ap, void *); /* lock functions and user data */
+        r = f(share, option, v);
     }
     va_end(ap);
     return r;

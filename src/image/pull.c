@@ -9,9 +9,16 @@
  * diff_id match; the record is only committed when every layer is in. */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "image/internal.h"
+
+void job_thread_background(void)
+{
+    /* per-thread on Linux: only this thread's nice value changes */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+}
 
 int job_hold(struct job *job, const char *chain_id)
 {
@@ -136,6 +143,7 @@ static void reg_close(void *ctx)
 static void *layer_worker(void *arg)
 {
     struct layer_work *w = arg;
+    job_thread_background();
     for (;;) {
         unsigned i = atomic_fetch_add(&w->next, 1);
         if (i >= w->man->n_descs || atomic_load(&w->job->cancel))
@@ -231,8 +239,11 @@ void job_pull_run(struct job *job)
     char *name = NULL;
     int r;
 
+    bool no_origin = sh->no_origin;
+    for (size_t i = 0; i < sh->n_mirror_only; i++)
+        no_origin |= strcmp(sh->mirror_only[i], job->ref.domain) == 0;
     r = reg_endpoints_for(job->ref.domain, (const char *const *)sh->mirrors, sh->n_mirrors,
-                          (const char *const *)sh->insecure, sh->n_insecure, sh->no_origin, &eps,
+                          (const char *const *)sh->insecure, sh->n_insecure, no_origin, &eps,
                           &n_eps, err);
     if (r < 0)
         goto out;

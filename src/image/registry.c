@@ -42,7 +42,24 @@ struct reg_session {
     char *certs_dir;
     const atomic_bool *cancel;
     pthread_mutex_t mu; /* authz: layer workers share the session */
+    /* DNS answers and TLS sessions shared by the session's transfers, so
+     * that parallel layer downloads resume TLS instead of full handshakes
+     * (connections themselves cannot be shared between threads) */
+    CURLSH *share;
+    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 };
+
+static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u)
+{
+    struct reg_session *s = u;
+    pthread_mutex_lock(&s->share_mu[d]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data d, void *u)
+{
+    struct reg_session *s = u;
+    pthread_mutex_unlock(&s->share_mu[d]);
+}
 
 static char *authz_copy(struct reg_session *s, size_t i)
 {
@@ -210,6 +227,16 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
     if (!s)
         return err_set(err, ENOMEM, "registry session");
     pthread_mutex_init(&s->mu, NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(s->share_mu); i++)
+        pthread_mutex_init(&s->share_mu[i], NULL);
+    s->share = curl_share_init();
+    if (s->share) {
+        curl_share_setopt(s->share, CURLSHOPT_LOCKFUNC, share_lock);
+        curl_share_setopt(s->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+        curl_share_setopt(s->share, CURLSHOPT_USERDATA, s);
+        curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+        curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    }
     s->eps = calloc(n_eps, sizeof(*s->eps));
     s->authz = calloc(n_eps, sizeof(char *));
     s->repo = strdup(repo);
@@ -277,6 +304,10 @@ void reg_session_free(struct reg_session *s)
     free_secret(s->identity_token);
     free_secret(s->registry_token);
     free(s->certs_dir);
+    if (s->share)
+        curl_share_cleanup(s->share); /* every easy handle is gone by now */
+    for (size_t i = 0; i < ARRAY_SIZE(s->share_mu); i++)
+        pthread_mutex_destroy(&s->share_mu[i]);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -292,6 +323,8 @@ static int xfer_cb(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_of
 
 static void setup_tls(struct reg_session *s, CURL *h, const struct reg_endpoint *ep)
 {
+    if (s->share)
+        curl_easy_setopt(h, CURLOPT_SHARE, s->share);
     if (ep->skip_verify) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);

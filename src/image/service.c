@@ -397,6 +397,7 @@ static void job_release_holds(struct image_service *svc, struct job *job)
 static void job_thread(void *arg)
 {
     struct job *job = arg;
+    job_thread_background();
     if (job->kind == JOB_PULL)
         job_pull_run(job);
     else
@@ -734,6 +735,8 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     sh->certs_dir = cfg->certs_dir ? strdup(cfg->certs_dir) : NULL;
     sh->no_origin = cfg->no_origin_fallback;
     bool oom = !sh->os || !sh->arch;
+    oom |= strv_dup(cfg->mirror_only, cfg->n_mirror_only, &sh->mirror_only) < 0;
+    sh->n_mirror_only = oom ? 0 : cfg->n_mirror_only;
     oom |= strv_dup(cfg->mirrors, cfg->n_mirrors, &sh->mirrors) < 0;
     sh->n_mirrors = oom ? 0 : cfg->n_mirrors;
     oom |= strv_dup(cfg->insecure, cfg->n_insecure, &sh->insecure) < 0;
@@ -832,6 +835,7 @@ static void on_close(uv_handle_t *h)
     struct image_service_shared *sh = &svc->sh;
     strv_free(sh->mirrors, sh->n_mirrors);
     strv_free(sh->insecure, sh->n_insecure);
+    strv_free(sh->mirror_only, sh->n_mirror_only);
     free(sh->certs_dir);
     free(sh->os);
     free(sh->arch);

@@ -440,8 +440,11 @@ static int clear_existing(struct extract *x, int parent, const char *name, bool 
     if (S_ISDIR(st.st_mode)) {
         if (keep_dir)
             return 1;
+        int r = rm_rf_at(parent, name);
+        /* the cached directory may have been inside: forget it (callers
+         * reopen their parent when the cache is gone) */
         cache_drop(x);
-        return rm_rf_at(parent, name);
+        return r;
     }
     if (unlinkat(parent, name, 0) < 0 && errno != ENOENT)
         return -errno;
@@ -596,6 +599,13 @@ static int do_whiteout(struct extract *x, int parent, const char *base, const ch
     int r = clear_existing(x, parent, name, false);
     if (r < 0)
         return err_set(x->err, -r, "replace `%.200s`", path);
+    if (x->cached_fd < 0) {
+        /* removing a directory dropped the parent cache (and its fd) */
+        const char *b;
+        parent = open_parent(x, path, &b);
+        if (parent < 0)
+            return err_set(x->err, -parent, "open parent of `%.200s`", path);
+    }
     if (mknodat(parent, name, S_IFCHR | 0, makedev(0, 0)) < 0)
         return err_set(x->err, errno, "create whiteout for `%.200s`", path);
     x->stats->inodes++;

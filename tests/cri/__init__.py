@@ -1,0 +1,2 @@
+"""CRI endpoint tests: a package, so that its conftest and helpers import as
+`.conftest` / `.h2client` without shadowing other directories' conftest."""

@@ -113,14 +113,15 @@ class Daemon:
         return 0
 
     def private_kb(self):
-        """Memory only this process holds (private clean + dirty pages), without
-        the shared, clean, reclaimable text of the libraries it maps."""
-        total = 0
+        """Memory this process has written (heap, stacks, library data and
+        relocations): its own cost, unlike the clean text of the libraries it
+        maps, which the kernel counts as private or shared depending on
+        whether another process happens to map the same pages."""
         with open(f"/proc/{self.pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                    total += int(line.split()[1])
-        return total
+                if line.startswith("Private_Dirty:"):
+                    return int(line.split()[1])
+        return 0
 
     def signal(self, sig):
         self.proc.send_signal(sig)

@@ -27,14 +27,18 @@ static int src_read(void *ctx, const void **buf, size_t *len, struct err *err)
 }
 
 static int sandbox = -1;
+static char sandbox_path[64];
+
+static void sandbox_remove(void) { rm_rf_at(AT_FDCWD, sandbox_path); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (sandbox < 0) {
-        char tmpl[] = "/tmp/kinglet-fuzz-unpack-XXXXXX";
-        if (!mkdtemp(tmpl))
+        snprintf(sandbox_path, sizeof(sandbox_path), "/tmp/kinglet-fuzz-unpack-XXXXXX");
+        if (!mkdtemp(sandbox_path))
             return 0;
-        sandbox = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        sandbox = open(sandbox_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        atexit(sandbox_remove);
     }
     mkdirat(sandbox, "layer", 0755);
     int fd = openat(sandbox, "layer", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -42,7 +42,9 @@ def images():
           .bytes())
     l2 = (Tar().dir("a").file("a/.wh.f2").dir("opq").file("opq/.wh..wh..opq")
           .file("opq/new", "new").file(".wh.gone").bytes())
-    l3 = Tar().file("plain.txt", "uncompressed layer\n").bytes()
+    # a directory whited out later in its own layer (replaced by the whiteout)
+    l3 = (Tar().file("plain.txt", "uncompressed layer\n").dir("w").file("w/f", "x")
+          .file(".wh.w").bytes())
     imgs["layers"] = Image([(bb, "gzip"), (l1, "gzip"), (l2, "zstd"), (l3, "none")], user="1000")
 
     amd = Image([(bb, "gzip")], user="multi-amd64")
@@ -140,6 +142,22 @@ class Kinglet:
     def tmp_entries(self):
         d = self.store() / "tmp"
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+@pytest.fixture
+def fake(images):
+    """Factory of scriptable fake registries serving some test images."""
+    regs = []
+
+    def make(**kw):
+        f = imagelib.FakeRegistry(**kw)
+        for tag in ("busybox", "layers", "shared1", "shared2"):
+            f.add_image(tag, images[tag])
+        regs.append(f.start())
+        return f
+    yield make
+    for f in regs:
+        f.stop()
 
 
 @pytest.fixture

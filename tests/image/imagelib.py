@@ -373,7 +373,7 @@ class FakeRegistry:
     an upstream registry (upstream=(host, port))."""
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
-                 fail_status=None, throttle=0.0):
+                 fail_status=None, throttle=0.0, flaky=0):
         self.blobs, self.manifests = {}, {}
         self.bearer, self.creds = bearer, creds
         self.corrupt = set(corrupt)
@@ -381,6 +381,7 @@ class FakeRegistry:
         self.upstream = upstream
         self.fail_status = fail_status
         self.throttle = throttle  # seconds of sleep per MiB of blob sent
+        self.flaky = flaky  # the first `flaky` blob GETs answer 503
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.refresh_token = "refresh-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.requests = []
@@ -418,7 +419,14 @@ class FakeRegistry:
             def do_GET(self):
                 with fake.lock:
                     fake.requests.append(("GET", self.path, dict(self.headers)))
+                # absolute-form targets come from clients using us as a proxy
                 path = urllib.parse.urlsplit(self.path).path
+                if "/blobs/" in path:
+                    with fake.lock:
+                        flaky = fake.flaky > 0
+                        fake.flaky -= 1 if flaky else 0
+                    if flaky:
+                        return self._send(503, b'{"errors":[{"code":"UNAVAILABLE"}]}')
                 if path.startswith("/token"):
                     if fake.creds:
                         want = "Basic " + base64.b64encode(fake.creds.encode()).decode()
@@ -477,7 +485,9 @@ class FakeRegistry:
 
             def _forward(self):
                 c = http.client.HTTPConnection(*fake.upstream, timeout=60)
-                c.request(self.command, self.path, headers={
+                u = urllib.parse.urlsplit(self.path)
+                target = u.path + ("?" + u.query if u.query else "")
+                c.request(self.command, target, headers={
                     k: v for k, v in self.headers.items() if k.lower() in ("accept", "authorization")})
                 r = c.getresponse()
                 body = r.read()

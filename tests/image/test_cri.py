@@ -122,7 +122,7 @@ def big_image():
 @pytest.mark.slow
 def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
     """Version and ListImages keep answering while a 100 MB layer streams,
-    hashes, inflates and unpacks (loosely: p99 under 50 ms on a shared
+    hashes, inflates and unpacks (loosely: p99 under 100 ms on a shared
     machine; bench/ measures precisely)."""
     f = FakeRegistry(throttle=0.02).start()
     try:
@@ -155,7 +155,7 @@ def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
         p99 = lat[int(len(lat) * 0.99) - 1]
         print(f"during the pull: {len(lat)} calls, median {statistics.median(lat) * 1e3:.2f} ms,"
               f" p99 {p99 * 1e3:.2f} ms")
-        assert p99 < 0.050, f"p99 {p99 * 1e3:.1f} ms"
+        assert p99 < 0.100, f"p99 {p99 * 1e3:.1f} ms"
         assert d.stop() == 0
     finally:
         f.stop()
@@ -190,3 +190,99 @@ def test_sigkill_daemon_during_pull(cri, daemon_factory, big_image):
         assert d.stop() == 0
     finally:
         f.stop()
+
+
+def test_cli_through_the_daemon(cri, daemon_factory, registry, images, kinglet_bin, tmp_path):
+    """`kinglet image` goes through the daemon's socket when the daemon owns
+    the store: pull, ls, inspect, import (file and stdin), rm, fsinfo."""
+    import subprocess
+    from .test_import import docker_save, oci_layout
+    d = daemon_factory(["--insecure-registry", registry.host])
+
+    def k(*args, check=True, **kw):
+        p = subprocess.run([kinglet_bin, "image", "--socket", d.sock, *args],
+                           capture_output=True, timeout=300, **kw)
+        if check:
+            assert p.returncode == 0, p.stderr
+        return p
+
+    # with --socket, even a --root that names the store goes through the daemon
+    p = subprocess.run([kinglet_bin, "image", "--root", d.root, "--socket", d.sock, "ls", "-q"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout == ""
+    ref = f"{registry.host}/busybox:latest"
+    assert k("pull", ref).stdout.decode().split() == [images["busybox"].id]
+    ls = json.loads(k("ls", "--json").stdout)
+    assert [i["id"] for i in ls] == [images["busybox"].id]
+    info = json.loads(k("inspect", ref).stdout)
+    assert info["id"] == images["busybox"].id and len(info["info"]["layers"]) == 1
+
+    arc = tmp_path / "save.tar"
+    arc.write_bytes(docker_save([(images["layers"], ["layers:v1"])]))
+    assert k("import", str(arc)).stdout.decode().split() == [images["layers"].id]
+    data = oci_layout([(images["shared1"], "example.com/s:1")])
+    assert k("import", "-", input=data).stdout.decode().split() == [images["shared1"].id]
+    ims, _ = stubs(cri, d)
+    ids = {i.id for i in ims.ListImages(cri.pb.ListImagesRequest(), timeout=5).images}
+    assert ids == {images["busybox"].id, images["layers"].id, images["shared1"].id}
+
+    k("rm", "layers:v1", images["shared1"].id)
+    assert [i["id"] for i in json.loads(k("ls", "--json").stdout)] == [images["busybox"].id]
+    fs = json.loads(k("fsinfo").stdout)
+    assert fs["used_bytes"] > 1_000_000
+    p = k("pull", f"{registry.host}/nosuch:1", check=False)
+    assert p.returncode == 1 and b"NOT_FOUND" in p.stderr
+    assert d.stop() == 0
+
+
+def test_registry_settings_from_the_config_file(cri, daemon_factory, registry, fake, images,
+                                                tmp_path):
+    """insecure-registry and repeated registry-mirror lines in the config
+    file: a dead mirror first, then a working one, for an unreachable host."""
+    import imagelib
+    m = fake(upstream=("127.0.0.1", registry.port))
+    dead = imagelib.free_port()
+    cfg = tmp_path / "kinglet.conf"
+    cfg.write_text(f"insecure-registry = {registry.host}\n"
+                   f"registry-mirror = unreachable.invalid=http://127.0.0.1:{dead}\n"
+                   f"registry-mirror = \"unreachable.invalid=http://{m.host}\"\n"
+                   "pull-concurrency = 2\n")
+    d = daemon_factory(["-c", str(cfg)])
+    ims, _ = stubs(cri, d)
+    for ref in (f"{registry.host}/busybox:latest", "unreachable.invalid/busybox:latest"):
+        r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=120)
+        assert r.image_ref == images["busybox"].id
+    assert any("/v2/busybox/manifests/latest" in p for _, p, _ in m.requests)
+    st = ims.ImageStatus(cri.pb.ImageStatusRequest(image=spec(cri, "unreachable.invalid/busybox")),
+                         timeout=5)
+    assert st.image.id == images["busybox"].id
+    assert d.stop() == 0
+    bad = tmp_path / "bad.conf"
+    bad.write_text("registry-mirror = nohost\n")
+    import subprocess
+    p = subprocess.run([d.binary, "-c", str(bad)], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "HOST=URL" in p.stderr
+
+
+def test_registry_mirror_only(cri, daemon_factory, registry, fake, images):
+    """--registry-mirror-only HOST: HOST's images come from its mirrors or
+    not at all, even when HOST itself would answer."""
+    import imagelib
+    dead = imagelib.free_port()
+    d = daemon_factory(["--insecure-registry", registry.host,
+                        "--registry-mirror", f"{registry.host}=http://127.0.0.1:{dead}",
+                        "--registry-mirror-only", registry.host])
+    ims, _ = stubs(cri, d)
+    with pytest.raises(grpc.RpcError):
+        ims.PullImage(cri.pb.PullImageRequest(
+            image=spec(cri, f"{registry.host}/busybox:latest")), timeout=120)
+    assert d.stop() == 0
+    m = fake(upstream=("127.0.0.1", registry.port))
+    d = daemon_factory(["--insecure-registry", registry.host,
+                        "--registry-mirror", f"{registry.host}=http://{m.host}",
+                        "--registry-mirror-only", registry.host])
+    ims, _ = stubs(cri, d)
+    r = ims.PullImage(cri.pb.PullImageRequest(
+        image=spec(cri, f"{registry.host}/busybox:latest")), timeout=120)
+    assert r.image_ref == images["busybox"].id and m.blob_gets()
+    assert d.stop() == 0

@@ -85,6 +85,7 @@ def test_layer_semantics(kimage, registry, images):
     assert open(f"{l2}/opq/new").read() == "new"
     # the uncompressed layer
     assert open(f"{l3}/plain.txt").read() == "uncompressed layer\n"
+    assert stat.S_ISCHR(_lstat(f"{l3}/w").st_mode), "a directory replaced by its whiteout"
 
 
 def test_layers_mount_as_overlay(kimage, registry, tmp_path):

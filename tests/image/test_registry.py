@@ -27,21 +27,6 @@ def auth_registry(tmp_path_factory, images):
     reg.stop()
 
 
-@pytest.fixture
-def fake(images):
-    regs = []
-
-    def make(**kw):
-        f = FakeRegistry(**kw)
-        for tag in ("busybox", "layers", "shared1", "shared2"):
-            f.add_image(tag, images[tag])
-        regs.append(f.start())
-        return f
-    yield make
-    for f in regs:
-        f.stop()
-
-
 def test_https_with_ca(kimage, tls_registry, images):
     ref = f"{tls_registry.host}/busybox:latest"
     p = kimage.run("pull", ref, check=False, opts=[])
@@ -160,3 +145,28 @@ def test_concurrent_pulls_download_each_blob_once(kimage, fake, images):
     shared = imagelib.sha256(images["shared1"].layers[0][0])
     assert sum(1 for p in gets if p.endswith(shared)) == 1, gets
     assert len(kimage.snapshots()) == 3
+
+
+def test_retries_transient_failures(kimage, fake, images):
+    f = fake(flaky=2)
+    out = kimage.run("pull", f"{f.host}/x/busybox:busybox",
+                     opts=["--insecure-registry", f.host]).stdout.split()
+    assert out == [images["busybox"].id]
+    assert f.flaky == 0, "both 503s were served"
+
+
+def test_proxy_from_environment(kimage, registry, fake, images):
+    """http_proxy from the environment carries the pull (libcurl's rules);
+    the registry host itself is unreachable without it."""
+    import subprocess
+    proxy = fake(upstream=("127.0.0.1", registry.port))
+    env = dict(os.environ, http_proxy=f"http://{proxy.host}", no_proxy="")
+    env.pop("NO_PROXY", None)
+    p = subprocess.run([kimage.binary, "image", "--root", kimage.root,
+                        "--insecure-registry", "registry.invalid:5000", "pull",
+                        "registry.invalid:5000/busybox:latest"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [images["busybox"].id]
+    assert any(path.startswith("http://registry.invalid:5000/v2/")
+               for _, path, _ in proxy.requests)

@@ -41,6 +41,12 @@ TESTS += tests/unit/test_image
 tests_unit_test_image_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_image_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
 
+# image: failing-allocation loops over the parsers (interposes malloc).
+check_PROGRAMS += tests/unit/test_image_alloc
+TESTS += tests/unit/test_image_alloc
+tests_unit_test_image_alloc_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_image_alloc_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
 # store (pod records) and pod (sysctl classes, /etc files).
 check_PROGRAMS += tests/unit/test_pod
 TESTS += tests/unit/test_pod
