@@ -2,6 +2,9 @@
 
 #include "config.h"
 
+/* cri/runtime_config.c: the same check as UpdateRuntimeConfig's. */
+bool cri_pod_cidr_valid(const char *s);
+
 void config_defaults(struct config *cfg)
 {
     *cfg = (struct config){0};
@@ -142,6 +145,55 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->pull_concurrency = (unsigned)v;
         return 0;
     }
+    if (strcmp(key, "pod-cidr") == 0) {
+        if (!cri_pod_cidr_valid(value) || !value[0])
+            return err_set(err, EINVAL, "pod-cidr: `%s` is not one or two comma-separated CIDRs",
+                           value);
+        return set_str(&cfg->pod_cidr, value);
+    }
+    if (strcmp(key, "bridge") == 0) {
+        size_t n = strlen(value);
+        if (n == 0 || n >= 16 || strchr(value, '/') || strchr(value, ' ') ||
+            strcmp(value, ".") == 0 || strcmp(value, "..") == 0)
+            return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
+        return set_str(&cfg->bridge, value);
+    }
+    if (strcmp(key, "mtu") == 0) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (!value[0] || *end || v < 576 || v > 65535)
+            return err_set(err, EINVAL, "mtu: `%s` is not 576..65535", value);
+        cfg->mtu = (unsigned)v;
+        return 0;
+    }
+    if (strcmp(key, "runtime-handler") == 0) {
+        size_t n = strlen(value);
+        bool ok = n > 0 && n <= 63 && value[0] != '-' && value[n - 1] != '-';
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9') ||
+                 value[i] == '-' || value[i] == '.';
+        if (!ok)
+            return err_set(err, EINVAL,
+                           "runtime-handler: `%s` is not a DNS label (lowercase letters, digits, "
+                           "'-', '.')",
+                           value);
+        if (cfg->n_runtime_handlers >= 64)
+            return err_set(err, E2BIG, "runtime-handler: more than 64");
+        char **nv = realloc(cfg->runtime_handlers, (cfg->n_runtime_handlers + 1) * sizeof(char *));
+        if (!nv)
+            return -ENOMEM;
+        cfg->runtime_handlers = nv;
+        if (!(nv[cfg->n_runtime_handlers] = strdup(value)))
+            return -ENOMEM;
+        cfg->n_runtime_handlers++;
+        return 0;
+    }
+    if (strcmp(key, "pod-network") == 0) {
+        if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
+            return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
+        cfg->network_disabled = strcmp(value, "none") == 0;
+        return 0;
+    }
     return err_set(err, EINVAL, "unknown setting `%s`", key);
 }
 
@@ -231,5 +283,10 @@ void config_free(struct config *cfg)
         free(cfg->registry_mirror_only[i]);
     free(cfg->registry_mirror_only);
     free(cfg->registry_certs_dir);
+    free(cfg->pod_cidr);
+    free(cfg->bridge);
+    for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
+        free(cfg->runtime_handlers[i]);
+    free(cfg->runtime_handlers);
     *cfg = (struct config){0};
 }

@@ -21,6 +21,15 @@ struct config {
     size_t n_registry_mirror_only;
     char *registry_certs_dir;  /* NULL = /etc/kinglet/certs.d */
     unsigned pull_concurrency; /* 0 = the image service's default */
+    /* pod networking */
+    char *pod_cidr;        /* NULL = kubelet's (UpdateRuntimeConfig), else 10.88.0.0/16 */
+    char *bridge;          /* NULL = kinglet0 */
+    unsigned mtu;          /* 0 = 1500 */
+    bool network_disabled; /* pod-network = none */
+    /* RuntimeClass handlers accepted besides the default (""); they all run
+     * kinglet's own executor */
+    char **runtime_handlers;
+    size_t n_runtime_handlers;
 };
 
 void config_defaults(struct config *cfg);

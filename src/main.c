@@ -13,6 +13,7 @@
 #include "grpc/grpc.h"
 #include "image/image.h"
 #include "oci/oci.h"
+#include "pod/pod.h"
 
 static const char usage_text[] =
     "Usage: kinglet [daemon] [OPTIONS]\n"
@@ -45,6 +46,13 @@ static const char usage_text[] =
     "      --registry-certs-dir DIR  per-registry DIR/HOST[:PORT]/{ca.crt,client.cert,\n"
     "                              client.key} (default /etc/kinglet/certs.d)\n"
     "      --pull-concurrency N    layers downloaded at once per pull (default 3)\n"
+    "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
+    "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
+    "      --bridge NAME           the pods' bridge (default kinglet0)\n"
+    "      --mtu N                 pod interface MTU (default 1500)\n"
+    "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
+    "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
+    "                              (repeatable; every handler runs kinglet's executor)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -102,6 +110,11 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"insecure-registry", required_argument, NULL, 'I'},
         {"registry-certs-dir", required_argument, NULL, 'C'},
         {"pull-concurrency", required_argument, NULL, 'P'},
+        {"pod-cidr", required_argument, NULL, 'D'},
+        {"bridge", required_argument, NULL, 'B'},
+        {"mtu", required_argument, NULL, 'U'},
+        {"pod-network", required_argument, NULL, 'N'},
+        {"runtime-handler", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -165,6 +178,21 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'P':
             key = "pull-concurrency";
             break;
+        case 'D':
+            key = "pod-cidr";
+            break;
+        case 'B':
+            key = "bridge";
+            break;
+        case 'U':
+            key = "mtu";
+            break;
+        case 'N':
+            key = "pod-network";
+            break;
+        case 'H':
+            key = "runtime-handler";
+            break;
         case 'c':
             continue;
         case 'h':
@@ -209,6 +237,12 @@ static int daemon_start(struct daemon *d, struct err *err)
         .root_dir = d->cfg.root_dir,
         .state_dir = d->cfg.state_dir,
         .image = &ic,
+        .pod_cidr = d->cfg.pod_cidr,
+        .bridge = d->cfg.bridge,
+        .mtu = d->cfg.mtu,
+        .network_disabled = d->cfg.network_disabled,
+        .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
+        .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)
@@ -289,6 +323,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
+        return pod_init_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)

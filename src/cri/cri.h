@@ -16,6 +16,17 @@ struct cri_config {
     /* Image service settings (mirrors, insecure registries, ...); NULL =
      * defaults. Its root is root_dir whatever it says. */
     const struct image_config *image;
+    /* Pod networking: subnets ("10.88.0.0/16[,fd00::/64]", NULL: kubelet's pod
+     * CIDR from UpdateRuntimeConfig, else the embedded default), bridge
+     * (NULL: kinglet0), MTU (0: 1500); network_disabled: no pod network, only
+     * host-network pods. */
+    const char *pod_cidr;
+    const char *bridge;
+    unsigned mtu;
+    bool network_disabled;
+    /* RuntimeClass handlers accepted besides the default ("") */
+    const char *const *runtime_handlers;
+    size_t n_runtime_handlers;
 };
 
 struct cri;

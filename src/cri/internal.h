@@ -46,6 +46,7 @@ struct cri {
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     struct cri_events *events;
     struct image_service *images;
+    struct sandboxes *sandboxes; /* sandbox.h */
 };
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
@@ -72,6 +73,10 @@ void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 void cri_import_image(struct cri_call *call);         /* image_cli.c */
 
 bool cri_pod_cidr_valid(const char *s);
+/* resources.c: LinuxContainerResources as an OCI linux.resources object
+ * (NULL: nothing set, or out of memory). */
+struct json_t;
+struct json_t *cri_resources_to_oci(const Runtime__V1__LinuxContainerResources *r);
 int cri_runtime_config_load(struct cri *cri, struct err *err);
 int cri_events_new(struct cri_events **ret);
 void cri_events_shutdown(struct cri_events *ev);

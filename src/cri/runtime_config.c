@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "cri/internal.h"
+#include "cri/sandbox.h"
 
 #define RUNTIME_CONFIG_FILE "runtime-config.json"
 #define MAX_POD_CIDR_LEN    256
@@ -160,22 +160,33 @@ void cri_status(struct cri_call *call)
      * true, which is right while the runtime cannot run pods. */
     condp[0] = condition(&conds[0], "RuntimeReady", false, "ContainersNotImplemented",
                          "kinglet cannot run containers through CRI yet");
-    condp[1] = condition(&conds[1], "NetworkReady", false, "NetworkNotImplemented",
-                         "kinglet's built-in pod networking is not available yet");
+    /* NetworkReady as last checked off the loop (net_status); a check
+     * older than a few seconds is renewed for the next caller. */
+    struct sandboxes *sbs = call->cri->sandboxes;
+    sandbox_net_status_refresh(call->cri, false);
+    condp[1] = condition(&conds[1], "NetworkReady", sbs->net_ready,
+                         sbs->network_enabled ? "NetworkPluginNotReady" : "NetworkDisabled",
+                         sbs->net_reason);
     Runtime__V1__RuntimeStatus status = RUNTIME__V1__RUNTIME_STATUS__INIT;
     status.n_conditions = 2;
     status.conditions = condp;
 
     Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;
-    Runtime__V1__RuntimeHandler handler = RUNTIME__V1__RUNTIME_HANDLER__INIT;
-    handler.name = "";
-    handler.features = &features;
-    Runtime__V1__RuntimeHandler *handlers[] = {&handler};
+    /* the default handler and the configured ones */
+    Runtime__V1__RuntimeHandler hs[65], *handlers[65];
+    size_t nh = 0;
+    for (size_t i = 0; i <= sbs->n_handlers && i < ARRAY_SIZE(hs); i++) {
+        runtime__v1__runtime_handler__init(&hs[nh]);
+        hs[nh].name = i == 0 ? "" : sbs->handlers[i - 1];
+        hs[nh].features = &features;
+        handlers[nh] = &hs[nh];
+        nh++;
+    }
     Runtime__V1__RuntimeFeatures rf = RUNTIME__V1__RUNTIME_FEATURES__INIT;
 
     Runtime__V1__StatusResponse resp = RUNTIME__V1__STATUS_RESPONSE__INIT;
     resp.status = &status;
-    resp.n_runtime_handlers = 1;
+    resp.n_runtime_handlers = nh;
     resp.runtime_handlers = handlers;
     resp.features = &rf;
 
@@ -236,6 +247,7 @@ static void save_done(uv_work_t *req, int status)
         free(call->cri->pod_cidr);
         call->cri->pod_cidr = TAKE_PTR(w->cidr);
         log_info("pod CIDR set to `%s`", call->cri->pod_cidr);
+        sandbox_net_status_refresh(call->cri, true);
         Runtime__V1__UpdateRuntimeConfigResponse resp =
             RUNTIME__V1__UPDATE_RUNTIME_CONFIG_RESPONSE__INIT;
         cri_reply(call, &resp.base);

@@ -1,7 +1,7 @@
 /* Routing, request decoding, replies and the errno → gRPC status map. */
 #include <string.h>
 
-#include "cri/internal.h"
+#include "cri/sandbox.h"
 
 static const struct {
     const char *name;
@@ -17,6 +17,11 @@ static const struct {
     {"ListImages", cri_list_images},
     {"RemoveImage", cri_remove_image},
     {"ImageFsInfo", cri_image_fs_info},
+    {"RunPodSandbox", cri_run_pod_sandbox},
+    {"StopPodSandbox", cri_stop_pod_sandbox},
+    {"RemovePodSandbox", cri_remove_pod_sandbox},
+    {"PodSandboxStatus", cri_pod_sandbox_status},
+    {"ListPodSandbox", cri_list_pod_sandbox},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {
@@ -232,6 +237,12 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
+    r = cri_sandboxes_init(cri, cfg, err);
+    if (r < 0) {
+        err_wrap(err, "pod sandboxes");
+        cri_free(cri);
+        return r;
+    }
     struct image_config icfg = cfg->image ? *cfg->image : (struct image_config){0};
     icfg.root = cfg->root_dir;
     r = image_service_new(loop, &icfg, &cri->images, err);
@@ -240,6 +251,7 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
+    cri_sandboxes_start(cri);
     *ret = cri;
     return 0;
 }
@@ -258,6 +270,8 @@ void cri_free(struct cri *cri)
         return;
     cri_events_free(cri->events);
     image_service_free(cri->images);
+    cri_sandboxes_free(cri);
+    net_pod_teardown_wait(); /* background teardowns of stopped pods */
     free(cri->routes);
     free(cri->socket_path);
     free(cri->root_dir);

@@ -41,6 +41,12 @@ def cri(tmp_path_factory):
 
 
 class Daemon:
+    # Daemons of these tests run in the machine's own network namespace: they
+    # must not build pod networking there (bridge, nftables, sysctls). Tests
+    # of pods use PodDaemon, which runs in namespaces of its own.
+    default_args = ("--pod-network", "none")
+    prefix = ()
+
     def __init__(self, binary, workdir, extra_args=()):
         self.binary = binary
         self.dir = pathlib.Path(workdir)
@@ -56,8 +62,9 @@ class Daemon:
         return self.proc.pid
 
     def args(self):
-        return [self.binary, "daemon", "--socket", self.sock, "--root", self.root,
-                "--state", self.state, "--log-level", "debug", *self.extra_args]
+        return [*self.prefix, self.binary, "daemon", "--socket", self.sock, "--root", self.root,
+                "--state", self.state, "--log-level", "debug", *self.default_args,
+                *self.extra_args]
 
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")
@@ -164,3 +171,62 @@ def channel(daemon, **opts):
     # between channels, including dead ones to a daemon that restarted.
     options.append(("grpc.use_local_subchannel_pool", 1))
     return grpc.insecure_channel("unix://" + daemon.sock, options=options)
+
+
+class PodDaemon(Daemon):
+    """A daemon in a network + mount namespace of its own (unshare execs the
+    daemon, so the pid is the daemon's): its bridge, veths, nftables table,
+    namespace bind mounts and /dev/shm mounts never reach the machine's. A
+    restart joins the first daemon's namespaces again (nsenter), as a daemon
+    restarted on the same node would find them."""
+    default_args = ()
+
+    def __init__(self, binary, workdir, extra_args=()):
+        super().__init__(binary, workdir, extra_args)
+        self.holder = None
+
+    def start(self, wait=True):
+        if self.holder is None:
+            # A holder keeps the namespaces across daemon restarts.
+            self.holder = subprocess.Popen(
+                ["unshare", "--net", "--mount", "--propagation", "private", "--", "sh", "-c",
+                 "ip link set lo up && echo ready && exec cat"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            line = self.holder.stdout.readline()
+            if line.strip() != b"ready":
+                raise AssertionError("could not create the daemon's namespaces")
+        self.prefix = ("nsenter", "-t", str(self.holder.pid), "--net", "--mount", "--")
+        return super().start(wait)
+
+    def run(self, *cmd, check=True, timeout=30, net=None):
+        """Runs cmd in the daemon's mount namespace and in its network
+        namespace, or in the one of the namespace file `net`."""
+        args = ["nsenter", "-t", str(self.holder.pid), "--mount", "--net", "--"]
+        if net:
+            args += ["nsenter", "--net=" + net, "--"]
+        return subprocess.run(args + list(cmd), check=check, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def close(self):
+        if self.holder and self.holder.poll() is None:
+            self.holder.stdin.close()
+            self.holder.wait(10)
+
+
+@pytest.fixture
+def pod_daemon_factory(kinglet_bin):
+    if os.geteuid() != 0:
+        pytest.skip("pod sandboxes need root (namespaces, mounts, cgroups)")
+    started = []
+    with tempfile.TemporaryDirectory(prefix="kinglet-pod-test-") as d:
+        def make(extra_args=(), workdir=None, start=True):
+            wd = workdir or tempfile.mkdtemp(dir=d)
+            dm = PodDaemon(kinglet_bin, wd, extra_args)
+            started.append(dm)
+            return dm.start() if start else dm
+        yield make
+        for dm in started:
+            if dm.proc and dm.proc.poll() is None:
+                dm.proc.kill()
+                dm.proc.wait()
+            dm.close()

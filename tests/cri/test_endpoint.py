@@ -22,7 +22,8 @@ IS = "/runtime.v1.ImageService/"
 # RPCs with real handlers so far; every other RPC must say UNIMPLEMENTED.
 IMPLEMENTED = {"Version", "Status", "RuntimeConfig", "UpdateRuntimeConfig",
                "GetContainerEvents", "PullImage", "ImageStatus", "ListImages", "RemoveImage",
-               "ImageFsInfo"}
+               "ImageFsInfo", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox",
+               "PodSandboxStatus", "ListPodSandbox"}
 
 
 def runtime(cri, d, **opts):

@@ -52,6 +52,13 @@ tests_fuzz_fuzz_image_manifest_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 tests_fuzz_fuzz_image_unpack_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_image_unpack_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+
+# store: pod records read back at start (the source compiled in for coverage).
+noinst_PROGRAMS += tests/fuzz/fuzz_store_pod
+tests_fuzz_fuzz_store_pod_SOURCES = tests/fuzz/fuzz_store_pod.c src/store/pod.c
+tests_fuzz_fuzz_store_pod_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_store_pod_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_store_pod_LDADD = libkbase.a $(DEP_LIBS)
 endif
 EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
-	tests/fuzz/oci_spec_corpus
+	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus

@@ -46,3 +46,9 @@ check_PROGRAMS += tests/unit/test_image_alloc
 TESTS += tests/unit/test_image_alloc
 tests_unit_test_image_alloc_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_image_alloc_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
+# store (pod records) and pod (sysctl classes, /etc files).
+check_PROGRAMS += tests/unit/test_pod
+TESTS += tests/unit/test_pod
+tests_unit_test_pod_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_pod_LDADD = $(KUNIT_LIBS_ALL)

@@ -1,0 +1,171 @@
+/* PodSandboxStatus and ListPodSandbox, answered from memory on the loop.
+ *
+ * The label and annotation entries of the stored PodSandboxConfig are
+ * passed as the response's entries: the map entry messages of both have
+ * the same fields (key = 1, value = 2), so they encode identically. */
+#include <string.h>
+
+#include "cri/sandbox.h"
+
+#define state_of sandbox_state
+
+static void verbose_info(struct cri *cri, const struct sandbox *sb, struct buf *b)
+{
+    char dir[4200];
+    sandbox_dir(cri, sb->rec.id, dir, sizeof(dir));
+    buf_printf(b, "{\"pid\":%d,\"netns\":", (int)sb->rec.init_pid);
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/ns/net", dir);
+    buf_append_json_string(b, sb->host_network ? "" : path);
+    buf_printf(b, ",\"stateDir\":");
+    buf_append_json_string(b, dir);
+    static const char *const files[] = {"hostname", "hosts", "resolv.conf", "shm"};
+    static const char *const keys[] = {"hostnamePath", "hostsPath", "resolvPath", "shmPath"};
+    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        buf_printf(b, ",\"%s\":", keys[i]);
+        buf_append_json_string(b, path);
+    }
+    static const char *const nss[] = {"ipc", "uts", "pid"};
+    for (size_t i = 0; i < ARRAY_SIZE(nss); i++) {
+        snprintf(path, sizeof(path), "%s/ns/%s", dir, nss[i]);
+        buf_printf(b, ",\"%sNamespace\":", nss[i]);
+        buf_append_json_string(b, path);
+    }
+    buf_printf(b, ",\"cgroupPath\":");
+    buf_append_json_string(b, sb->rec.cgroup_path ? sb->rec.cgroup_path : "");
+    buf_printf(b, ",\"createdAt\":%llu}", (unsigned long long)sb->rec.created_ns);
+}
+
+void cri_pod_sandbox_status(struct cri_call *call)
+{
+    Runtime__V1__PodSandboxStatusRequest *req = (Runtime__V1__PodSandboxStatusRequest *)call->req;
+    bool ambiguous;
+    struct sandbox *sb = sandbox_find(call->cri, req->pod_sandbox_id, &ambiguous);
+    if (!sb) {
+        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
+                 ambiguous ? "is an ambiguous prefix" : "not found");
+        return;
+    }
+    Runtime__V1__PodSandboxConfig *c = sb->config;
+    Runtime__V1__PodSandboxStatus st = RUNTIME__V1__POD_SANDBOX_STATUS__INIT;
+    st.id = sb->rec.id;
+    st.metadata = c->metadata;
+    st.state = state_of(sb);
+    st.created_at = (int64_t)sb->rec.created_ns;
+    st.n_labels = c->n_labels;
+    st.labels = (Runtime__V1__PodSandboxStatus__LabelsEntry **)c->labels;
+    st.n_annotations = c->n_annotations;
+    st.annotations = (Runtime__V1__PodSandboxStatus__AnnotationsEntry **)c->annotations;
+    st.runtime_handler = sb->rec.runtime_handler;
+
+    Runtime__V1__PodSandboxNetworkStatus net = RUNTIME__V1__POD_SANDBOX_NETWORK_STATUS__INIT;
+    Runtime__V1__PodIP extra = RUNTIME__V1__POD_IP__INIT;
+    Runtime__V1__PodIP *extras[] = {&extra};
+    if (sb->rec.nips) {
+        net.ip = sb->rec.ips[0];
+        if (sb->rec.nips > 1) {
+            extra.ip = sb->rec.ips[1];
+            net.n_additional_ips = 1;
+            net.additional_ips = extras;
+        }
+    }
+    st.network = &net;
+
+    Runtime__V1__NamespaceOption nsopt = RUNTIME__V1__NAMESPACE_OPTION__INIT;
+    const Runtime__V1__LinuxPodSandboxConfig *lx = c->linux;
+    if (lx && lx->security_context && lx->security_context->namespace_options)
+        nsopt = *lx->security_context->namespace_options;
+    nsopt.userns_options = NULL;
+    Runtime__V1__Namespace nsmsg = RUNTIME__V1__NAMESPACE__INIT;
+    nsmsg.options = &nsopt;
+    Runtime__V1__LinuxPodSandboxStatus lst = RUNTIME__V1__LINUX_POD_SANDBOX_STATUS__INIT;
+    lst.namespaces = &nsmsg;
+    st.linux = &lst;
+
+    Runtime__V1__PodSandboxStatusResponse resp = RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INIT;
+    resp.status = &st;
+    resp.timestamp = (int64_t)now_real_ns();
+    struct buf info = {0};
+    Runtime__V1__PodSandboxStatusResponse__InfoEntry entry =
+        RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INFO_ENTRY__INIT;
+    Runtime__V1__PodSandboxStatusResponse__InfoEntry *entries[] = {&entry};
+    if (req->verbose) {
+        verbose_info(call->cri, sb, &info);
+        if (buf_append(&info, "", 1) < 0) {
+            buf_free(&info);
+            cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        entry.key = "info";
+        entry.value = (char *)info.data;
+        resp.n_info = 1;
+        resp.info = entries;
+    }
+    cri_reply(call, &resp.base);
+    buf_free(&info);
+}
+
+static bool labels_match(const Runtime__V1__PodSandboxConfig *c,
+                         const Runtime__V1__PodSandboxFilter *f)
+{
+    for (size_t i = 0; i < f->n_label_selector; i++) {
+        bool ok = false;
+        for (size_t k = 0; k < c->n_labels && !ok; k++)
+            ok = !strcmp(c->labels[k]->key, f->label_selector[i]->key) &&
+                 !strcmp(c->labels[k]->value, f->label_selector[i]->value);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+void cri_list_pod_sandbox(struct cri_call *call)
+{
+    Runtime__V1__ListPodSandboxRequest *req = (Runtime__V1__ListPodSandboxRequest *)call->req;
+    const Runtime__V1__PodSandboxFilter *f = req->filter;
+    struct sandboxes *s = call->cri->sandboxes;
+    Runtime__V1__PodSandbox *items = calloc(s->n + 1, sizeof(*items));
+    Runtime__V1__PodSandbox **ptrs = calloc(s->n + 1, sizeof(*ptrs));
+    if (!items || !ptrs) {
+        free(items);
+        free(ptrs);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    size_t n = 0;
+    /* The id filter takes a full id or a unique prefix of one. */
+    const char *idf = f && f->id && *f->id ? f->id : NULL;
+    bool ambiguous = false;
+    struct sandbox *only = idf ? sandbox_find(call->cri, idf, &ambiguous) : NULL;
+    for (struct sandbox *sb = s->head; sb; sb = sb->next) {
+        if (sb->creating)
+            continue;
+        if (idf && sb != only)
+            continue;
+        if (f && f->state && f->state->state != state_of(sb))
+            continue;
+        if (f && !labels_match(sb->config, f))
+            continue;
+        Runtime__V1__PodSandbox *it = &items[n];
+        runtime__v1__pod_sandbox__init(it);
+        it->id = sb->rec.id;
+        it->metadata = sb->config->metadata;
+        it->state = state_of(sb);
+        it->created_at = (int64_t)sb->rec.created_ns;
+        it->n_labels = sb->config->n_labels;
+        it->labels = (Runtime__V1__PodSandbox__LabelsEntry **)sb->config->labels;
+        it->n_annotations = sb->config->n_annotations;
+        it->annotations = (Runtime__V1__PodSandbox__AnnotationsEntry **)sb->config->annotations;
+        it->runtime_handler = sb->rec.runtime_handler;
+        ptrs[n] = it;
+        n++;
+    }
+    Runtime__V1__ListPodSandboxResponse resp = RUNTIME__V1__LIST_POD_SANDBOX_RESPONSE__INIT;
+    resp.n_items = n;
+    resp.items = ptrs;
+    cri_reply(call, &resp.base);
+    free(items);
+    free(ptrs);
+}
