@@ -133,6 +133,12 @@ def test_lifecycle_pod_network(cri, pd, cgroup_parent):
     assert [i.id for i in rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(filter=f)).items] == [pid]
     f = cri.pb.PodSandboxFilter(label_selector={"app": "other"})
     assert not rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(filter=f)).items
+    f = cri.pb.PodSandboxFilter(label_selector={"app": "web"},
+                                state=cri.pb.PodSandboxStateValue(state=cri.pb.SANDBOX_READY))
+    items = rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(filter=f)).items
+    assert [i.id for i in items] == [pid]
+    assert items[0].labels == {"app": "web"} and items[0].annotations == {"a": "1"}
+    assert items[0].metadata.name == "web" and items[0].created_at == st.created_at
     f = cri.pb.PodSandboxFilter(state=cri.pb.PodSandboxStateValue(state=cri.pb.SANDBOX_NOTREADY))
     assert not rs.ListPodSandbox(cri.pb.ListPodSandboxRequest(filter=f)).items
 
