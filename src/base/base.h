@@ -108,6 +108,9 @@ uint64_t now_real_ns(void);
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
 
+/* write(2) until everything is written (EINTR retried); -errno. */
+int write_all(int fd, const void *data, size_t len);
+
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
 

@@ -183,22 +183,6 @@ int store_tmpdir(struct store *st, char ret[64], struct err *err)
     return 0;
 }
 
-static int write_all_fd(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Writes data to a fresh file under tmp/, fsyncs it and renames it to dst. */
 static int write_durable(struct store *st, const char *dst, const void *data, size_t len,
                          struct err *err)
@@ -208,7 +192,7 @@ static int write_durable(struct store *st, const char *dst, const void *data, si
     int fd = openat(st->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(err, errno, "create `%s/%s`", st->root, tmp);
-    int r = write_all_fd(fd, data, len);
+    int r = write_all(fd, data, len);
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
     close(fd);
@@ -333,7 +317,7 @@ int store_snap_commit(struct store *st, const char *tmpname, const char *chain_i
     int fd = openat(st->root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(err, errno, "create `%s/%s`", st->root, path);
-    int r = write_all_fd(fd, info, (size_t)n);
+    int r = write_all(fd, info, (size_t)n);
     close(fd);
     if (r < 0)
         return err_set(err, -r, "write `%s/%s`", st->root, path);

@@ -273,6 +273,8 @@ void oci_process_clamp_oom(struct oci_process *p);
  * returns the slave. */
 int oci_terminal_setup(const struct oci_process *p, int console_fd, int *ret_slave,
                        struct err *err);
+/* One sendmsg of data with fd attached (SCM_RIGHTS); -errno. */
+int oci_send_with_fd(int sock, const void *data, size_t len, int fd);
 int oci_fd_send(int sock, int fd, struct err *err);
 /* Receives one fd sent with oci_fd_send (close-on-exec); -EAGAIN with
  * nonblock when none is queued. */

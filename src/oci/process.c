@@ -71,10 +71,9 @@ int oci_process_oom_score_adj(const struct oci_process *p, struct err *err)
     return 0;
 }
 
-int oci_fd_send(int sock, int fd, struct err *err)
+int oci_send_with_fd(int sock, const void *data, size_t len, int fd)
 {
-    char dummy = 'F';
-    struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
@@ -91,8 +90,15 @@ int oci_fd_send(int sock, int fd, struct err *err)
     do
         n = sendmsg(sock, &msg, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return err_set(err, errno, "send the pty over the console socket");
+    return n < 0 ? -errno : 0;
+}
+
+int oci_fd_send(int sock, int fd, struct err *err)
+{
+    char dummy = 'F';
+    int r = oci_send_with_fd(sock, &dummy, 1, fd);
+    if (r < 0)
+        return err_set(err, -r, "send the pty over the console socket");
     return 0;
 }
 

@@ -268,24 +268,7 @@ int oci_sync_send(int fd, int type, int value, const char *text)
 int oci_sync_send_fd(int sock, int type, int value, int fd)
 {
     struct oci_sync_msg m = {.type = type, .value = value};
-    struct iovec iov = {.iov_base = &m, .iov_len = offsetof(struct oci_sync_msg, text)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n < 0 ? -errno : 0;
+    return oci_send_with_fd(sock, &m, offsetof(struct oci_sync_msg, text), fd);
 }
 
 int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
