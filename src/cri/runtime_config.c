@@ -222,6 +222,7 @@ void cri_runtime_config(struct cri_call *call)
 struct save_work {
     uv_work_t req;
     struct cri_call *call;
+    const char *dir; /* the root directory, created if missing */
     char *path;
     struct buf content;
     char *cidr;
@@ -231,7 +232,9 @@ struct save_work {
 static void save_work(uv_work_t *req)
 {
     struct save_work *w = req->data;
-    w->result = write_file_atomic(AT_FDCWD, w->path, w->content.data, w->content.len, 0600);
+    w->result = mkdir_p(w->dir, 0700);
+    if (w->result == 0)
+        w->result = write_file_atomic(AT_FDCWD, w->path, w->content.data, w->content.len, 0600);
 }
 
 static void save_done(uv_work_t *req, int status)
@@ -277,8 +280,7 @@ void cri_update_runtime_config(struct cri_call *call)
         return;
     }
     struct save_work *w = calloc(1, sizeof(*w));
-    int r = w ? mkdir_p(cri->root_dir, 0700) : -ENOMEM;
-    /* mkdir_p of an existing directory is a stat: cheap enough here. */
+    int r = w ? 0 : -ENOMEM;
     if (r < 0 || asprintf(&w->path, "%s/" RUNTIME_CONFIG_FILE, cri->root_dir) < 0 ||
         !(w->cidr = strdup(cidr)) || buf_printf(&w->content, "{\"podCIDR\":") < 0 ||
         buf_append_json_string(&w->content, cidr) < 0 || buf_append(&w->content, "}\n", 2) < 0) {
@@ -293,6 +295,7 @@ void cri_update_runtime_config(struct cri_call *call)
         return;
     }
     w->call = call;
+    w->dir = cri->root_dir;
     w->req.data = w;
     uv_queue_work(cri->loop, &w->req, save_work, save_done);
 }
