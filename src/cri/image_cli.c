@@ -142,58 +142,33 @@ static int daemon_main(const char *sock, int argc, char **argv)
     const char *cmd = argv[0];
     int ok = 0;
     if (strcmp(cmd, "pull") == 0) {
-        Runtime__V1__AuthConfig auth = RUNTIME__V1__AUTH_CONFIG__INIT;
-        bool have_auth = false, quiet = false;
-        _cleanup_free_ char *creds = NULL;
-        static const struct option o[] = {{"creds", required_argument, NULL, 'u'},
-                                          {"auth", required_argument, NULL, 'a'},
-                                          {"identity-token", required_argument, NULL, 'I'},
-                                          {"registry-token", required_argument, NULL, 'T'},
-                                          {"quiet", no_argument, NULL, 'q'},
-                                          {0}};
-        int ch;
-        optind = 1;
-        while ((ch = getopt_long(argc, argv, "+q", o, NULL)) != -1) {
-            have_auth |= ch != 'q';
-            if (ch == 'u') {
-                free(creds);
-                creds = strdup(optarg);
-                char *colon = creds ? strchr(creds, ':') : NULL;
-                if (colon) {
-                    *colon = '\0';
-                    auth.password = colon + 1;
-                }
-                auth.username = creds;
-            } else if (ch == 'a') {
-                auth.auth = optarg;
-            } else if (ch == 'I') {
-                auth.identity_token = optarg;
-            } else if (ch == 'T') {
-                auth.registry_token = optarg;
-            } else if (ch == 'q') {
-                quiet = true;
-            } else {
-                return 2;
-            }
-        }
-        if (optind >= argc)
+        struct image_pull_opts po;
+        int first = image_pull_opts_parse(argc, argv, &po);
+        if (first < 0)
             return 2;
-        for (int i = optind; i < argc; i++) {
+        Runtime__V1__AuthConfig auth = RUNTIME__V1__AUTH_CONFIG__INIT;
+        auth.username = (char *)po.auth.username;
+        auth.password = (char *)po.auth.password;
+        auth.auth = (char *)po.auth.auth;
+        auth.identity_token = (char *)po.auth.identity_token;
+        auth.registry_token = (char *)po.auth.registry_token;
+        for (int i = first; i < argc; i++) {
             Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
             spec.image = argv[i];
             Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
             req.image = &spec;
-            req.auth = have_auth ? &auth : NULL;
+            req.auth = po.have_auth ? &auth : NULL;
             ProtobufCMessage *resp;
             if (call(sock, IS "PullImage", &req.base, &runtime__v1__pull_image_response__descriptor,
                      &resp) < 0) {
                 ok = 1;
                 continue;
             }
-            if (!quiet)
+            if (!po.quiet)
                 printf("%s\n", ((Runtime__V1__PullImageResponse *)resp)->image_ref);
             protobuf_c_message_free_unpacked(resp, NULL);
         }
+        image_pull_opts_clear(&po);
         return ok;
     }
     if (strcmp(cmd, "ls") == 0) {

@@ -320,44 +320,14 @@ int image_cli_main(int argc, char **argv)
     } else if (strcmp(cmd, "fsinfo") == 0) {
         rc = cmd_fsinfo(&c);
     } else if (strcmp(cmd, "pull") == 0) {
-        struct image_auth auth = {0};
-        _cleanup_free_ char *creds = NULL;
-        static const struct option popts[] = {
-            {"creds", required_argument, NULL, 'u'},
-            {"auth", required_argument, NULL, 'a'},
-            {"identity-token", required_argument, NULL, 'I'},
-            {"registry-token", required_argument, NULL, 'T'},
-            {"quiet", no_argument, NULL, 'q'},
-            {0},
-        };
-        optind = 1;
-        while ((ch = getopt_long(argc, argv, "+q", popts, NULL)) != -1) {
-            if (ch == 'u') {
-                free(creds);
-                creds = strdup(optarg);
-                char *colon = creds ? strchr(creds, ':') : NULL;
-                if (colon) {
-                    *colon = '\0';
-                    auth.password = colon + 1;
-                }
-                auth.username = creds;
-            } else if (ch == 'a') {
-                auth.auth = optarg;
-            } else if (ch == 'I') {
-                auth.identity_token = optarg;
-            } else if (ch == 'T') {
-                auth.registry_token = optarg;
-            } else if (ch == 'q') {
-                c.quiet = true;
-            } else {
-                rc = 2;
-            }
-        }
-        if (optind >= argc)
+        struct image_pull_opts po;
+        int first = image_pull_opts_parse(argc, argv, &po);
+        if (first < 0)
             rc = 2;
-        for (int i = optind; i < argc && rc == 0; i++) {
+        c.quiet = po.quiet;
+        for (int i = first; i < argc && rc == 0; i++) {
             err_clear(&err);
-            if (image_pull(c.svc, argv[i], &auth, pull_done, &c, &err) < 0) {
+            if (image_pull(c.svc, argv[i], &po.auth, pull_done, &c, &err) < 0) {
                 fprintf(stderr, "kinglet image: %s\n", err.msg);
                 c.failures++;
             } else {
@@ -365,6 +335,7 @@ int image_cli_main(int argc, char **argv)
             }
         }
         uv_run(&loop, UV_RUN_DEFAULT);
+        image_pull_opts_clear(&po);
         if (c.failures)
             rc = 1;
     } else if (strcmp(cmd, "hold") == 0 || strcmp(cmd, "release") == 0) {
@@ -436,4 +407,54 @@ out:
     free(insecure);
     free(platform);
     return rc;
+}
+
+int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret)
+{
+    static const struct option popts[] = {
+        {"creds", required_argument, NULL, 'u'},
+        {"auth", required_argument, NULL, 'a'},
+        {"identity-token", required_argument, NULL, 'I'},
+        {"registry-token", required_argument, NULL, 'T'},
+        {"quiet", no_argument, NULL, 'q'},
+        {0},
+    };
+    *ret = (struct image_pull_opts){0};
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "+q", popts, NULL)) != -1) {
+        ret->have_auth |= ch != 'q';
+        if (ch == 'u') {
+            free(ret->creds);
+            ret->creds = strdup(optarg);
+            char *colon = ret->creds ? strchr(ret->creds, ':') : NULL;
+            if (colon) {
+                *colon = '\0';
+                ret->auth.password = colon + 1;
+            }
+            ret->auth.username = ret->creds;
+        } else if (ch == 'a') {
+            ret->auth.auth = optarg;
+        } else if (ch == 'I') {
+            ret->auth.identity_token = optarg;
+        } else if (ch == 'T') {
+            ret->auth.registry_token = optarg;
+        } else if (ch == 'q') {
+            ret->quiet = true;
+        } else {
+            image_pull_opts_clear(ret);
+            return -EINVAL;
+        }
+    }
+    if (optind >= argc) {
+        image_pull_opts_clear(ret);
+        return -EINVAL;
+    }
+    return optind;
+}
+
+void image_pull_opts_clear(struct image_pull_opts *o)
+{
+    free(o->creds);
+    *o = (struct image_pull_opts){0};
 }

@@ -83,6 +83,19 @@ struct image_auth {
     const char *registry_token; /* bearer token sent to the registry as is */
 };
 
+/* `kinglet image pull [--creds U:P] [--auth B64] [--identity-token T]
+ * [--registry-token T] [--quiet] REF...`: the options, shared by the path
+ * through the daemon and the one on the store. */
+struct image_pull_opts {
+    struct image_auth auth;
+    bool have_auth;
+    bool quiet;
+    char *creds; /* owns the username/password strings */
+};
+/* Returns the index of the first reference, or -EINVAL on bad usage. */
+int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret);
+void image_pull_opts_clear(struct image_pull_opts *o);
+
 struct image_info {
     char *id;       /* "sha256:<config digest>" */
     char *manifest; /* digest of the platform manifest */
