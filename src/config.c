@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "image/image.h"
 
 /* cri/runtime_config.c: the same check as UpdateRuntimeConfig's. */
 bool cri_pod_cidr_valid(const char *s);
@@ -14,6 +15,7 @@ void config_defaults(struct config *cfg)
     cfg->log_level = strdup("info");
     cfg->log_format = strdup("text");
     cfg->shutdown_timeout_s = 10;
+    cfg->image_min_free = IMAGE_MIN_FREE_DEFAULT;
 }
 
 static int set_str(char **field, const char *value)
@@ -143,6 +145,19 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         if (!value[0] || *end || v < 1 || v > 32)
             return err_set(err, EINVAL, "pull-concurrency: `%s` is not 1..32", value);
         cfg->pull_concurrency = (unsigned)v;
+        return 0;
+    }
+    if (strcmp(key, "max-layer-size") == 0) {
+        if (parse_size(value, &cfg->max_layer_size) < 0)
+            return err_set(err, EINVAL, "max-layer-size: `%s` is not a size (0 = no limit, 64G)",
+                           value);
+        return 0;
+    }
+    if (strcmp(key, "image-min-free") == 0) {
+        if (parse_size_or_percent(value, &cfg->image_min_free, &cfg->image_min_free_pct) < 0)
+            return err_set(err, EINVAL,
+                           "image-min-free: `%s` is not a size (128M) or a percentage (0%%..99%%)",
+                           value);
         return 0;
     }
     if (strcmp(key, "pod-cidr") == 0) {

@@ -21,6 +21,11 @@ struct config {
     size_t n_registry_mirror_only;
     char *registry_certs_dir;  /* NULL = /etc/kinglet/certs.d */
     unsigned pull_concurrency; /* 0 = the image service's default */
+    uint64_t max_layer_size;   /* unpacked bytes per layer, 0 = no limit */
+    /* free space a pull leaves on the image filesystem: bytes, or a
+     * percentage of its size when image_min_free_pct */
+    uint64_t image_min_free;
+    bool image_min_free_pct;
     /* pod networking */
     char *pod_cidr;        /* NULL = kubelet's (UpdateRuntimeConfig), else 10.88.0.0/16 */
     char *bridge;          /* NULL = kinglet0 */

@@ -46,6 +46,10 @@ static const char usage_text[] =
     "      --registry-certs-dir DIR  per-registry DIR/HOST[:PORT]/{ca.crt,client.cert,\n"
     "                              client.key} (default /etc/kinglet/certs.d)\n"
     "      --pull-concurrency N    layers downloaded at once per pull (default 3)\n"
+    "      --max-layer-size SIZE   refuse layers that unpack to more than SIZE\n"
+    "                              (e.g. 64G; default 0 = no limit)\n"
+    "      --image-min-free SIZE|N%  free space a pull never goes below on the image\n"
+    "                              filesystem (default 128M; 0 = none)\n"
     "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
     "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
@@ -110,6 +114,8 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"insecure-registry", required_argument, NULL, 'I'},
         {"registry-certs-dir", required_argument, NULL, 'C'},
         {"pull-concurrency", required_argument, NULL, 'P'},
+        {"max-layer-size", required_argument, NULL, 'L'},
+        {"image-min-free", required_argument, NULL, 'F'},
         {"pod-cidr", required_argument, NULL, 'D'},
         {"bridge", required_argument, NULL, 'B'},
         {"mtu", required_argument, NULL, 'U'},
@@ -178,6 +184,12 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'P':
             key = "pull-concurrency";
             break;
+        case 'L':
+            key = "max-layer-size";
+            break;
+        case 'F':
+            key = "image-min-free";
+            break;
         case 'D':
             key = "pod-cidr";
             break;
@@ -224,6 +236,9 @@ static int daemon_start(struct daemon *d, struct err *err)
 
     struct image_config ic = {
         .pull_concurrency = d->cfg.pull_concurrency,
+        .max_layer_size = d->cfg.max_layer_size,
+        .min_free = d->cfg.image_min_free,
+        .min_free_pct = d->cfg.image_min_free_pct,
         .mirrors = (const char *const *)d->cfg.registry_mirrors,
         .n_mirrors = d->cfg.n_registry_mirrors,
         .insecure = (const char *const *)d->cfg.insecure_registries,

@@ -114,6 +114,17 @@ int write_all(int fd, const void *data, size_t len);
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
 
+/* du(1) of a tree (du.c): allocated bytes and inodes, hard links once, not
+ * crossing into other filesystems; entries that vanish meanwhile are
+ * skipped. Blocking: never on the event loop. */
+int du_path(const char *path, uint64_t *ret_bytes, uint64_t *ret_inodes);
+
+/* "1048576", "512K", "64M", "10G", "2T" (powers of 1024; "Ki"/"KiB"/"KB"
+ * spellings too) into bytes; -EINVAL for anything else or an overflow. */
+int parse_size(const char *s, uint64_t *ret);
+/* A size as above, or "N%" with N in 0..99 (*ret_pct set, *ret = N). */
+int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct);
+
 /* Growable byte buffer. */
 struct buf {
     uint8_t *data;

@@ -220,3 +220,49 @@ int buf_append_json_string(struct buf *b, const char *s)
     }
     return r ? r : buf_append(b, "\"", 1);
 }
+
+int parse_size(const char *s, uint64_t *ret)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    static const char units[] = "KMGTPE";
+    unsigned shift = 0;
+    if (*end) {
+        const char *u = strchr(units, *end >= 'a' ? *end - 32 : *end);
+        if (!u)
+            return -EINVAL;
+        shift = 10u * (unsigned)(u - units + 1);
+        end++;
+        if (strcmp(end, "i") == 0 || strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+            end += strlen(end);
+        if (*end)
+            return -EINVAL;
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return -EINVAL;
+    *ret = (uint64_t)v << shift;
+    return 0;
+}
+
+int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n < 2 || s[n - 1] != '%') {
+        *ret_pct = false;
+        return parse_size(s, ret);
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] < '0' || s[i] > '9' || i >= 2)
+            return -EINVAL;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *ret = v;
+    *ret_pct = true;
+    return 0;
+}

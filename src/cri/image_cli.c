@@ -349,10 +349,7 @@ int cri_image_cli(int argc, char **argv)
             i++;
         } else if (!cmd && str_has_prefix(a, "--root=")) {
             root = a + 7;
-        } else if (!cmd && a[0] == '-' && v && v[0] != '-' &&
-                   (strcmp(a, "--registry-mirror") == 0 || strcmp(a, "--insecure-registry") == 0 ||
-                    strcmp(a, "--certs-dir") == 0 || strcmp(a, "--pull-concurrency") == 0 ||
-                    strcmp(a, "--platform") == 0)) {
+        } else if (!cmd && v && v[0] != '-' && image_cli_opt_has_arg(a)) {
             i++;
         } else if (!cmd && a[0] != '-') {
             cmd = i;

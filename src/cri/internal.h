@@ -33,6 +33,7 @@ struct cri_call {
 };
 
 struct cri_events;
+struct fs_walk;
 
 struct cri {
     uv_loop_t *loop;
@@ -47,6 +48,7 @@ struct cri {
     struct cri_events *events;
     struct image_service *images;
     struct sandboxes *sandboxes; /* sandbox.h */
+    struct fs_walk *fs_walk;     /* image_fs_info.c: the walk in progress */
 };
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);

@@ -1,5 +1,7 @@
 /* Routing, request decoding, replies and the errno → gRPC status map. */
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cri/sandbox.h"
 
@@ -51,6 +53,7 @@ int cri_status_from_errno(int code)
     case EMFILE:
     case ENFILE:
     case EDQUOT:
+    case EFBIG:
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     case ETIMEDOUT:
         return GRPC_STATUS_DEADLINE_EXCEEDED;
@@ -233,6 +236,18 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         return err_set(err, ENOMEM, "cri");
     }
     r = cri_runtime_config_load(cri, err);
+    if (r < 0) {
+        cri_free(cri);
+        return r;
+    }
+    /* containers' writable layers; ImageFsInfo reports it as the container
+     * filesystem, and kubelet's cadvisor looks the mountpoint up */
+    char dir[PATH_MAX];
+    r = 0;
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/containers", cri->root_dir) >= sizeof(dir))
+        r = err_set(err, ENAMETOOLONG, "root directory `%s`", cri->root_dir);
+    else if (mkdir(dir, 0711) < 0 && errno != EEXIST)
+        r = err_set(err, errno, "create `%s`", dir);
     if (r < 0) {
         cri_free(cri);
         return r;

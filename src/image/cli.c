@@ -29,6 +29,8 @@ static void usage(FILE *f)
                "  --certs-dir DIR              per-registry ca.crt, client.cert, client.key\n"
                "  --no-origin-fallback         with mirrors, never contact the origin\n"
                "  --pull-concurrency N         layers downloaded at once (default 3)\n"
+               "  --max-layer-size SIZE        refuse layers unpacking to more (default: none)\n"
+               "  --image-min-free SIZE|N%%    free space a pull leaves (default 128M)\n"
                "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
                "commands:\n"
                "  pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
@@ -200,24 +202,44 @@ static int spool_stdin(const char *root, char **ret)
             *ret = path;
             return 0;
         }
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(fd, buf + off, (size_t)(n - off));
-            if (w < 0) {
-                int e = -errno;
-                close(fd);
-                unlink(path);
-                free(path);
-                return e;
-            }
-            off += w;
+        int e = write_all(fd, buf, (size_t)n);
+        if (e < 0) {
+            close(fd);
+            unlink(path);
+            free(path);
+            return e;
         }
     }
+}
+
+static const struct option cli_opts[] = {
+    {"root", required_argument, NULL, 'r'},
+    {"registry-mirror", required_argument, NULL, 'm'},
+    {"insecure-registry", required_argument, NULL, 'i'},
+    {"certs-dir", required_argument, NULL, 'c'},
+    {"no-origin-fallback", no_argument, NULL, 'n'},
+    {"pull-concurrency", required_argument, NULL, 'j'},
+    {"max-layer-size", required_argument, NULL, 'L'},
+    {"image-min-free", required_argument, NULL, 'F'},
+    {"platform", required_argument, NULL, 'p'},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+bool image_cli_opt_has_arg(const char *arg)
+{
+    if (!str_has_prefix(arg, "--"))
+        return false;
+    for (const struct option *o = cli_opts; o->name; o++)
+        if (strcmp(arg + 2, o->name) == 0)
+            return o->has_arg == required_argument;
+    return false;
 }
 
 int image_cli_main(int argc, char **argv)
 {
     const char *root = DEFAULT_ROOT;
-    struct image_config cfg = {0};
+    struct image_config cfg = {.min_free = IMAGE_MIN_FREE_DEFAULT};
     const char **mirrors = calloc((size_t)argc, sizeof(char *));
     const char **insecure = calloc((size_t)argc, sizeof(char *));
     char *platform = NULL;
@@ -226,20 +248,9 @@ int image_cli_main(int argc, char **argv)
         goto out;
     cfg.mirrors = mirrors;
     cfg.insecure = insecure;
-    static const struct option opts[] = {
-        {"root", required_argument, NULL, 'r'},
-        {"registry-mirror", required_argument, NULL, 'm'},
-        {"insecure-registry", required_argument, NULL, 'i'},
-        {"certs-dir", required_argument, NULL, 'c'},
-        {"no-origin-fallback", no_argument, NULL, 'n'},
-        {"pull-concurrency", required_argument, NULL, 'j'},
-        {"platform", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},
-        {0},
-    };
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+h", cli_opts, NULL)) != -1) {
         switch (ch) {
         case 'r':
             root = optarg;
@@ -258,6 +269,19 @@ int image_cli_main(int argc, char **argv)
             break;
         case 'j':
             cfg.pull_concurrency = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'L':
+            if (parse_size(optarg, &cfg.max_layer_size) < 0) {
+                fprintf(stderr, "kinglet image: --max-layer-size: `%s` is not a size\n", optarg);
+                goto out;
+            }
+            break;
+        case 'F':
+            if (parse_size_or_percent(optarg, &cfg.min_free, &cfg.min_free_pct) < 0) {
+                fprintf(stderr, "kinglet image: --image-min-free: `%s` is not a size or N%%\n",
+                        optarg);
+                goto out;
+            }
             break;
         case 'p': {
             free(platform);

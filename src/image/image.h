@@ -53,9 +53,18 @@ bool image_digest_valid(const char *s);
 
 /* ---- service ------------------------------------------------------------ */
 
+#define IMAGE_MIN_FREE_DEFAULT (128u << 20)
+
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */
     unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
+    /* Decompression bombs and full disks: a layer that unpacks to more than
+     * max_layer_size bytes (0 = no limit) fails with EFBIG; one that would
+     * leave less than min_free bytes (or min_free percent of the
+     * filesystem's size when min_free_pct) free fails with ENOSPC. */
+    uint64_t max_layer_size;
+    uint64_t min_free; /* IMAGE_MIN_FREE_DEFAULT for the daemon and the CLI */
+    bool min_free_pct;
     /* "HOST=URL" entries, tried in order before HOST itself. */
     const char *const *mirrors;
     size_t n_mirrors;
@@ -184,3 +193,6 @@ char *image_snapshot_path(struct image_service *svc, const char *chain_id);
 
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);
+/* True for the global options of `kinglet image` that take a value
+ * ("--root", "--registry-mirror", ...). */
+bool image_cli_opt_has_arg(const char *arg);

@@ -82,6 +82,10 @@ struct layer_expect {
     const char *digest;  /* of the raw bytes, NULL = unchecked */
     int64_t size;        /* of the raw bytes, -1 = unchecked */
     const char *diff_id; /* of the uncompressed tar, NULL = unchecked */
+    /* limits from struct image_config, set by layer_build */
+    uint64_t max_unpacked; /* bytes of file data written, 0 = no limit */
+    uint64_t min_free;
+    bool min_free_pct;
 };
 
 struct layer_stats {
@@ -256,6 +260,8 @@ struct image_service_shared {
     char **mirror_only;
     size_t n_mirror_only;
     char *os, *arch, *variant;
+    uint64_t max_layer_size, min_free;
+    bool min_free_pct;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);
 

@@ -46,12 +46,17 @@ int job_add_result(struct job *job, struct image_info *img)
     return 0;
 }
 
-int layer_build(struct job *job, const char *chain_id, const struct layer_expect *expect,
+int layer_build(struct job *job, const char *chain_id, const struct layer_expect *expect_in,
                 const struct layer_opener *op, unsigned attempts, struct layer_stats *ret_stats,
                 struct err *err)
 {
     const struct image_service_shared *sh = image_service_shared(job->svc);
     struct store *st = sh->st;
+    struct layer_expect lim = *expect_in;
+    lim.max_unpacked = sh->max_layer_size;
+    lim.min_free = sh->min_free;
+    lim.min_free_pct = sh->min_free_pct;
+    const struct layer_expect *expect = &lim;
     int a = store_snap_acquire(st, chain_id);
     if (a < 0)
         return err_set(err, -a, "layer %s", chain_id);

@@ -21,6 +21,7 @@
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -32,10 +33,11 @@
 
 #include "image/internal.h"
 
-#define OUT_CHUNK       (256u << 10)
-#define MAX_DEPTH       256
-#define MAX_ENTRIES     4000000u
-#define MAX_XATTR_VALUE (64u << 10)
+#define OUT_CHUNK        (256u << 10)
+#define MAX_DEPTH        256
+#define MAX_ENTRIES      4000000u
+#define MAX_XATTR_VALUE  (64u << 10)
+#define FREE_CHECK_EVERY (32u << 20)
 
 enum comp { COMP_UNKNOWN, COMP_NONE, COMP_GZIP, COMP_ZSTD };
 
@@ -390,6 +392,9 @@ struct extract {
     struct archive *a;
     struct layer_stats *stats;
     struct err *err;
+    const struct layer_expect *limits;
+    uint64_t written;    /* file data written so far */
+    uint64_t next_check; /* `written` at which free space is checked again */
     /* parent directory cache */
     char cached_dir[PATH_MAX];
     int cached_fd;
@@ -545,6 +550,36 @@ static int apply_meta_fd(struct extract *x, int fd, struct archive_entry *e, con
     return 0;
 }
 
+/* Called before n more bytes of file data are written: the layer's own
+ * limit, then (every FREE_CHECK_EVERY bytes) the filesystem's free space,
+ * so that neither a decompression bomb nor an honest but too large image
+ * fills the node's disk. */
+static int check_room(struct extract *x, size_t n, const char *path)
+{
+    const struct layer_expect *l = x->limits;
+    x->written += n;
+    if (l->max_unpacked && x->written > l->max_unpacked)
+        return err_set(x->err, EFBIG,
+                       "layer unpacks to more than %llu bytes (the max-layer-size limit), at "
+                       "`%.200s`",
+                       (unsigned long long)l->max_unpacked, path);
+    if (!l->min_free || x->written < x->next_check)
+        return 0;
+    x->next_check = x->written + FREE_CHECK_EVERY;
+    struct statvfs vfs;
+    if (fstatvfs(x->rootfd, &vfs) < 0)
+        return 0; /* cannot tell: the write itself will fail if the disk is full */
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    uint64_t keep =
+        l->min_free_pct ? (uint64_t)vfs.f_blocks * vfs.f_frsize / 100 * l->min_free : l->min_free;
+    if (avail < keep || avail - keep < n)
+        return err_set(x->err, ENOSPC,
+                       "the image filesystem has %llu bytes free and kinglet keeps %llu free "
+                       "(image-min-free): layer not unpacked, at `%.200s`",
+                       (unsigned long long)avail, (unsigned long long)keep, path);
+    return 0;
+}
+
 static int write_data(struct extract *x, int fd, const char *path, struct archive_entry *e)
 {
     const void *buf;
@@ -558,6 +593,9 @@ static int write_data(struct extract *x, int fd, const char *path, struct archiv
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
             return -EIO;
         const uint8_t *b = buf;
+        int rc = check_room(x, size, path);
+        if (rc < 0)
+            return rc;
         while (size > 0) {
             ssize_t n = pwrite(fd, b, size, off);
             if (n < 0) {
@@ -819,7 +857,8 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
                        const atomic_bool *cancel, struct layer_stats *ret, struct err *err)
 {
     struct pipeline p = {.src = src, .expect = expect, .cancel = cancel, .err = err};
-    struct extract x = {.rootfd = rootfd, .stats = ret, .err = err, .cached_fd = -1};
+    struct extract x = {
+        .rootfd = rootfd, .stats = ret, .err = err, .limits = expect, .cached_fd = -1};
     *ret = (struct layer_stats){0};
     int r = 0;
     p.raw_h = hasher_new();

@@ -76,6 +76,8 @@ def images():
     imgs["evil-hardlink-abs"] = Image([(Tar().hardlink("hl", "/etc/hostname").bytes(), "gzip")])
     imgs["evil-symlink-then-hardlink"] = Image([(Tar().symlink("esc", "/etc").hardlink(
         "hl", "esc/hostname").bytes(), "gzip")])
+    # 96 MiB of zeros in a ~10 kB zstd layer: a decompression bomb in miniature
+    imgs["bomb"] = Image([(Tar().zeros("zero.bin", 96 << 20).bytes(), "zstd")])
     return imgs
 
 
@@ -97,6 +99,7 @@ def registry(tmp_path_factory, images):
     p.push_manifest("armonly", "latest", doc, imagelib.MT_OCI_INDEX)
     p.push_image("shared", "v1", images["shared1"])
     p.push_image("shared", "v2", images["shared2"])
+    p.push_image("bomb", "latest", images["bomb"])
     for k in images:
         if k.startswith("evil-"):
             p.push_image(k, "latest", images[k])

@@ -114,6 +114,28 @@ class Tar:
         self.tar.addfile(ti, io.BufferedReader(Gen(), 1 << 20))
         return self
 
+    def zeros(self, name, size):
+        """size zero bytes: compresses to almost nothing (a decompression bomb
+        when size is large)."""
+        ti = self._info(name, tarfile.REGTYPE, 0o644)
+        ti.size = size
+
+        class Zeros(io.RawIOBase):
+            def __init__(self):
+                self.left = size
+
+            def readable(self):
+                return True
+
+            def readinto(self, b):
+                n = min(len(b), self.left)
+                b[:n] = bytes(n)
+                self.left -= n
+                return n
+
+        self.tar.addfile(ti, io.BufferedReader(Zeros(), 1 << 20))
+        return self
+
     def symlink(self, name, target, **kw):
         ti = self._info(name, tarfile.SYMTYPE, 0o777, **kw)
         ti.linkname = target

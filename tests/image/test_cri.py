@@ -62,6 +62,7 @@ def test_pull_status_list_remove(cri, daemon_factory, registry, images):
     (u,) = fs.image_filesystems
     assert u.used_bytes.value > 1_000_000 and u.inodes_used.value > 10
     assert u.fs_id.mountpoint.startswith(d.root) and u.timestamp > 0
+    _check_container_fs(cri, ims, d)
 
     ims.RemoveImage(cri.pb.RemoveImageRequest(image=spec(cri, img.id)), timeout=30)
     ims.RemoveImage(cri.pb.RemoveImageRequest(image=spec(cri, img.id)), timeout=30)  # idempotent
@@ -76,6 +77,61 @@ def test_pull_status_list_remove(cri, daemon_factory, registry, images):
     ims, _ = stubs(cri, d)
     lst = ims.ListImages(cri.pb.ListImagesRequest(), timeout=5)
     assert [i.id for i in lst.images] == [images["busybox"].id]
+    assert d.stop() == 0
+
+
+def _check_container_fs(cri, ims, d):
+    """The container filesystem is <root>/containers, measured like du: a
+    1 MiB file and a hard link to it count once, every inode counts, and
+    the numbers follow what is written there and removed again."""
+    import os
+    import shutil
+    (c0,) = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5).container_filesystems
+    top = os.path.join(d.root, "containers")
+    assert c0.fs_id.mountpoint == top and c0.timestamp > 0
+    upper = os.path.join(top, "fake-container", "upper")
+    os.makedirs(upper)
+    with open(os.path.join(upper, "data"), "wb") as f:
+        f.write(os.urandom(1 << 20))
+    os.link(os.path.join(upper, "data"), os.path.join(upper, "link"))
+    for i in range(10):
+        with open(os.path.join(upper, f"small{i}"), "w") as f:
+            f.write("x")
+    (c1,) = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5).container_filesystems
+    grew = c1.used_bytes.value - c0.used_bytes.value
+    assert (1 << 20) <= grew < (1 << 20) + 200_000, grew
+    assert c1.inodes_used.value - c0.inodes_used.value == 13  # 2 dirs, 1 file (+link), 10
+    shutil.rmtree(os.path.join(top, "fake-container"))
+    (c2,) = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5).container_filesystems
+    assert (c2.used_bytes.value, c2.inodes_used.value) == (c0.used_bytes.value,
+                                                          c0.inodes_used.value)
+
+
+def test_concurrent_fs_info_share_a_walk(cri, daemon_factory):
+    """Many ImageFsInfo calls at once all get an answer (they share one walk
+    of the container filesystem)."""
+    d = daemon_factory([])
+    ims, _ = stubs(cri, d)
+    futs = [ims.ImageFsInfo.future(cri.pb.ImageFsInfoRequest(), timeout=10) for _ in range(50)]
+    for f in futs:
+        r = f.result()
+        assert len(r.image_filesystems) == 1 and len(r.container_filesystems) == 1
+    assert d.stop() == 0
+
+
+def test_pull_decompression_bomb(cri, daemon_factory, registry, images):
+    """A layer inflating past --max-layer-size fails PullImage with
+    RESOURCE_EXHAUSTED naming the limit, and leaves no image behind."""
+    d = daemon_factory(["--insecure-registry", registry.host, "--max-layer-size", "64M"])
+    ims, _ = stubs(cri, d)
+    with pytest.raises(grpc.RpcError) as e:
+        ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, f"{registry.host}/bomb:latest")),
+                      timeout=120)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
+    assert "max-layer-size" in e.value.details()
+    assert len(ims.ListImages(cri.pb.ListImagesRequest(), timeout=5).images) == 0
+    fs = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5)
+    assert fs.image_filesystems[0].used_bytes.value == 0
     assert d.stop() == 0
 
 

@@ -1,6 +1,7 @@
 """Pulling from a real registry (Debian's docker-registry) through
 `kinglet image pull`, then checking the store and the unpacked layers."""
 import os
+import shutil
 import stat
 import subprocess
 
@@ -217,3 +218,48 @@ def test_hold_keeps_layers_across_removal_and_restart(kimage, registry, images):
     kimage.run("release", "container-1")
     kimage.run("release", "container-1")  # idempotent
     assert kimage.snapshots() == []
+
+
+def _bomb_refused(kimage, p, why):
+    assert p.returncode == 1, p.stdout
+    assert why in p.stderr, p.stderr
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_decompression_bomb_over_max_layer_size(kimage, registry, images):
+    """A tiny zstd layer that inflates to 96 MiB fails cleanly under a 64 MiB
+    --max-layer-size, having written at most the limit; without the limit
+    the same image pulls (so the limit, not something else, refused it)."""
+    assert len(images["bomb"].layers[0][0]) < 100_000
+    ref = f"{registry.host}/bomb:latest"
+    p = kimage.run("pull", ref, check=False, opts=kimage.opts + ["--max-layer-size", "64M"])
+    _bomb_refused(kimage, p, "more than 67108864 bytes (the max-layer-size limit)")
+    kimage.run("pull", ref, opts=kimage.opts + ["--max-layer-size", "0"])
+    assert [i["id"] for i in kimage.ls()] == [images["bomb"].id]
+    bad = kimage.run("--max-layer-size", "64X", "ls", check=False, opts=[])
+    assert bad.returncode == 2 and "not a size" in bad.stderr
+
+
+def _pull_on_tmpfs(kimage, registry, size, *opts):
+    """`kinglet image pull` with the root on a private tmpfs of the given
+    size, in a mount namespace of its own (the machine's mounts untouched)."""
+    root = kimage.root
+    os.makedirs(root, exist_ok=True)
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+           'mount -t tmpfs -o "size=$1" kinglet-test "$2" && shift 2 && exec "$@"', "sh",
+           size, root, kimage.binary, "image", "--root", root] + kimage.opts + list(opts) + \
+        ["pull", f"{registry.host}/bomb:latest"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+def test_pull_keeps_free_space_reserve(kimage, registry):
+    """On a 128 MiB filesystem a 96 MiB layer fits, but not while keeping
+    64 MiB (or 50%) free: those pulls fail with the reserve named, and a
+    pull without a reserve succeeds."""
+    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "64M")
+    assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "50%")
+    assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "0")
+    assert p.returncode == 0, p.stderr

@@ -4,8 +4,11 @@ KUNIT_CFLAGS_ALL = $(AM_CFLAGS) $(DEP_CFLAGS) $(CMOCKA_CFLAGS) -I$(srcdir)/tests
 KUNIT_LIBS_ALL = $(KINGLET_LIBS) $(DEP_LIBS) $(CMOCKA_LIBS)
 EXTRA_DIST += tests/unit/harness.h tests/unit/failalloc.h
 
-check_PROGRAMS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
-TESTS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri
+check_PROGRAMS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri \
+	tests/unit/test_base
+TESTS += tests/unit/test_grpc tests/unit/test_config tests/unit/test_cri tests/unit/test_base
+tests_unit_test_base_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_base_LDADD = $(KUNIT_LIBS_ALL)
 tests_unit_test_grpc_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_grpc_LDADD = $(KUNIT_LIBS_ALL)
 tests_unit_test_config_SOURCES = tests/unit/test_config.c src/config.c

@@ -12,6 +12,8 @@ static void defaults(void **state)
     assert_string_equal(c.state_dir, "/run/kinglet");
     assert_null(c.listen_tcp);
     assert_int_equal(c.shutdown_timeout_s, 10);
+    assert_true(c.max_layer_size == 0);
+    assert_true(c.image_min_free == 128u << 20 && !c.image_min_free_pct);
     config_free(&c);
 }
 
@@ -27,7 +29,9 @@ static void parse_file(void **state)
                        "  state =   \"/run/k\\\"q\\\\\"\n"
                        "log-level = debug\n"
                        "listen-tcp = \"[::1]:9000\"\n"
-                       "shutdown-timeout = 3\n";
+                       "shutdown-timeout = 3\n"
+                       "max-layer-size = 64G\n"
+                       "image-min-free = 10%\n";
     assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
     assert_string_equal(c.socket_path, "/tmp/a b.sock");
     assert_string_equal(c.root_dir, "/srv/kinglet");
@@ -35,6 +39,10 @@ static void parse_file(void **state)
     assert_string_equal(c.log_level, "debug");
     assert_string_equal(c.listen_tcp, "[::1]:9000");
     assert_int_equal(c.shutdown_timeout_s, 3);
+    assert_true(c.max_layer_size == 64ULL << 30);
+    assert_true(c.image_min_free == 10 && c.image_min_free_pct);
+    assert_int_equal(config_set(&c, "image-min-free", "256M", &err), 0);
+    assert_true(c.image_min_free == 256u << 20 && !c.image_min_free_pct);
     config_free(&c);
 }
 
@@ -54,6 +62,8 @@ static void errors_name_the_line(void **state)
         {"socket = \"/a\" junk\n", "f.conf:1: expected"},
         {"socket = \"/a\\n\"\n", "f.conf:1: expected"},
         {" = /a\n", "f.conf:1: expected"},
+        {"max-layer-size = lots\n", "f.conf:1: max-layer-size: `lots` is not a size"},
+        {"image-min-free = 100%\n", "f.conf:1: image-min-free"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct config c;

@@ -10,6 +10,7 @@ static void status_map(void **state)
     assert_int_equal(cri_status_from_errno(-ENOENT), GRPC_STATUS_NOT_FOUND);
     assert_int_equal(cri_status_from_errno(EINVAL), GRPC_STATUS_INVALID_ARGUMENT);
     assert_int_equal(cri_status_from_errno(EEXIST), GRPC_STATUS_ALREADY_EXISTS);
+    assert_int_equal(cri_status_from_errno(EFBIG), GRPC_STATUS_RESOURCE_EXHAUSTED);
     assert_int_equal(cri_status_from_errno(EPERM), GRPC_STATUS_PERMISSION_DENIED);
     assert_int_equal(cri_status_from_errno(ENOSPC), GRPC_STATUS_RESOURCE_EXHAUSTED);
     assert_int_equal(cri_status_from_errno(ETIMEDOUT), GRPC_STATUS_DEADLINE_EXCEEDED);

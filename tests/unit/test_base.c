@@ -1,0 +1,150 @@
+/* src/base: size parsing and du_path. */
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+#include "base/base.h"
+
+static void sizes(void **state)
+{
+    static const struct {
+        const char *s;
+        uint64_t v;
+    } good[] = {
+        {"0", 0},
+        {"1048576", 1048576},
+        {"512K", 512u << 10},
+        {"64M", 64u << 20},
+        {"64m", 64u << 20},
+        {"64MiB", 64u << 20},
+        {"64Mi", 64u << 20},
+        {"64MB", 64u << 20},
+        {"10G", 10ULL << 30},
+        {"2T", 2ULL << 40},
+        {"15E", 15ULL << 60},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        uint64_t v = 1;
+        if (parse_size(good[i].s, &v) != 0 || v != good[i].v)
+            fail_msg("`%s`: got %llu, want %llu", good[i].s, (unsigned long long)v,
+                     (unsigned long long)good[i].v);
+    }
+    const char *bad[] = {"",     "M",    "-1",    " 1",  "1 ",
+                         "1X",   "1Mx",  "1MiBs", "16E", "99999999999999999999",
+                         "1.5G", "0x10", NULL};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v = 7;
+        if (parse_size(bad[i], &v) != -EINVAL || v != 7)
+            fail_msg("`%s` accepted as %llu", bad[i] ? bad[i] : "(null)", (unsigned long long)v);
+    }
+}
+
+static void sizes_or_percent(void **state)
+{
+    uint64_t v;
+    bool pct;
+    assert_int_equal(parse_size_or_percent("5%", &v, &pct), 0);
+    assert_true(pct);
+    assert_int_equal(v, 5);
+    assert_int_equal(parse_size_or_percent("99%", &v, &pct), 0);
+    assert_int_equal(v, 99);
+    assert_int_equal(parse_size_or_percent("128M", &v, &pct), 0);
+    assert_false(pct);
+    assert_int_equal(v, 128u << 20);
+    const char *bad[] = {"%", "100%", "5 %", "-5%", "5%%", "x%", "5.5%"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (parse_size_or_percent(bad[i], &v, &pct) != -EINVAL)
+            fail_msg("`%s` accepted", bad[i]);
+}
+
+static void write_file(const char *path, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    char *b = malloc(n ? n : 1);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (char)(i * 7 + 1);
+    assert_int_equal(write_all(fd, b, n), 0);
+    free(b);
+    close(fd);
+}
+
+static char *mktree(void)
+{
+    char tmpl[] = "/tmp/kinglet-du-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void du_counts_like_du(void **state)
+{
+    char *d = mktree();
+    char p[512], q[512];
+    uint64_t b0, n0, b, n;
+    assert_int_equal(du_path(d, &b0, &n0), 0);
+    assert_int_equal(n0, 1); /* the directory itself */
+    snprintf(p, sizeof(p), "%s/sub", d);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sub/f", d);
+    write_file(p, 1 << 20);
+    snprintf(q, sizeof(q), "%s/sub/hardlink", d);
+    assert_int_equal(link(p, q), 0);
+    snprintf(q, sizeof(q), "%s/symlink", d);
+    assert_int_equal(symlink("/nonexistent", q), 0);
+    /* a sparse file: 1 GiB long, one block allocated */
+    snprintf(p, sizeof(p), "%s/sparse", d);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "x", 1, 1 << 30), 1);
+    close(fd);
+    assert_int_equal(du_path(d, &b, &n), 0);
+    assert_int_equal(n, n0 + 4); /* sub, f (once), symlink, sparse */
+    if (b - b0 < (1u << 20) || b - b0 > (1u << 20) + (256u << 10))
+        fail_msg("bytes grew by %llu, want about 1 MiB", (unsigned long long)(b - b0));
+    assert_int_equal(du_path("/nonexistent/kinglet", &b, &n), -ENOENT);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+    assert_int_equal(system(cmd), 0);
+    free(d);
+}
+
+/* A mount below the tree (a running container's rootfs) is not counted. */
+static void du_stays_on_one_filesystem(void **state)
+{
+    if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        skip(); /* needs root for a private mount namespace */
+    char *d = mktree();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/mnt", d);
+    assert_int_equal(mkdir(p, 0755), 0);
+    uint64_t b0, n0, b, n;
+    assert_int_equal(du_path(d, &b0, &n0), 0);
+    assert_int_equal(mount("tmpfs", p, "tmpfs", 0, "size=16m"), 0);
+    char f[600];
+    snprintf(f, sizeof(f), "%s/big", p);
+    write_file(f, 4 << 20);
+    assert_int_equal(du_path(d, &b, &n), 0);
+    if (b > b0 || n > n0) /* the mountpoint itself is left out too */
+        fail_msg("counted the mount: %llu bytes and %llu inodes, before %llu and %llu",
+                 (unsigned long long)b, (unsigned long long)n, (unsigned long long)b0,
+                 (unsigned long long)n0);
+    umount2(p, MNT_DETACH);
+    rmdir(p);
+    rmdir(d);
+    free(d);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(sizes),
+    cmocka_unit_test(sizes_or_percent),
+    cmocka_unit_test(du_counts_like_du),
+    cmocka_unit_test(du_stays_on_one_filesystem),
+};
+UNIT_MAIN(tests)
