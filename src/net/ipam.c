@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "net/internal.h"
@@ -312,6 +313,27 @@ static int lease_read(int dfd, const char *name, int family, struct net_ipam_lea
     return 0;
 }
 
+/* A lease or hint written by a process that died before renaming or
+ * linking it (".tmp.<pid>.<tid>", ".last.<pid>.<tid>"): removed once that
+ * process is gone. */
+static void remove_stale_tmp(int dfd, const char *name)
+{
+    const char *p = NULL;
+    if (str_has_prefix(name, ".tmp."))
+        p = name + 5;
+    else if (str_has_prefix(name, LAST_FILE "."))
+        p = name + strlen(LAST_FILE) + 1;
+    if (!p)
+        return;
+    char *end;
+    errno = 0;
+    long pid = strtol(p, &end, 10);
+    if (errno || end == p || *end != '.' || pid <= 0 || pid > INT32_MAX)
+        return;
+    if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+        unlinkat(dfd, name, 0);
+}
+
 /* Calls fn for each lease in every subnet directory under dir. */
 static int lease_walk(const char *dir,
                       int (*fn)(int dfd, const char *name, const struct net_ipam_lease *l,
@@ -355,8 +377,10 @@ static int lease_walk(const char *dir,
         }
         struct dirent *le;
         while (r >= 0 && (le = readdir(sd))) {
-            if (le->d_name[0] == '.')
+            if (le->d_name[0] == '.') {
+                remove_stale_tmp(dirfd(sd), le->d_name);
                 continue;
+            }
             struct net_ipam_lease l;
             if (lease_read(dirfd(sd), le->d_name, sn.family, &l) < 0 ||
                 !net_subnet_contains(&sn, l.addr))

@@ -241,6 +241,17 @@ static void test_ipam_alloc_release(void **state)
     assert_int_equal(net_ipam_release(tmpdir, "pb", &e), 0);
     assert_int_equal(net_ipam_release(tmpdir, "nobody", &e), 0);
     assert_int_equal(net_ipam_release(tmpdir, "../x", &e), -EINVAL);
+    /* a temporary lease of a process that died is cleaned up, a live one not */
+    char stale[256], live[256];
+    snprintf(stale, sizeof(stale), "%s/10.1.0.0-29/.tmp.2147483646.1", tmpdir);
+    snprintf(live, sizeof(live), "%s/10.1.0.0-29/.tmp.%d.1", tmpdir, (int)getpid());
+    fclose(fopen(stale, "w"));
+    fclose(fopen(live, "w"));
+    assert_int_equal(net_ipam_list(tmpdir, &l, &n, &e), 0);
+    free(l);
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    unlink(live);
     /* no temporary file is left next to the leases */
     char sub[256];
     snprintf(sub, sizeof(sub), "%s/10.1.0.0-29", tmpdir);
