@@ -236,9 +236,9 @@ static int daemon_start(struct daemon *d, struct err *err)
 
     struct image_config ic = {
         .pull_concurrency = d->cfg.pull_concurrency,
-        .max_layer_size = d->cfg.max_layer_size,
-        .min_free = d->cfg.image_min_free,
-        .min_free_pct = d->cfg.image_min_free_pct,
+        .limits = {.max_layer_size = d->cfg.max_layer_size,
+                   .min_free = d->cfg.image_min_free,
+                   .min_free_pct = d->cfg.image_min_free_pct},
         .mirrors = (const char *const *)d->cfg.registry_mirrors,
         .n_mirrors = d->cfg.n_registry_mirrors,
         .insecure = (const char *const *)d->cfg.insecure_registries,

@@ -114,9 +114,14 @@ int write_all(int fd, const void *data, size_t len);
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
 
-/* du(1) of a tree (du.c): allocated bytes and inodes, hard links once, not
- * crossing into other filesystems; entries that vanish meanwhile are
- * skipped. Blocking: never on the event loop. */
+/* rm -rf of name under dirfd (fs.c) that never follows symlinks and never
+ * crosses into another filesystem: a mount left inside the tree fails the
+ * removal with -EBUSY instead of losing what is mounted there. Absent: 0. */
+int rm_rf_at(int dirfd, const char *name);
+
+/* du(1) of a tree (fs.c): allocated bytes and inodes, hard links once, not
+ * descending into mounts (bind mounts included); entries that vanish
+ * meanwhile are skipped. Blocking: never on the event loop. */
 int du_path(const char *path, uint64_t *ret_bytes, uint64_t *ret_inodes);
 
 /* "1048576", "512K", "64M", "10G", "2T" (powers of 1024; "Ki"/"KiB"/"KB"

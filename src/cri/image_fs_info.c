@@ -12,8 +12,6 @@
 
 #include "cri/internal.h"
 
-#define CONTAINERS_DIR "containers"
-
 struct fs_waiter {
     struct cri_call *call;
     struct fs_waiter *next;
@@ -22,7 +20,6 @@ struct fs_waiter {
 struct fs_walk {
     uv_work_t req;
     struct cri *cri;
-    char *path;
     uint64_t bytes, inodes;
     int r;
     struct fs_waiter *waiters;
@@ -52,7 +49,8 @@ static void reply(struct cri_call *call, const struct fs_walk *w)
         return;
     }
     if (w->r < 0) {
-        cri_fail(call, cri_status_from_errno(w->r), "measure `%s`: %s", w->path, strerror(-w->r));
+        cri_fail(call, cri_status_from_errno(w->r), "measure `%s`: %s", w->cri->containers_dir,
+                 strerror(-w->r));
         return;
     }
     struct image_fs_usage u;
@@ -66,7 +64,8 @@ static void reply(struct cri_call *call, const struct fs_walk *w)
     Runtime__V1__FilesystemUsage fs[2];
     fill_usage(&fs[0], &ids[0], &bytes[0], &inodes[0], u.mountpoint, u.used_bytes, u.inodes_used,
                u.timestamp_ns);
-    fill_usage(&fs[1], &ids[1], &bytes[1], &inodes[1], w->path, w->bytes, w->inodes, now_real_ns());
+    fill_usage(&fs[1], &ids[1], &bytes[1], &inodes[1], w->cri->containers_dir, w->bytes, w->inodes,
+               now_real_ns());
     Runtime__V1__FilesystemUsage *images[1] = {&fs[0]}, *containers[1] = {&fs[1]};
     Runtime__V1__ImageFsInfoResponse resp = RUNTIME__V1__IMAGE_FS_INFO_RESPONSE__INIT;
     resp.image_filesystems = images;
@@ -80,9 +79,9 @@ static void reply(struct cri_call *call, const struct fs_walk *w)
 static void walk_work(uv_work_t *req)
 {
     struct fs_walk *w = req->data;
-    w->r = du_path(w->path, &w->bytes, &w->inodes);
+    w->r = du_path(w->cri->containers_dir, &w->bytes, &w->inodes);
     if (w->r == -ENOENT) { /* removed behind our back: recreate, it is empty */
-        w->r = mkdir(w->path, 0711) < 0 && errno != EEXIST ? -errno : 0;
+        w->r = mkdir(w->cri->containers_dir, 0711) < 0 && errno != EEXIST ? -errno : 0;
         w->bytes = w->inodes = 0;
     }
 }
@@ -99,7 +98,6 @@ static void walk_done(uv_work_t *req, int status)
         reply(q->call, w);
         free(q);
     }
-    free(w->path);
     free(w);
 }
 
@@ -119,8 +117,7 @@ void cri_image_fs_info(struct cri_call *call)
     struct fs_walk *w = cri->fs_walk;
     if (!w) {
         w = calloc(1, sizeof(*w));
-        if (!w || asprintf(&w->path, "%s/" CONTAINERS_DIR, cri->root_dir) < 0) {
-            free(w);
+        if (!w) {
             free(q);
             cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "image fs info: out of memory");
             return;

@@ -40,6 +40,7 @@ struct cri {
     char *socket_path;
     char *root_dir;
     char *state_dir;
+    char *containers_dir; /* <root>/containers: containers' writable layers */
     struct cri_route *routes;
     size_t n_routes;
     char *pod_cidr; /* from UpdateRuntimeConfig, persisted */

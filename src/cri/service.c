@@ -1,5 +1,4 @@
 /* Routing, request decoding, replies and the errno → gRPC status map. */
-#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -240,15 +239,15 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
-    /* containers' writable layers; ImageFsInfo reports it as the container
-     * filesystem, and kubelet's cadvisor looks the mountpoint up */
-    char dir[PATH_MAX];
-    r = 0;
-    if ((size_t)snprintf(dir, sizeof(dir), "%s/containers", cri->root_dir) >= sizeof(dir))
-        r = err_set(err, ENAMETOOLONG, "root directory `%s`", cri->root_dir);
-    else if (mkdir(dir, 0711) < 0 && errno != EEXIST)
-        r = err_set(err, errno, "create `%s`", dir);
-    if (r < 0) {
+    /* ImageFsInfo reports it as the container filesystem, and kubelet's
+     * cadvisor looks the mountpoint up: it must exist */
+    if (asprintf(&cri->containers_dir, "%s/containers", cri->root_dir) < 0) {
+        cri->containers_dir = NULL;
+        cri_free(cri);
+        return err_set(err, ENOMEM, "cri");
+    }
+    if (mkdir(cri->containers_dir, 0711) < 0 && errno != EEXIST) {
+        r = err_set(err, errno, "create `%s`", cri->containers_dir);
         cri_free(cri);
         return r;
     }
@@ -291,6 +290,7 @@ void cri_free(struct cri *cri)
     free(cri->socket_path);
     free(cri->root_dir);
     free(cri->state_dir);
+    free(cri->containers_dir);
     free(cri->pod_cidr);
     free(cri->cgroup2_mount);
     free(cri->cgroup2_controllers);

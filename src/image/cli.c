@@ -239,7 +239,7 @@ bool image_cli_opt_has_arg(const char *arg)
 int image_cli_main(int argc, char **argv)
 {
     const char *root = DEFAULT_ROOT;
-    struct image_config cfg = {.min_free = IMAGE_MIN_FREE_DEFAULT};
+    struct image_config cfg = {.limits.min_free = IMAGE_MIN_FREE_DEFAULT};
     const char **mirrors = calloc((size_t)argc, sizeof(char *));
     const char **insecure = calloc((size_t)argc, sizeof(char *));
     char *platform = NULL;
@@ -271,13 +271,13 @@ int image_cli_main(int argc, char **argv)
             cfg.pull_concurrency = (unsigned)strtoul(optarg, NULL, 10);
             break;
         case 'L':
-            if (parse_size(optarg, &cfg.max_layer_size) < 0) {
+            if (parse_size(optarg, &cfg.limits.max_layer_size) < 0) {
                 fprintf(stderr, "kinglet image: --max-layer-size: `%s` is not a size\n", optarg);
                 goto out;
             }
             break;
         case 'F':
-            if (parse_size_or_percent(optarg, &cfg.min_free, &cfg.min_free_pct) < 0) {
+            if (parse_size_or_percent(optarg, &cfg.limits.min_free, &cfg.limits.min_free_pct) < 0) {
                 fprintf(stderr, "kinglet image: --image-min-free: `%s` is not a size or N%%\n",
                         optarg);
                 goto out;

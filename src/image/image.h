@@ -53,18 +53,21 @@ bool image_digest_valid(const char *s);
 
 /* ---- service ------------------------------------------------------------ */
 
+/* Decompression bombs and full disks: a layer that unpacks to more than
+ * max_layer_size bytes (0 = no limit) fails with EFBIG; one that would
+ * leave less than min_free bytes (or min_free percent of the filesystem's
+ * size when min_free_pct) free fails with ENOSPC. */
+struct image_limits {
+    uint64_t max_layer_size;
+    uint64_t min_free; /* IMAGE_MIN_FREE_DEFAULT for the daemon and the CLI */
+    bool min_free_pct;
+};
 #define IMAGE_MIN_FREE_DEFAULT (128u << 20)
 
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */
     unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
-    /* Decompression bombs and full disks: a layer that unpacks to more than
-     * max_layer_size bytes (0 = no limit) fails with EFBIG; one that would
-     * leave less than min_free bytes (or min_free percent of the
-     * filesystem's size when min_free_pct) free fails with ENOSPC. */
-    uint64_t max_layer_size;
-    uint64_t min_free; /* IMAGE_MIN_FREE_DEFAULT for the daemon and the CLI */
-    bool min_free_pct;
+    struct image_limits limits;
     /* "HOST=URL" entries, tried in order before HOST itself. */
     const char *const *mirrors;
     size_t n_mirrors;

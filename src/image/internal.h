@@ -79,13 +79,10 @@ struct layer_source {
 };
 
 struct layer_expect {
-    const char *digest;  /* of the raw bytes, NULL = unchecked */
-    int64_t size;        /* of the raw bytes, -1 = unchecked */
-    const char *diff_id; /* of the uncompressed tar, NULL = unchecked */
-    /* limits from struct image_config, set by layer_build */
-    uint64_t max_unpacked; /* bytes of file data written, 0 = no limit */
-    uint64_t min_free;
-    bool min_free_pct;
+    const char *digest;                /* of the raw bytes, NULL = unchecked */
+    int64_t size;                      /* of the raw bytes, -1 = unchecked */
+    const char *diff_id;               /* of the uncompressed tar, NULL = unchecked */
+    const struct image_limits *limits; /* the service's, set by layer_build; NULL = none */
 };
 
 struct layer_stats {
@@ -101,9 +98,6 @@ struct layer_stats {
  * caller removes. */
 int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_expect *expect,
                        const atomic_bool *cancel, struct layer_stats *ret, struct err *err);
-
-/* rm -rf name under dirfd, never following symlinks. */
-int rm_rf_at(int dirfd, const char *name);
 
 /* ---- registry client (registry.c, blocking: worker threads only) -------- */
 
@@ -260,8 +254,7 @@ struct image_service_shared {
     char **mirror_only;
     size_t n_mirror_only;
     char *os, *arch, *variant;
-    uint64_t max_layer_size, min_free;
-    bool min_free_pct;
+    struct image_limits limits;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);
 

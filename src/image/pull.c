@@ -53,9 +53,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
     const struct image_service_shared *sh = image_service_shared(job->svc);
     struct store *st = sh->st;
     struct layer_expect lim = *expect_in;
-    lim.max_unpacked = sh->max_layer_size;
-    lim.min_free = sh->min_free;
-    lim.min_free_pct = sh->min_free_pct;
+    lim.limits = &sh->limits;
     const struct layer_expect *expect = &lim;
     int a = store_snap_acquire(st, chain_id);
     if (a < 0)

@@ -734,9 +734,7 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     sh->variant = cfg->variant ? strdup(cfg->variant) : variant ? strdup(variant) : NULL;
     sh->certs_dir = cfg->certs_dir ? strdup(cfg->certs_dir) : NULL;
     sh->no_origin = cfg->no_origin_fallback;
-    sh->max_layer_size = cfg->max_layer_size;
-    sh->min_free = cfg->min_free;
-    sh->min_free_pct = cfg->min_free_pct;
+    sh->limits = cfg->limits;
     bool oom = !sh->os || !sh->arch;
     oom |= strv_dup(cfg->mirror_only, cfg->n_mirror_only, &sh->mirror_only) < 0;
     sh->n_mirror_only = oom ? 0 : cfg->n_mirror_only;

@@ -355,36 +355,6 @@ static int open_dir_create(int rootfd, const char *dir)
     }
 }
 
-int rm_rf_at(int dfd, const char *name)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -errno;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int q = rm_rf_at(dirfd(d), de->d_name);
-        if (q < 0 && r == 0)
-            r = q;
-    }
-    closedir(d);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
 /* ---- entries ------------------------------------------------------------ */
 
 struct extract {
@@ -392,9 +362,9 @@ struct extract {
     struct archive *a;
     struct layer_stats *stats;
     struct err *err;
-    const struct layer_expect *limits;
-    uint64_t written;    /* file data written so far */
-    uint64_t next_check; /* `written` at which free space is checked again */
+    const struct image_limits *limits; /* NULL = none */
+    uint64_t written;                  /* file data written so far */
+    uint64_t next_check;               /* `written` at which free space is checked again */
     /* parent directory cache */
     char cached_dir[PATH_MAX];
     int cached_fd;
@@ -556,13 +526,15 @@ static int apply_meta_fd(struct extract *x, int fd, struct archive_entry *e, con
  * fills the node's disk. */
 static int check_room(struct extract *x, size_t n, const char *path)
 {
-    const struct layer_expect *l = x->limits;
+    const struct image_limits *l = x->limits;
     x->written += n;
-    if (l->max_unpacked && x->written > l->max_unpacked)
+    if (!l)
+        return 0;
+    if (l->max_layer_size && x->written > l->max_layer_size)
         return err_set(x->err, EFBIG,
                        "layer unpacks to more than %llu bytes (the max-layer-size limit), at "
                        "`%.200s`",
-                       (unsigned long long)l->max_unpacked, path);
+                       (unsigned long long)l->max_layer_size, path);
     if (!l->min_free || x->written < x->next_check)
         return 0;
     x->next_check = x->written + FREE_CHECK_EVERY;
@@ -858,7 +830,7 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
 {
     struct pipeline p = {.src = src, .expect = expect, .cancel = cancel, .err = err};
     struct extract x = {
-        .rootfd = rootfd, .stats = ret, .err = err, .limits = expect, .cached_fd = -1};
+        .rootfd = rootfd, .stats = ret, .err = err, .limits = expect->limits, .cached_fd = -1};
     *ret = (struct layer_stats){0};
     int r = 0;
     p.raw_h = hasher_new();

@@ -138,7 +138,7 @@ static void create_abort(struct create_ctx *c, const char *id)
         oci_cgroup_destroy(c->cg, NULL);
     }
     if (c->dir_made)
-        oci_rm_rf_at(c->rootfd, id);
+        rm_rf_at(c->rootfd, id);
 }
 
 static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_create_opts *o,
@@ -881,7 +881,7 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
     struct oci_record rec;
     if (oci_record_read(dirfd, &rec, NULL) < 0) {
         /* A create that died half-way: nothing runs, remove the rest. */
-        r = oci_rm_rf_at(rootfd, id);
+        r = rm_rf_at(rootfd, id);
         return r < 0 ? err_set(err, r, "remove `%s/%s`", root, id) : 0;
     }
     enum oci_status st = oci_status_get(dirfd, &rec);
@@ -921,7 +921,7 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
     }
     run_poststop(dirfd, &rec);
     oci_record_clear(&rec);
-    r = oci_rm_rf_at(rootfd, id);
+    r = rm_rf_at(rootfd, id);
     if (r < 0)
         return err_set(err, r, "remove `%s/%s`", root, id);
     log_debug("delete `%s`: done", id);

@@ -211,7 +211,6 @@ int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
 /* Status from the record, the exit file, the process and the fifo. */
 enum oci_status oci_status_get(int dirfd, const struct oci_record *rec);
 const char *oci_status_name(enum oci_status s);
-int oci_rm_rf_at(int dirfd, const char *name);
 
 /* Exit record written by the monitor (exit.json). */
 struct oci_exit {

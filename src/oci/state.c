@@ -219,35 +219,6 @@ const char *oci_status_name(enum oci_status s)
     return names[s];
 }
 
-int oci_rm_rf_at(int parent, const char *name)
-{
-    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -errno;
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -errno;
-    }
-    struct dirent *de;
-    int r = 0;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int q = oci_rm_rf_at(dirfd(d), de->d_name);
-        if (q < 0 && r == 0)
-            r = q;
-    }
-    closedir(d);
-    if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
 /* ---- sync messages ------------------------------------------------------ */
 
 int oci_sync_send(int fd, int type, int value, const char *text)

@@ -531,38 +531,6 @@ int pod_sandbox_stop(const struct pod_sandbox_ref *ref, struct err *err)
     return unmount_all(ref->dir, err);
 }
 
-/* Removes a tree without following symlinks or crossing into mounts. */
-static int rm_rf_at(int dfd, const char *name, dev_t dev)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-    if (st.st_dev != dev)
-        return -EBUSY;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -errno;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            int q = rm_rf_at(dirfd(d), de->d_name, dev);
-            if (q < 0 && r == 0)
-                r = q;
-        }
-    closedir(d);
-    if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        r = -errno;
-    return r;
-}
-
 int pod_sandbox_remove(const struct pod_sandbox_ref *ref, struct err *err)
 {
     int r = pod_sandbox_stop(ref, err);
@@ -580,10 +548,7 @@ int pod_sandbox_remove(const struct pod_sandbox_ref *ref, struct err *err)
             }
         }
     }
-    struct stat st;
-    if (lstat(ref->dir, &st) < 0)
-        return errno == ENOENT ? 0 : err_set(err, errno, "stat `%s`", ref->dir);
-    r = rm_rf_at(AT_FDCWD, ref->dir, st.st_dev);
+    r = rm_rf_at(AT_FDCWD, ref->dir);
     if (r < 0)
         return err_set(err, -r, "remove `%s`", ref->dir);
     return 0;

@@ -1,4 +1,4 @@
-/* src/base: size parsing and du_path. */
+/* src/base: size parsing, du_path and rm_rf_at. */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -136,9 +136,63 @@ static void du_stays_on_one_filesystem(void **state)
                  (unsigned long long)b, (unsigned long long)n, (unsigned long long)b0,
                  (unsigned long long)n0);
     umount2(p, MNT_DETACH);
+    /* nor a bind mount from the same filesystem (same st_dev) */
+    char *src = mktree();
+    snprintf(f, sizeof(f), "%s/big", src);
+    write_file(f, 4 << 20);
+    assert_int_equal(mount(src, p, NULL, MS_BIND, NULL), 0);
+    assert_int_equal(du_path(d, &b, &n), 0);
+    if (b > b0 || n > n0)
+        fail_msg("counted the bind mount: %llu bytes and %llu inodes, before %llu and %llu",
+                 (unsigned long long)b, (unsigned long long)n, (unsigned long long)b0,
+                 (unsigned long long)n0);
+    umount2(p, MNT_DETACH);
+    assert_int_equal(rm_rf_at(AT_FDCWD, src), 0);
+    free(src);
     rmdir(p);
     rmdir(d);
     free(d);
+}
+
+/* rm_rf_at removes a tree, leaves what its symlinks point to alone, and
+ * refuses to empty a mount inside the tree. */
+static void rm_rf_stays_in_the_tree(void **state)
+{
+    char *d = mktree(), *out = mktree();
+    char p[512], q[512];
+    snprintf(p, sizeof(p), "%s/a/b", d);
+    assert_int_equal(mkdir_p(p, 0755), 0);
+    snprintf(q, sizeof(q), "%s/keep", out);
+    write_file(q, 10);
+    snprintf(p, sizeof(p), "%s/a/b/link", d);
+    assert_int_equal(symlink(out, p), 0);
+    snprintf(p, sizeof(p), "%s/a/b/f", d);
+    write_file(p, 100);
+    int dfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    assert_int_equal(rm_rf_at(dfd, d + 5), 0);
+    assert_int_equal(access(d, F_OK), -1);
+    assert_int_equal(access(q, F_OK), 0);      /* the symlink's target survives */
+    assert_int_equal(rm_rf_at(dfd, d + 5), 0); /* absent: fine */
+
+    if (geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) {
+        snprintf(p, sizeof(p), "%s/m", d);
+        assert_int_equal(mkdir_p(p, 0755), 0);
+        assert_int_equal(mount(out, p, NULL, MS_BIND, NULL), 0);
+        /* an fd opened before unshare() looks paths up in the old mounts */
+        close(dfd);
+        dfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dfd >= 0);
+        assert_int_equal(rm_rf_at(dfd, d + 5), -EBUSY);
+        assert_int_equal(access(q, F_OK), 0); /* nothing removed through the mount */
+        umount2(p, MNT_DETACH);
+        assert_int_equal(rm_rf_at(dfd, d + 5), 0);
+    }
+    assert_int_equal(rm_rf_at(dfd, out + 5), 0);
+    close(dfd);
+    free(d);
+    free(out);
 }
 
 static const struct CMUnitTest tests[] = {
@@ -146,5 +200,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(sizes_or_percent),
     cmocka_unit_test(du_counts_like_du),
     cmocka_unit_test(du_stays_on_one_filesystem),
+    cmocka_unit_test(rm_rf_stays_in_the_tree),
 };
 UNIT_MAIN(tests)
