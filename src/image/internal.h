@@ -86,7 +86,7 @@ struct layer_expect {
 };
 
 struct layer_stats {
-    uint64_t bytes;  /* sum of regular file sizes */
+    uint64_t bytes;  /* bytes allocated to regular files, as du counts */
     uint64_t inodes; /* entries created */
     char diff_id[72];
     char digest[72]; /* of the raw bytes */

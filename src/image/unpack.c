@@ -752,10 +752,14 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
         r = write_data(x, fd, path, e);
         if (r == 0)
             r = apply_meta_fd(x, fd, e, path, true, cmode | S_IFREG);
+        /* allocated, not apparent, size: a sparse entry claiming a
+         * terabyte must not make the image filesystem look full */
+        struct stat st;
+        if (r == 0 && fstat(fd, &st) == 0)
+            x->stats->bytes += (uint64_t)st.st_blocks * 512u;
         close(fd);
         if (r < 0)
             return r;
-        x->stats->bytes += (uint64_t)archive_entry_size(e);
         break;
     }
     case AE_IFDIR: {

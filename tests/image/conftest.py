@@ -78,6 +78,8 @@ def images():
         "hl", "esc/hostname").bytes(), "gzip")])
     # 96 MiB of zeros in a ~10 kB zstd layer: a decompression bomb in miniature
     imgs["bomb"] = Image([(Tar().zeros("zero.bin", 96 << 20).bytes(), "zstd")])
+    # a file claiming 1 TiB, nearly all of it a hole
+    imgs["sparse"] = Image([(Tar().sparse("huge.img", 1 << 40).bytes(), "gzip")])
     return imgs
 
 
@@ -100,6 +102,7 @@ def registry(tmp_path_factory, images):
     p.push_image("shared", "v1", images["shared1"])
     p.push_image("shared", "v2", images["shared2"])
     p.push_image("bomb", "latest", images["bomb"])
+    p.push_image("sparse", "latest", images["sparse"])
     for k in images:
         if k.startswith("evil-"):
             p.push_image(k, "latest", images[k])

@@ -136,6 +136,19 @@ class Tar:
         self.tar.addfile(ti, io.BufferedReader(Zeros(), 1 << 20))
         return self
 
+    def sparse(self, name, realsize, data=b"sparse\n"):
+        """A PAX 1.0 sparse file: `data` at offset 0, then a hole up to
+        realsize bytes (the form GNU tar writes with --sparse)."""
+        ti = self._info(f"./GNUSparseFile.0/{name}", tarfile.REGTYPE, 0o644)
+        ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                          "GNU.sparse.name": name, "GNU.sparse.realsize": str(realsize)}
+        smap = f"1\n0\n{len(data)}\n".encode()
+        smap += bytes(-len(smap) % 512)
+        body = smap + data
+        ti.size = len(body)
+        self.tar.addfile(ti, io.BytesIO(body))
+        return self
+
     def symlink(self, name, target, **kw):
         ti = self._info(name, tarfile.SYMTYPE, 0o777, **kw)
         ti.linkname = target

@@ -263,3 +263,20 @@ def test_pull_keeps_free_space_reserve(kimage, registry):
     assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
     p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "0")
     assert p.returncode == 0, p.stderr
+
+
+def test_sparse_file_counts_allocated_bytes(kimage, registry, images):
+    """A sparse entry unpacks as a sparse file of its full length, and the
+    image filesystem's usage counts what is allocated, not the 1 TiB it
+    claims (which would make kubelet think the disk is full)."""
+    import json
+    kimage.run("pull", f"{registry.host}/sparse:latest")
+    (snap,) = kimage.snapshots()
+    f = kimage.store() / "snapshots" / snap / "fs" / "huge.img"
+    st = f.stat()
+    assert st.st_size == 1 << 40
+    assert st.st_blocks * 512 < 1 << 20
+    with open(f, "rb") as fh:
+        assert fh.read(7) == b"sparse\n"
+    used = json.loads(kimage.run("fsinfo").stdout)["used_bytes"]
+    assert 0 < used < 1 << 20, used
