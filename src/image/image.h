@@ -56,7 +56,9 @@ bool image_digest_valid(const char *s);
 /* Decompression bombs and full disks: a layer that unpacks to more than
  * max_layer_size bytes (0 = no limit) fails with EFBIG; one that would
  * leave less than min_free bytes (or min_free percent of the filesystem's
- * size when min_free_pct) free fails with ENOSPC. */
+ * size when min_free_pct) free fails with ENOSPC, as does one that would
+ * leave less than min_free percent (5% when min_free is a size) of the
+ * filesystem's inodes free. min_free 0 turns both reserves off. */
 struct image_limits {
     uint64_t max_layer_size;
     uint64_t min_free; /* IMAGE_MIN_FREE_DEFAULT for the daemon and the CLI */

@@ -33,11 +33,13 @@
 
 #include "image/internal.h"
 
-#define OUT_CHUNK        (256u << 10)
-#define MAX_DEPTH        256
-#define MAX_ENTRIES      4000000u
-#define MAX_XATTR_VALUE  (64u << 10)
-#define FREE_CHECK_EVERY (32u << 20)
+#define OUT_CHUNK          (256u << 10)
+#define MAX_DEPTH          256
+#define MAX_ENTRIES        4000000u
+#define MAX_XATTR_VALUE    (64u << 10)
+#define FREE_CHECK_EVERY   (32u << 20)
+#define INODE_CHECK_EVERY  4096u
+#define INODE_MIN_FREE_PCT 5 /* kubelet's default imagefs.inodesFree eviction threshold */
 
 enum comp { COMP_UNKNOWN, COMP_NONE, COMP_GZIP, COMP_ZSTD };
 
@@ -552,6 +554,30 @@ static int check_room(struct extract *x, size_t n, const char *path)
     return 0;
 }
 
+/* Called before every INODE_CHECK_EVERY entries: a layer of millions of
+ * empty files writes no data but can use up the filesystem's inodes. Free
+ * inodes are kept at min_free percent when the reserve is a percentage,
+ * at INODE_MIN_FREE_PCT when it is a size. Filesystems that report no
+ * inode count (btrfs) are not checked. */
+static int check_inodes(struct extract *x, const char *path)
+{
+    const struct image_limits *l = x->limits;
+    if (!l || !l->min_free)
+        return 0;
+    struct statvfs vfs;
+    if (fstatvfs(x->rootfd, &vfs) < 0 || vfs.f_files == 0)
+        return 0;
+    uint64_t pct = l->min_free_pct ? l->min_free : INODE_MIN_FREE_PCT;
+    uint64_t keep = (uint64_t)vfs.f_files / 100 * pct;
+    uint64_t avail = vfs.f_favail;
+    if (avail < keep || avail - keep < INODE_CHECK_EVERY)
+        return err_set(x->err, ENOSPC,
+                       "the image filesystem has %llu inodes free and kinglet keeps %llu free "
+                       "(image-min-free): layer not unpacked, at `%.200s`",
+                       (unsigned long long)avail, (unsigned long long)keep, path);
+    return 0;
+}
+
 static int write_data(struct extract *x, int fd, const char *path, struct archive_entry *e)
 {
     const void *buf;
@@ -866,6 +892,11 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
         if (n >= MAX_ENTRIES) {
             r = err_set(err, E2BIG, "layer has more than %u entries", MAX_ENTRIES);
             goto out;
+        }
+        if (n % INODE_CHECK_EVERY == 0) {
+            const char *name = archive_entry_pathname(e);
+            if ((r = check_inodes(&x, name ? name : "")) < 0)
+                goto out;
         }
         r = extract_entry(&x, e);
         if (r < 0) {

@@ -80,6 +80,8 @@ def images():
     imgs["bomb"] = Image([(Tar().zeros("zero.bin", 96 << 20).bytes(), "zstd")])
     # a file claiming 1 TiB, nearly all of it a hole
     imgs["sparse"] = Image([(Tar().sparse("huge.img", 1 << 40).bytes(), "gzip")])
+    # 12000 empty files: no bytes to speak of, but 12000 inodes
+    imgs["many"] = Image([(Tar().many(12000).bytes(), "gzip")])
     return imgs
 
 
@@ -103,6 +105,7 @@ def registry(tmp_path_factory, images):
     p.push_image("shared", "v2", images["shared2"])
     p.push_image("bomb", "latest", images["bomb"])
     p.push_image("sparse", "latest", images["sparse"])
+    p.push_image("many", "latest", images["many"])
     for k in images:
         if k.startswith("evil-"):
             p.push_image(k, "latest", images[k])

@@ -114,6 +114,14 @@ class Tar:
         self.tar.addfile(ti, io.BufferedReader(Gen(), 1 << 20))
         return self
 
+    def many(self, n, prefix="f"):
+        """n empty files, in directories of 1000: no data, only inodes."""
+        for i in range(n):
+            if i % 1000 == 0:
+                self.dir(f"{prefix}{i // 1000}")
+            self.file(f"{prefix}{i // 1000}/{i}")
+        return self
+
     def zeros(self, name, size):
         """size zero bytes: compresses to almost nothing (a decompression bomb
         when size is large)."""

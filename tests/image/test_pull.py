@@ -240,15 +240,16 @@ def test_decompression_bomb_over_max_layer_size(kimage, registry, images):
     assert bad.returncode == 2 and "not a size" in bad.stderr
 
 
-def _pull_on_tmpfs(kimage, registry, size, *opts):
-    """`kinglet image pull` with the root on a private tmpfs of the given
-    size, in a mount namespace of its own (the machine's mounts untouched)."""
+def _pull_on_tmpfs(kimage, registry, mount_opts, *opts, image="bomb"):
+    """`kinglet image pull` with the root on a private tmpfs mounted with
+    the options `mount_opts` (e.g. "size=128m"), in a mount namespace of its own
+    (the machine's mounts untouched)."""
     root = kimage.root
     os.makedirs(root, exist_ok=True)
     cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-           'mount -t tmpfs -o "size=$1" kinglet-test "$2" && shift 2 && exec "$@"', "sh",
-           size, root, kimage.binary, "image", "--root", root] + kimage.opts + list(opts) + \
-        ["pull", f"{registry.host}/bomb:latest"]
+           'mount -t tmpfs -o "$1" kinglet-test "$2" && shift 2 && exec "$@"', "sh",
+           mount_opts, root, kimage.binary, "image", "--root", root] + kimage.opts + list(opts) + \
+        ["pull", f"{registry.host}/{image}:latest"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -257,12 +258,31 @@ def test_pull_keeps_free_space_reserve(kimage, registry):
     """On a 128 MiB filesystem a 96 MiB layer fits, but not while keeping
     64 MiB (or 50%) free: those pulls fail with the reserve named, and a
     pull without a reserve succeeds."""
-    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "64M")
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "64M")
     assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
-    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "50%")
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "50%")
     assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
-    p = _pull_on_tmpfs(kimage, registry, "128m", "--image-min-free", "0")
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "0")
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+def test_pull_keeps_free_inode_reserve(kimage, registry):
+    """A layer of 12000 empty files writes no data but takes 12000 inodes.
+    With 16384 inodes it fits beside a 5% inode reserve (what a size
+    reserve keeps), but not beside a 50% one; with 12000 inodes it crosses
+    even the 5% reserve, and fails with that reserve named rather than
+    with the filesystem full."""
+    fs = "size=64m,nr_inodes=16384"
+    p = _pull_on_tmpfs(kimage, registry, fs, "--image-min-free", "1M", image="many")
+    assert p.returncode == 0, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, fs, "--image-min-free", "50%", image="many")
+    assert p.returncode == 1 and "inodes free" in p.stderr, p.stderr
+    fs = "size=64m,nr_inodes=12000"
+    p = _pull_on_tmpfs(kimage, registry, fs, "--image-min-free", "1M", image="many")
+    assert p.returncode == 1 and "inodes free" in p.stderr, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, fs, "--image-min-free", "0", image="many")
+    assert p.returncode == 1 and "inodes free" not in p.stderr, p.stderr
 
 
 def test_sparse_file_counts_allocated_bytes(kimage, registry, images):
