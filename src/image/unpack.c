@@ -366,7 +366,8 @@ struct extract {
     struct err *err;
     const struct image_limits *limits; /* NULL = none */
     uint64_t written;                  /* file data written so far */
-    uint64_t next_check;               /* `written` at which free space is checked again */
+    uint64_t room_until;               /* `written` up to which free space was checked */
+    uint64_t inodes_until;             /* entry number at which free inodes are checked again */
     /* parent directory cache */
     char cached_dir[PATH_MAX];
     int cached_fd;
@@ -522,13 +523,19 @@ static int apply_meta_fd(struct extract *x, int fd, struct archive_entry *e, con
     return 0;
 }
 
+/* What the reserve leaves of `avail`: 0 when avail is at or below keep. */
+static uint64_t above(uint64_t avail, uint64_t keep) { return avail > keep ? avail - keep : 0; }
+
 /* Called before n more bytes of file data are written: the layer's own
- * limit, then (every FREE_CHECK_EVERY bytes) the filesystem's free space,
- * so that neither a decompression bomb nor an honest but too large image
- * fills the node's disk. */
+ * limit, then the filesystem's free space, so that neither a decompression
+ * bomb nor an honest but too large image fills the node's disk. A check
+ * allows the writes up to what the reserve leaves (at most
+ * FREE_CHECK_EVERY bytes) before the next: checks are rare on a roomy
+ * disk and the reserve is kept to the byte near it. */
 static int check_room(struct extract *x, size_t n, const char *path)
 {
     const struct image_limits *l = x->limits;
+    uint64_t before = x->written;
     x->written += n;
     if (!l)
         return 0;
@@ -537,44 +544,50 @@ static int check_room(struct extract *x, size_t n, const char *path)
                        "layer unpacks to more than %llu bytes (the max-layer-size limit), at "
                        "`%.200s`",
                        (unsigned long long)l->max_layer_size, path);
-    if (!l->min_free || x->written < x->next_check)
+    if (!l->min_free || x->written <= x->room_until)
         return 0;
-    x->next_check = x->written + FREE_CHECK_EVERY;
     struct statvfs vfs;
-    if (fstatvfs(x->rootfd, &vfs) < 0)
+    if (fstatvfs(x->rootfd, &vfs) < 0) {
+        x->room_until = x->written + FREE_CHECK_EVERY;
         return 0; /* cannot tell: the write itself will fail if the disk is full */
+    }
     uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
     uint64_t keep =
         l->min_free_pct ? (uint64_t)vfs.f_blocks * vfs.f_frsize / 100 * l->min_free : l->min_free;
-    if (avail < keep || avail - keep < n)
+    uint64_t room = above(avail, keep);
+    if (room < n)
         return err_set(x->err, ENOSPC,
                        "the image filesystem has %llu bytes free and kinglet keeps %llu free "
                        "(image-min-free): layer not unpacked, at `%.200s`",
                        (unsigned long long)avail, (unsigned long long)keep, path);
+    x->room_until = before + (room < FREE_CHECK_EVERY ? room : FREE_CHECK_EVERY);
     return 0;
 }
 
-/* Called before every INODE_CHECK_EVERY entries: a layer of millions of
+/* Called before entry number `entry` is created: a layer of millions of
  * empty files writes no data but can use up the filesystem's inodes. Free
  * inodes are kept at min_free percent when the reserve is a percentage,
- * at INODE_MIN_FREE_PCT when it is a size. Filesystems that report no
- * inode count (btrfs) are not checked. */
-static int check_inodes(struct extract *x, const char *path)
+ * at INODE_MIN_FREE_PCT when it is a size, checked as check_room checks
+ * bytes. Filesystems that report no inode count (btrfs) are not checked. */
+static int check_inodes(struct extract *x, uint64_t entry, const char *path)
 {
     const struct image_limits *l = x->limits;
-    if (!l || !l->min_free)
+    if (!l || !l->min_free || entry < x->inodes_until)
         return 0;
     struct statvfs vfs;
-    if (fstatvfs(x->rootfd, &vfs) < 0 || vfs.f_files == 0)
+    if (fstatvfs(x->rootfd, &vfs) < 0 || vfs.f_files == 0) {
+        x->inodes_until = entry + INODE_CHECK_EVERY;
         return 0;
+    }
     uint64_t pct = l->min_free_pct ? l->min_free : INODE_MIN_FREE_PCT;
     uint64_t keep = (uint64_t)vfs.f_files / 100 * pct;
-    uint64_t avail = vfs.f_favail;
-    if (avail < keep || avail - keep < INODE_CHECK_EVERY)
+    uint64_t room = above(vfs.f_favail, keep);
+    if (room == 0)
         return err_set(x->err, ENOSPC,
                        "the image filesystem has %llu inodes free and kinglet keeps %llu free "
                        "(image-min-free): layer not unpacked, at `%.200s`",
-                       (unsigned long long)avail, (unsigned long long)keep, path);
+                       (unsigned long long)vfs.f_favail, (unsigned long long)keep, path);
+    x->inodes_until = entry + (room < INODE_CHECK_EVERY ? room : INODE_CHECK_EVERY);
     return 0;
 }
 
@@ -893,11 +906,9 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
             r = err_set(err, E2BIG, "layer has more than %u entries", MAX_ENTRIES);
             goto out;
         }
-        if (n % INODE_CHECK_EVERY == 0) {
-            const char *name = archive_entry_pathname(e);
-            if ((r = check_inodes(&x, name ? name : "")) < 0)
-                goto out;
-        }
+        const char *name = archive_entry_pathname(e);
+        if ((r = check_inodes(&x, n, name ? name : "")) < 0)
+            goto out;
         r = extract_entry(&x, e);
         if (r < 0) {
             if (p.error)

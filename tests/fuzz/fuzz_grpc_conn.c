@@ -16,11 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uv_loop_t *loop;
 static struct grpc_server *srv;
 
+static char root[] = "/tmp/kinglet-fuzz-XXXXXX";
+
+static void root_remove(void) { rm_rf_at(AT_FDCWD, root); }
+
 static void setup(void)
 {
-    static char root[] = "/tmp/kinglet-fuzz-XXXXXX";
     if (!mkdtemp(root))
         abort();
+    atexit(root_remove);
     log_set_level(LOG_LEVEL_ERROR);
     loop = uv_default_loop();
     struct err err = {0};
