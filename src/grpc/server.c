@@ -1,5 +1,6 @@
 /* Listeners, method routing and graceful shutdown. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -144,16 +145,38 @@ int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
         return err_set(err, ENOMEM, "listener");
     uv_pipe_init(srv->loop, p, 0);
     p->data = srv;
+    /* The socket is bound and listening under a temporary name, then
+     * renamed into place: whoever sees the path (kubelet polling for it)
+     * can connect at once, and a connect never meets a bound socket that
+     * does not listen yet. RENAME_NOREPLACE keeps a daemon that started at
+     * the same moment from being replaced. The temporary name does not fit
+     * sun_path when the path is near its limit: then the socket is bound
+     * in place. */
+    char tmp[sizeof(sa.sun_path)];
+    int n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    const char *bind_path = n > 0 && (size_t)n < sizeof(tmp) ? tmp : path;
+    if (bind_path == tmp)
+        unlink(tmp);
     /* Create the socket with its final mode: no window where it is wider. */
     mode_t old = umask((mode_t)(~mode & 0777));
-    r = uv_pipe_bind(p, path);
+    r = uv_pipe_bind(p, bind_path);
     umask(old);
-    if (r == 0 && chmod(path, (mode_t)mode) < 0)
+    if (r == 0 && chmod(bind_path, (mode_t)mode) < 0)
         r = -errno;
     if (r == 0)
         r = uv_listen((uv_stream_t *)p, 511, on_connection);
+    if (r == 0 && bind_path == tmp && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE)) {
+        r = -errno;
+        if (r == -EINVAL && rename(tmp, path) == 0) /* a filesystem without NOREPLACE */
+            r = 0;
+    }
     if (r < 0) {
+        if (bind_path == tmp)
+            unlink(tmp);
         uv_close((uv_handle_t *)p, (uv_close_cb)free);
+        if (r == -EEXIST)
+            return err_set(err, EADDRINUSE, "another daemon took `%s` while this one started",
+                           path);
         return err_set(err, -r, "listen on `%s`", path);
     }
     struct stat st;

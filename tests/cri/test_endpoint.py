@@ -2,6 +2,7 @@
 proto for well-formed calls, a raw HTTP/2 client for hostile ones."""
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -385,6 +386,32 @@ def test_tcp_listener_is_optional(cri, daemon_factory):
     stub = cri.grpc.RuntimeServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
     assert stub.Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
     assert d.stop() == 0
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace missing")
+def test_socket_appears_only_when_listening(daemon_factory):
+    """kubelet (and this suite) wait for the socket file and then connect:
+    the path must not exist before the socket listens. strace holds the
+    daemon's listen() for half a second to widen the window."""
+    d = daemon_factory(start=False)
+    d.prefix = ("strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=listen",
+                "-e", "inject=listen:delay_enter=500000")
+    d.start(wait=False)
+    try:
+        wait_for(lambda: os.path.exists(d.sock), what="the socket file")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(d.sock)  # ECONNREFUSED if it exists but does not listen yet
+        finally:
+            s.close()
+        assert [f for f in os.listdir(d.dir) if f.startswith("kinglet.sock.")] == []
+    finally:
+        # strace leaves its tracee running when it is killed: stop the
+        # daemon itself, then strace exits with it.
+        with open(f"/proc/{d.pid}/task/{d.pid}/children") as f:
+            for child in f.read().split():
+                os.kill(int(child), signal.SIGTERM)
+        d.proc.wait(15)
 
 
 def test_config_file_and_flags(cri, daemon_factory, tmp_path, kinglet_bin):
