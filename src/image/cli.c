@@ -30,7 +30,7 @@ static void usage(FILE *f)
                "  --no-origin-fallback         with mirrors, never contact the origin\n"
                "  --pull-concurrency N         layers downloaded at once (default 3)\n"
                "  --max-layer-size SIZE        refuse layers unpacking to more (default: none)\n"
-               "  --image-min-free SIZE|N%%    free space and inodes a pull leaves\n"
+               "  --image-min-free SIZE|N%%     free space and inodes a pull leaves\n"
                "                               (default 128M)\n"
                "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
                "commands:\n"
