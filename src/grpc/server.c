@@ -137,7 +137,20 @@ int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
         if (r < 0)
             return err_set(err, -r, "create `%s`", dir);
     }
+    /* The socket is bound and listening under a temporary name, then
+     * renamed into place: whoever sees the path (kubelet polling for it)
+     * can connect at once, and a connect never meets a bound socket that
+     * does not listen yet. RENAME_NOREPLACE keeps a daemon that started at
+     * the same moment from being replaced. The temporary name does not fit
+     * sun_path when the path is near its limit: then the socket is bound
+     * in place. A leftover at the temporary name is replaced only if it is
+     * a socket nobody listens on, like one at the path itself. */
+    char tmp[sizeof(sa.sun_path)];
+    int n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    const char *bind_path = n > 0 && (size_t)n < sizeof(tmp) ? tmp : path;
     int r = check_stale_socket(path, err);
+    if (r == 0 && bind_path == tmp)
+        r = check_stale_socket(tmp, err);
     if (r < 0)
         return r;
     uv_pipe_t *p = malloc(sizeof(*p));
@@ -145,18 +158,6 @@ int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
         return err_set(err, ENOMEM, "listener");
     uv_pipe_init(srv->loop, p, 0);
     p->data = srv;
-    /* The socket is bound and listening under a temporary name, then
-     * renamed into place: whoever sees the path (kubelet polling for it)
-     * can connect at once, and a connect never meets a bound socket that
-     * does not listen yet. RENAME_NOREPLACE keeps a daemon that started at
-     * the same moment from being replaced. The temporary name does not fit
-     * sun_path when the path is near its limit: then the socket is bound
-     * in place. */
-    char tmp[sizeof(sa.sun_path)];
-    int n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
-    const char *bind_path = n > 0 && (size_t)n < sizeof(tmp) ? tmp : path;
-    if (bind_path == tmp)
-        unlink(tmp);
     /* Create the socket with its final mode: no window where it is wider. */
     mode_t old = umask((mode_t)(~mode & 0777));
     r = uv_pipe_bind(p, bind_path);
