@@ -92,6 +92,25 @@ static bool is_layer_type(const char *t)
     return false;
 }
 
+/* The descriptors of an index's "manifests" or a manifest's "layers"
+ * (at most `max`) into m->descs; `what` names one entry in errors. */
+static int parse_descriptors(json_t *arr, size_t max, bool platform, const char *what,
+                             struct image_manifest *m, struct err *err)
+{
+    size_t n = json_array_size(arr);
+    if (n > max)
+        return err_set(err, E2BIG, "%s count %zu is over the limit of %zu", what, n, max);
+    m->descs = calloc(n ? n : 1, sizeof(*m->descs));
+    if (!m->descs)
+        return err_set(err, ENOMEM, "parse manifest");
+    for (size_t i = 0; i < n; i++) {
+        m->n_descs = i + 1;
+        if (parse_descriptor(json_array_get(arr, i), &m->descs[i], platform, err) < 0)
+            return err_wrap(err, "%s %zu", what, i);
+    }
+    return 0;
+}
+
 int image_manifest_parse(const char *content_type, const void *data, size_t len,
                          struct image_manifest **ret, struct err *err)
 {
@@ -142,25 +161,9 @@ int image_manifest_parse(const char *content_type, const void *data, size_t len,
             r = err_set(err, EINVAL, "image index has no manifests array");
             goto out;
         }
-        size_t n = json_array_size(manifests);
-        if (n > IMAGE_INDEX_MAX) {
-            r = err_set(err, E2BIG, "image index lists %zu manifests (limit %d)", n,
-                        IMAGE_INDEX_MAX);
+        r = parse_descriptors(manifests, IMAGE_INDEX_MAX, true, "image index entry", m, err);
+        if (r < 0)
             goto out;
-        }
-        m->descs = calloc(n ? n : 1, sizeof(*m->descs));
-        if (!m->descs) {
-            r = err_set(err, ENOMEM, "parse manifest");
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            m->n_descs = i + 1;
-            r = parse_descriptor(json_array_get(manifests, i), &m->descs[i], true, err);
-            if (r < 0) {
-                err_wrap(err, "image index entry %zu", i);
-                goto out;
-            }
-        }
     } else if (is_manifest_type(mt)) {
         m->kind = IMAGE_MANIFEST_IMAGE;
         r = parse_descriptor(json_object_get(root, "config"), &m->config, false, err);
@@ -178,23 +181,10 @@ int image_manifest_parse(const char *content_type, const void *data, size_t len,
             r = err_set(err, EINVAL, "manifest has no layers array");
             goto out;
         }
-        size_t n = json_array_size(layers);
-        if (n > IMAGE_LAYERS_MAX) {
-            r = err_set(err, E2BIG, "manifest has %zu layers (limit %d)", n, IMAGE_LAYERS_MAX);
+        r = parse_descriptors(layers, IMAGE_LAYERS_MAX, false, "layer", m, err);
+        if (r < 0)
             goto out;
-        }
-        m->descs = calloc(n ? n : 1, sizeof(*m->descs));
-        if (!m->descs) {
-            r = err_set(err, ENOMEM, "parse manifest");
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            m->n_descs = i + 1;
-            r = parse_descriptor(json_array_get(layers, i), &m->descs[i], false, err);
-            if (r < 0) {
-                err_wrap(err, "layer %zu", i);
-                goto out;
-            }
+        for (size_t i = 0; i < m->n_descs; i++) {
             if (!is_layer_type(m->descs[i].media_type)) {
                 r = err_set(err, EINVAL, "layer %zu has unsupported media type `%.100s`", i,
                             m->descs[i].media_type);

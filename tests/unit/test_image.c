@@ -220,8 +220,21 @@ static void test_manifest_refused(void **state)
         buf_printf(&b, "%s{\"digest\":\"" D64A "\",\"size\":1}", i ? "," : "");
     buf_printf(&b, "]}");
     buf_append(&b, "", 1);
-    parse_bad(NULL, (char *)b.data, "limit");
+    parse_bad(NULL, (char *)b.data, "layer count 257 is over the limit of 256");
     buf_free(&b);
+    /* an index with too many entries, and one with a bad entry */
+    b = (struct buf){0};
+    buf_printf(&b, "{\"schemaVersion\":2,\"manifests\":[");
+    for (int i = 0; i <= IMAGE_INDEX_MAX; i++)
+        buf_printf(&b, "%s{\"digest\":\"" D64A "\",\"size\":1}", i ? "," : "");
+    buf_printf(&b, "]}");
+    buf_append(&b, "", 1);
+    parse_bad(NULL, (char *)b.data, "image index entry count 1025 is over the limit of 1024");
+    buf_free(&b);
+    parse_bad(NULL,
+              "{\"schemaVersion\":2,\"manifests\":[{\"digest\":\"" D64A
+              "\",\"size\":1},{\"digest\":\"sha256:x\",\"size\":1}]}",
+              "image index entry 1");
     /* too large */
     struct image_manifest *m = NULL;
     struct err err = {0};
