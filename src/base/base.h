@@ -147,6 +147,15 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
+/* Runs path with argv (envp NULL: an empty environment) and waits for it
+ * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
+ * /dev/null; every other fd of ours stays out of it only if it is
+ * close-on-exec, as every fd of ours is. Blocking: workers and command-line
+ * tools only. 0 with *ret_status a wait(2) status, or -errno when it could
+ * not be started. */
+int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out,
+               int errfd, int *ret_status);
+
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 
 struct lazy_lib {

@@ -48,7 +48,8 @@ struct cri {
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     struct cri_events *events;
     struct image_service *images;
-    struct sandboxes *sandboxes; /* sandbox.h */
+    struct sandboxes *sandboxes;   /* sandbox.h */
+    struct containers *containers; /* containers.h */
     struct fs_walk *fs_walk;     /* image_fs_info.c: the walk in progress */
 };
 

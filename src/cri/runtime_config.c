@@ -157,9 +157,10 @@ void cri_status(struct cri_call *call)
     const Runtime__V1__StatusRequest *req = (const void *)call->req;
     Runtime__V1__RuntimeCondition conds[2], *condp[2];
     /* Tell the truth: kubelet keeps the node NotReady until these are
-     * true, which is right while the runtime cannot run pods. */
-    condp[0] = condition(&conds[0], "RuntimeReady", false, "ContainersNotImplemented",
-                         "kinglet cannot run containers through CRI yet");
+     * true. Containers are ready once recovery after a start is over. */
+    struct sandboxes *ready = call->cri->sandboxes;
+    condp[0] = condition(&conds[0], "RuntimeReady", ready->started, "Recovering",
+                         ready->started ? "" : "kinglet is recovering its pods and containers");
     /* NetworkReady as last checked off the loop (net_status); a check
      * older than a few seconds is renewed for the next caller. */
     struct sandboxes *sbs = call->cri->sandboxes;

@@ -13,7 +13,7 @@
 #include <poll.h>
 #include <string.h>
 
-#include "cri/sandbox.h"
+#include "cri/containers.h"
 
 void sandbox_dir(struct cri *cri, const char *id, char *buf, size_t size)
 {
@@ -469,6 +469,12 @@ void cri_sandboxes_free(struct cri *cri)
 }
 
 void sandbox_started(struct cri *cri)
+{
+    /* Containers recover once their pods have. */
+    cri_containers_start(cri);
+}
+
+void cri_containers_started(struct cri *cri)
 {
     struct sandboxes *s = cri->sandboxes;
     s->started = true;

@@ -80,6 +80,18 @@ void sandbox_ref(struct cri *cri, const struct sandbox *sb, char *dirbuf, size_t
  * than a few seconds. */
 void sandbox_net_status_refresh(struct cri *cri, bool force);
 
+/* A PodSandboxStatus message pointing into sb (valid while sb is
+ * unchanged). */
+struct sb_status_scratch {
+    Runtime__V1__PodSandboxStatus st;
+    Runtime__V1__PodSandboxNetworkStatus net;
+    Runtime__V1__PodIP extra, *extras[1];
+    Runtime__V1__NamespaceOption nsopt;
+    Runtime__V1__Namespace nsmsg;
+    Runtime__V1__LinuxPodSandboxStatus lst;
+};
+void sandbox_status_fill(const struct sandbox *sb, struct sb_status_scratch *s);
+
 /* Handlers. */
 void cri_run_pod_sandbox(struct cri_call *call);    /* sandbox_run.c */
 void cri_stop_pod_sandbox(struct cri_call *call);   /* sandbox_stop.c */

@@ -5,7 +5,7 @@
  * the same fields (key = 1, value = 2), so they encode identically. */
 #include <string.h>
 
-#include "cri/sandbox.h"
+#include "cri/containers.h"
 
 #define state_of sandbox_state
 
@@ -37,6 +37,46 @@ static void verbose_info(struct cri *cri, const struct sandbox *sb, struct buf *
     buf_printf(b, ",\"createdAt\":%llu}", (unsigned long long)sb->rec.created_ns);
 }
 
+void sandbox_status_fill(const struct sandbox *sb, struct sb_status_scratch *s)
+{
+    Runtime__V1__PodSandboxConfig *c = sb->config;
+    Runtime__V1__PodSandboxStatus *st = &s->st;
+    runtime__v1__pod_sandbox_status__init(st);
+    st->id = (char *)sb->rec.id;
+    st->metadata = c->metadata;
+    st->state = state_of(sb);
+    st->created_at = (int64_t)sb->rec.created_ns;
+    st->n_labels = c->n_labels;
+    st->labels = (Runtime__V1__PodSandboxStatus__LabelsEntry **)c->labels;
+    st->n_annotations = c->n_annotations;
+    st->annotations = (Runtime__V1__PodSandboxStatus__AnnotationsEntry **)c->annotations;
+    st->runtime_handler = sb->rec.runtime_handler;
+
+    runtime__v1__pod_sandbox_network_status__init(&s->net);
+    runtime__v1__pod_ip__init(&s->extra);
+    s->extras[0] = &s->extra;
+    if (sb->rec.nips) {
+        s->net.ip = (char *)sb->rec.ips[0];
+        if (sb->rec.nips > 1) {
+            s->extra.ip = (char *)sb->rec.ips[1];
+            s->net.n_additional_ips = 1;
+            s->net.additional_ips = s->extras;
+        }
+    }
+    st->network = &s->net;
+
+    runtime__v1__namespace_option__init(&s->nsopt);
+    const Runtime__V1__LinuxPodSandboxConfig *lx = c->linux;
+    if (lx && lx->security_context && lx->security_context->namespace_options)
+        s->nsopt = *lx->security_context->namespace_options;
+    s->nsopt.userns_options = NULL;
+    runtime__v1__namespace__init(&s->nsmsg);
+    s->nsmsg.options = &s->nsopt;
+    runtime__v1__linux_pod_sandbox_status__init(&s->lst);
+    s->lst.namespaces = &s->nsmsg;
+    st->linux = &s->lst;
+}
+
 void cri_pod_sandbox_status(struct cri_call *call)
 {
     Runtime__V1__PodSandboxStatusRequest *req = (Runtime__V1__PodSandboxStatusRequest *)call->req;
@@ -48,45 +88,18 @@ void cri_pod_sandbox_status(struct cri_call *call)
                  ambiguous ? "is an ambiguous prefix" : "not found");
         return;
     }
-    Runtime__V1__PodSandboxConfig *c = sb->config;
-    Runtime__V1__PodSandboxStatus st = RUNTIME__V1__POD_SANDBOX_STATUS__INIT;
-    st.id = sb->rec.id;
-    st.metadata = c->metadata;
-    st.state = state_of(sb);
-    st.created_at = (int64_t)sb->rec.created_ns;
-    st.n_labels = c->n_labels;
-    st.labels = (Runtime__V1__PodSandboxStatus__LabelsEntry **)c->labels;
-    st.n_annotations = c->n_annotations;
-    st.annotations = (Runtime__V1__PodSandboxStatus__AnnotationsEntry **)c->annotations;
-    st.runtime_handler = sb->rec.runtime_handler;
-
-    Runtime__V1__PodSandboxNetworkStatus net = RUNTIME__V1__POD_SANDBOX_NETWORK_STATUS__INIT;
-    Runtime__V1__PodIP extra = RUNTIME__V1__POD_IP__INIT;
-    Runtime__V1__PodIP *extras[] = {&extra};
-    if (sb->rec.nips) {
-        net.ip = sb->rec.ips[0];
-        if (sb->rec.nips > 1) {
-            extra.ip = sb->rec.ips[1];
-            net.n_additional_ips = 1;
-            net.additional_ips = extras;
-        }
-    }
-    st.network = &net;
-
-    Runtime__V1__NamespaceOption nsopt = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-    const Runtime__V1__LinuxPodSandboxConfig *lx = c->linux;
-    if (lx && lx->security_context && lx->security_context->namespace_options)
-        nsopt = *lx->security_context->namespace_options;
-    nsopt.userns_options = NULL;
-    Runtime__V1__Namespace nsmsg = RUNTIME__V1__NAMESPACE__INIT;
-    nsmsg.options = &nsopt;
-    Runtime__V1__LinuxPodSandboxStatus lst = RUNTIME__V1__LINUX_POD_SANDBOX_STATUS__INIT;
-    lst.namespaces = &nsmsg;
-    st.linux = &lst;
-
+    struct sb_status_scratch s;
+    sandbox_status_fill(sb, &s);
     Runtime__V1__PodSandboxStatusResponse resp = RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INIT;
-    resp.status = &st;
+    resp.status = &s.st;
     resp.timestamp = (int64_t)now_real_ns();
+    struct ctr_statuses cst = {0};
+    if (container_statuses_of_pod(call->cri, sb->rec.id, &cst) < 0) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    resp.n_containers_statuses = cst.n;
+    resp.containers_statuses = cst.ptrs;
     struct buf info = {0};
     Runtime__V1__PodSandboxStatusResponse__InfoEntry entry =
         RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INFO_ENTRY__INIT;
@@ -95,6 +108,7 @@ void cri_pod_sandbox_status(struct cri_call *call)
         verbose_info(call->cri, sb, &info);
         if (buf_append(&info, "", 1) < 0) {
             buf_free(&info);
+            container_statuses_clear(&cst);
             cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             return;
         }
@@ -105,6 +119,7 @@ void cri_pod_sandbox_status(struct cri_call *call)
     }
     cri_reply(call, &resp.base);
     buf_free(&info);
+    container_statuses_clear(&cst);
 }
 
 static bool labels_match(const Runtime__V1__PodSandboxConfig *c,

@@ -2,7 +2,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cri/sandbox.h"
+#include "cri/containers.h"
 
 static const struct {
     const char *name;
@@ -23,6 +23,12 @@ static const struct {
     {"RemovePodSandbox", cri_remove_pod_sandbox},
     {"PodSandboxStatus", cri_pod_sandbox_status},
     {"ListPodSandbox", cri_list_pod_sandbox},
+    {"CreateContainer", cri_create_container},
+    {"StartContainer", cri_start_container},
+    {"StopContainer", cri_stop_container},
+    {"RemoveContainer", cri_remove_container},
+    {"ContainerStatus", cri_container_status},
+    {"ListContainers", cri_list_containers},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {
@@ -257,6 +263,12 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
+    r = cri_containers_init(cri, err);
+    if (r < 0) {
+        err_wrap(err, "containers");
+        cri_free(cri);
+        return r;
+    }
     struct image_config icfg = cfg->image ? *cfg->image : (struct image_config){0};
     icfg.root = cfg->root_dir;
     r = image_service_new(loop, &icfg, &cri->images, err);
@@ -284,6 +296,7 @@ void cri_free(struct cri *cri)
         return;
     cri_events_free(cri->events);
     image_service_free(cri->images);
+    cri_containers_free(cri);
     cri_sandboxes_free(cri);
     net_pod_teardown_wait(); /* background teardowns of stopped pods */
     free(cri->routes);

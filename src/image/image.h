@@ -195,6 +195,9 @@ void image_fs_usage_clear(struct image_fs_usage *u);
 /* Directory of a layer's unpacked files (an overlayfs lowerdir), for the
  * runtime. Returns a malloc'ed path. */
 char *image_snapshot_path(struct image_service *svc, const char *chain_id);
+/* Path of a blob of the store (a config: "sha256:<hex>"); malloc'ed, NULL
+ * for an invalid digest. Read it off the loop. */
+char *image_blob_path(struct image_service *svc, const char *digest);
 
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);

@@ -703,6 +703,15 @@ char *image_snapshot_path(struct image_service *svc, const char *chain_id)
     return p;
 }
 
+char *image_blob_path(struct image_service *svc, const char *digest)
+{
+    char *p;
+    if (!image_digest_valid(digest) ||
+        asprintf(&p, "%s/blobs/sha256/%s", svc->st.root, digest + 7) < 0)
+        return NULL;
+    return p;
+}
+
 /* ---- life cycle ------------------------------------------------------------------ */
 
 int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct image_service **ret,

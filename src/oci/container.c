@@ -764,6 +764,32 @@ int oci_container_state(const char *root, const char *id, struct oci_state *ret,
     return 0;
 }
 
+int oci_container_monitor(const char *root, const char *id, pid_t *ret_init, struct err *err)
+{
+    _cleanup_close_ int dirfd = -1;
+    int r = oci_state_dir_open(root_or_default(root), id, &dirfd, err);
+    if (r < 0)
+        return r;
+    struct oci_record rec;
+    if ((r = oci_record_read(dirfd, &rec, err)) < 0)
+        return err_wrap(err, "container `%s`", id);
+    pid_t mon = rec.monitor;
+    uint64_t mon_start = rec.monitor_start;
+    *ret_init = rec.pid;
+    oci_record_clear(&rec);
+    int fd = mon > 0 ? oci_pidfd_open(mon) : -1;
+    uint64_t st;
+    char state = 0;
+    if (fd >= 0 && (oci_proc_start_time(mon, &st, &state) < 0 || st != mon_start ||
+                    state == 'Z' || state == 'X')) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        return err_set(err, ESRCH, "container `%s`: its monitor is gone", id);
+    return fd;
+}
+
 static void rfc3339(uint64_t ns, char *buf, size_t size)
 {
     time_t t = (time_t)(ns / 1000000000ull);

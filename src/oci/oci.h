@@ -71,6 +71,10 @@ int oci_container_state(const char *root, const char *id, struct oci_state *ret,
 void oci_state_clear(struct oci_state *s);
 /* The OCI state JSON document (malloc'd, NUL-terminated). */
 int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err);
+/* A pidfd (close-on-exec) of the container's monitor while it lives (the
+ * monitor exits once the exit record is written), and the init's pid.
+ * -ENOENT: no such container; -ESRCH: the monitor is gone. */
+int oci_container_monitor(const char *root, const char *id, pid_t *ret_init, struct err *err);
 /* Signal the init, or with all every process of the container. */
 int oci_container_kill(const char *root, const char *id, int sig, bool all, struct err *err);
 /* Removes a stopped (or created) container; force kills a running one.

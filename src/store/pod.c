@@ -2,107 +2,14 @@
  * record; everything read back is checked against hard limits, since a
  * record file is input that may have been damaged. */
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 
-#include "store/store.h"
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-bool store_id_valid(const char *id)
-{
-    size_t n = 0;
-    for (; id[n]; n++)
-        if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f')))
-            return false;
-    return n == STORE_ID_LEN;
-}
-
-int store_id_new(char ret[STORE_ID_LEN + 1])
-{
-    uint8_t raw[STORE_ID_LEN / 2];
-    size_t got = 0;
-    while (got < sizeof(raw)) {
-        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        got += (size_t)n;
-    }
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(ret + 2 * i, 3, "%02x", raw[i]);
-    return 0;
-}
-
-static char *b64_encode(const uint8_t *in, size_t len)
-{
-    char *out = malloc((len + 2) / 3 * 4 + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= in[i + 2];
-        out[o++] = b64chars[(v >> 18) & 63];
-        out[o++] = b64chars[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    const char *p = c ? strchr(b64chars, c) : NULL;
-    return p ? (int)(p - b64chars) : -1;
-}
-
-static int b64_decode(const char *in, uint8_t **ret, size_t *ret_len)
-{
-    size_t len = strlen(in);
-    if (len % 4)
-        return -EINVAL;
-    _cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 1);
-    if (!out)
-        return -ENOMEM;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            /* padding only in the last two places */
-            v[k] = in[i + k] == '=' && k >= 2 ? 0 : b64_value(in[i + k]);
-            if (v[k] < 0)
-                return -EINVAL;
-        }
-        bool pad2 = in[i + 2] == '=', pad3 = in[i + 3] == '=';
-        if ((pad2 && !pad3) || ((pad2 || pad3) && i + 4 != len))
-            return -EINVAL;
-        uint32_t x =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        out[o++] = (uint8_t)(x >> 16);
-        if (!pad2)
-            out[o++] = (uint8_t)(x >> 8);
-        if (!pad3)
-            out[o++] = (uint8_t)x;
-    }
-    *ret = TAKE_PTR(out);
-    *ret_len = o;
-    return 0;
-}
+#include "store/internal.h"
 
 int store_pod_to_json(const struct store_pod *p, char **ret, size_t *ret_len, struct err *err)
 {
-    _cleanup_free_ char *cfg = b64_encode(p->config, p->config_len);
+    _cleanup_free_ char *cfg = store_b64_encode(p->config, p->config_len);
     json_t *ips = json_array();
     for (size_t i = 0; ips && i < p->nips; i++)
         json_array_append_new(ips, json_string(p->ips[i]));
@@ -202,7 +109,7 @@ int store_pod_from_json(const char *text, size_t len, struct store_pod *ret, str
     if (r == 0) {
         p.runtime_handler = strdup(handler);
         p.cgroup_path = json_is_string(cg) ? strdup(json_string_value(cg)) : NULL;
-        int b = b64_decode(cfg, &p.config, &p.config_len);
+        int b = store_b64_decode(cfg, &p.config, &p.config_len);
         if (b == -EINVAL)
             r = field_err(err, "config");
         else if (b < 0 || !p.runtime_handler || (json_is_string(cg) && !p.cgroup_path))
@@ -217,38 +124,6 @@ int store_pod_from_json(const char *text, size_t len, struct store_pod *ret, str
     return 0;
 }
 
-int store_pod_write(const char *dir, const char *id, const char *json, size_t len, struct err *err)
-{
-    if (!store_id_valid(id))
-        return err_set(err, EINVAL, "pod id `%.80s`", id);
-    int r = mkdir_p(dir, 0700);
-    if (r < 0)
-        return err_set(err, -r, "create `%s`", dir);
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/%s.json", dir, id);
-    r = write_file_atomic(AT_FDCWD, path, json, len, 0600);
-    if (r < 0)
-        return err_set(err, -r, "write `%s`", path);
-    return 0;
-}
-
-int store_pod_delete(const char *dir, const char *id, struct err *err)
-{
-    if (!store_id_valid(id))
-        return err_set(err, EINVAL, "pod id `%.80s`", id);
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/%s.json", dir, id);
-    if (unlink(path) < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return err_set(err, errno, "remove `%s`", path);
-    }
-    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0)
-        fsync(dfd);
-    return 0;
-}
-
 void store_pods_free(struct store_pod *pods, size_t n)
 {
     for (size_t i = 0; pods && i < n; i++)
@@ -256,59 +131,53 @@ void store_pods_free(struct store_pod *pods, size_t n)
     free(pods);
 }
 
+int store_pod_write(const char *dir, const char *id, const char *json, size_t len, struct err *err)
+{
+    return store_record_write(dir, id, json, len, err);
+}
+
+int store_pod_delete(const char *dir, const char *id, struct err *err)
+{
+    return store_record_delete(dir, id, err);
+}
+
+struct pod_load {
+    struct store_pod *pods;
+    size_t n;
+};
+
+static int pod_load_one(const char *id, const char *text, size_t len, void *data)
+{
+    struct pod_load *l = data;
+    struct store_pod p;
+    struct err e = {0};
+    int r = store_pod_from_json(text, len, &p, &e);
+    if (r < 0)
+        return r == -ENOMEM ? r : -EINVAL;
+    if (strcmp(p.id, id) != 0) {
+        store_pod_clear(&p);
+        return -EINVAL;
+    }
+    struct store_pod *np = realloc(l->pods, (l->n + 1) * sizeof(*np));
+    if (!np) {
+        store_pod_clear(&p);
+        return -ENOMEM;
+    }
+    l->pods = np;
+    l->pods[l->n++] = p;
+    return 0;
+}
+
 int store_pod_load_all(const char *dir, struct store_pod **ret, size_t *ret_n, size_t *ret_bad,
                        struct err *err)
 {
-    *ret = NULL;
-    *ret_n = 0;
-    *ret_bad = 0;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return errno == ENOENT ? 0 : err_set(err, errno, "open `%s`", dir);
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return err_set(err, errno, "open `%s`", dir);
-    }
-    struct store_pod *pods = NULL;
-    size_t n = 0;
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name);
-        if (len != STORE_ID_LEN + 5 || strcmp(de->d_name + STORE_ID_LEN, ".json") != 0)
-            continue; /* temporaries of interrupted writes, strangers */
-        if (n >= STORE_PODS_MAX) {
-            (*ret_bad)++;
-            continue;
-        }
-        _cleanup_free_ char *text = NULL;
-        size_t tlen = 0;
-        struct store_pod p;
-        struct err e = {0};
-        if (read_file_at(dirfd(d), de->d_name, STORE_RECORD_MAX, &text, &tlen) < 0 ||
-            store_pod_from_json(text, tlen, &p, &e) < 0 ||
-            strncmp(p.id, de->d_name, STORE_ID_LEN) != 0) {
-            if (!e.code && text)
-                store_pod_clear(&p);
-            (*ret_bad)++;
-            continue;
-        }
-        struct store_pod *np = realloc(pods, (n + 1) * sizeof(*pods));
-        if (!np) {
-            store_pod_clear(&p);
-            r = err_set(err, ENOMEM, "load pod records");
-            break;
-        }
-        pods = np;
-        pods[n++] = p;
-    }
-    closedir(d);
+    struct pod_load l = {0};
+    int r = store_record_scan(dir, STORE_PODS_MAX, pod_load_one, &l, ret_bad, err);
     if (r < 0) {
-        store_pods_free(pods, n);
+        store_pods_free(l.pods, l.n);
         return r;
     }
-    *ret = pods;
-    *ret_n = n;
+    *ret = l.pods;
+    *ret_n = l.n;
     return 0;
 }

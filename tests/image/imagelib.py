@@ -209,7 +209,7 @@ def busybox_layer():
 class Image:
     """Layers (raw tar, compression), a config; pushed as one manifest."""
 
-    def __init__(self, layers, user="", arch="amd64", os_="linux", docker=False):
+    def __init__(self, layers, user="", arch="amd64", os_="linux", docker=False, config=None):
         self.layers = []  # (blob, media type, diff_id)
         for raw, how in layers:
             if docker:
@@ -221,7 +221,8 @@ class Image:
         self.docker = docker
         self.config = json.dumps({
             "architecture": arch, "os": os_,
-            "config": {"User": user, "Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]},
+            "config": config if config is not None else
+            {"User": user, "Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]},
             "rootfs": {"type": "layers", "diff_ids": [d for _, _, d in self.layers]},
         }, sort_keys=True).encode()
         self.config_digest = sha256(self.config)

@@ -1,0 +1,115 @@
+/* StartContainer: lets the created container's init execve (the executor's
+ * `start`, in a worker) and records it as running. A start that fails
+ * leaves the container exited with reason ContainerCannotRun and the
+ * executor's message, as Docker and containerd report it, so that kubelet
+ * sees why and restarts it with back-off. */
+#include <signal.h>
+#include <string.h>
+
+#include "cri/containers.h"
+#include "oci/oci.h"
+
+struct start_job {
+    uv_work_t req;
+    struct cri_call *call; /* loop side only */
+    char *oci_root;
+    char id[STORE_ID_LEN + 1];
+    uint64_t started_ns;
+    struct err err;
+    int r;
+};
+
+static void start_work(uv_work_t *req)
+{
+    struct start_job *j = req->data;
+    j->r = oci_container_start(j->oci_root, j->id, &j->err);
+    j->started_ns = now_real_ns();
+    if (j->r < 0) {
+        /* Kill what is left of it; its exit is recorded with our reason. */
+        struct err e = {0};
+        oci_container_kill(j->oci_root, j->id, SIGKILL, true, &e);
+    }
+}
+
+static void start_done(uv_work_t *req, int status)
+{
+    struct start_job *j = req->data;
+    struct cri_call *call = j->call;
+    struct cri *cri = call->cri;
+    struct container *c = container_find_exact(cri, j->id);
+    if (status < 0 && j->r == 0)
+        j->r = err_set(&j->err, -status, "cancelled");
+    if (c && j->r == 0 && c->rec.state == STORE_CTR_CREATED) {
+        c->rec.state = STORE_CTR_RUNNING;
+        c->rec.started_ns = j->started_ns;
+        container_save(cri, c);
+    } else if (c && j->r < 0 && c->rec.state != STORE_CTR_EXITED) {
+        c->rec.state = STORE_CTR_EXITED;
+        c->rec.exit_code = 128;
+        c->rec.finished_ns = j->started_ns;
+        free(c->rec.reason);
+        free(c->rec.message);
+        c->rec.reason = strdup("ContainerCannotRun");
+        c->rec.message = strdup(j->err.msg);
+        container_save(cri, c);
+    }
+    if (j->r < 0) {
+        err_wrap(&j->err, "start container `%s`", j->id);
+        cri_fail_err(call, &j->err);
+        if (c)
+            container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
+    } else {
+        log_info("container `%s` started", j->id);
+        Runtime__V1__StartContainerResponse resp = RUNTIME__V1__START_CONTAINER_RESPONSE__INIT;
+        cri_reply(call, &resp.base);
+        if (c)
+            container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STARTED_EVENT);
+    }
+    if (c)
+        opq_end(&c->ops, c, false);
+    free(j->oci_root);
+    free(j);
+}
+
+static void start_op(struct cri_call *call, void *obj)
+{
+    struct container *c = obj;
+    Runtime__V1__StartContainerRequest *req = (Runtime__V1__StartContainerRequest *)call->req;
+    if (!c) {
+        cri_fail(call, GRPC_STATUS_NOT_FOUND, "container `%.64s` not found", req->container_id);
+        return;
+    }
+    if (c->rec.state != STORE_CTR_CREATED) {
+        cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
+                 "StartContainer: container `%s` is %s, not created", c->rec.id,
+                 store_ctr_state_name(c->rec.state));
+        opq_end(&c->ops, c, false);
+        return;
+    }
+    struct containers *cs = call->cri->containers;
+    struct start_job *j = calloc(1, sizeof(*j));
+    if (!j || !(j->oci_root = strdup(cs->oci_root))) {
+        free(j);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        opq_end(&c->ops, c, false);
+        return;
+    }
+    j->call = call;
+    memcpy(j->id, c->rec.id, sizeof(j->id));
+    j->req.data = j;
+    uv_queue_work(call->cri->loop, &j->req, start_work, start_done);
+}
+
+void cri_start_container(struct cri_call *call)
+{
+    Runtime__V1__StartContainerRequest *req = (Runtime__V1__StartContainerRequest *)call->req;
+    bool ambiguous;
+    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
+    if (!c) {
+        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "container `%.64s` %s", req->container_id,
+                 ambiguous ? "is an ambiguous prefix" : "not found");
+        return;
+    }
+    opq_begin(&c->ops, call, start_op, c);
+}

@@ -1,0 +1,185 @@
+/* store/record: what every kind of record shares — ids, base64 for opaque
+ * blobs, and the record files themselves (<dir>/<id>.json, written
+ * atomically, removed durably, loaded with hard limits). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "store/internal.h"
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+bool store_id_valid(const char *id)
+{
+    size_t n = 0;
+    for (; id[n]; n++)
+        if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f')))
+            return false;
+    return n == STORE_ID_LEN;
+}
+
+int store_id_new(char ret[STORE_ID_LEN + 1])
+{
+    uint8_t raw[STORE_ID_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof(raw)) {
+        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(ret + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+char *store_b64_encode(const uint8_t *in, size_t len)
+{
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = b64chars[(v >> 18) & 63];
+        out[o++] = b64chars[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    const char *p = c ? strchr(b64chars, c) : NULL;
+    return p ? (int)(p - b64chars) : -1;
+}
+
+int store_b64_decode(const char *in, uint8_t **ret, size_t *ret_len)
+{
+    size_t len = strlen(in);
+    if (len % 4)
+        return -EINVAL;
+    _cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            /* padding only in the last two places */
+            v[k] = in[i + k] == '=' && k >= 2 ? 0 : b64_value(in[i + k]);
+            if (v[k] < 0)
+                return -EINVAL;
+        }
+        bool pad2 = in[i + 2] == '=', pad3 = in[i + 3] == '=';
+        if ((pad2 && !pad3) || ((pad2 || pad3) && i + 4 != len))
+            return -EINVAL;
+        uint32_t x =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (uint8_t)(x >> 16);
+        if (!pad2)
+            out[o++] = (uint8_t)(x >> 8);
+        if (!pad3)
+            out[o++] = (uint8_t)x;
+    }
+    *ret = TAKE_PTR(out);
+    *ret_len = o;
+    return 0;
+}
+
+static int record_path(const char *dir, const char *id, char *buf, size_t size, struct err *err)
+{
+    if (!store_id_valid(id))
+        return err_set(err, EINVAL, "record id `%.80s`", id);
+    if ((size_t)snprintf(buf, size, "%s/%s.json", dir, id) >= size)
+        return err_set(err, ENAMETOOLONG, "record directory `%.200s`", dir);
+    return 0;
+}
+
+int store_record_write(const char *dir, const char *id, const char *json, size_t len,
+                       struct err *err)
+{
+    char path[4200];
+    int r = record_path(dir, id, path, sizeof(path), err);
+    if (r < 0)
+        return r;
+    if ((r = mkdir_p(dir, 0700)) < 0)
+        return err_set(err, -r, "create `%s`", dir);
+    if ((r = write_file_atomic(AT_FDCWD, path, json, len, 0600)) < 0)
+        return err_set(err, -r, "write `%s`", path);
+    return 0;
+}
+
+int store_record_delete(const char *dir, const char *id, struct err *err)
+{
+    char path[4200];
+    int r = record_path(dir, id, path, sizeof(path), err);
+    if (r < 0)
+        return r;
+    if (unlink(path) < 0)
+        return errno == ENOENT ? 0 : err_set(err, errno, "remove `%s`", path);
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0)
+        fsync(dfd);
+    return 0;
+}
+
+int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *data, size_t *ret_bad,
+                      struct err *err)
+{
+    *ret_bad = 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : err_set(err, errno, "open `%s`", dir);
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return err_set(err, errno, "open `%s`", dir);
+    }
+    size_t n = 0;
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len != STORE_ID_LEN + 5 || strcmp(de->d_name + STORE_ID_LEN, ".json") != 0)
+            continue; /* temporaries of interrupted writes, strangers */
+        char id[STORE_ID_LEN + 1];
+        memcpy(id, de->d_name, STORE_ID_LEN);
+        id[STORE_ID_LEN] = '\0';
+        if (!store_id_valid(id))
+            continue;
+        if (n >= max) {
+            (*ret_bad)++;
+            continue;
+        }
+        _cleanup_free_ char *text = NULL;
+        size_t tlen = 0;
+        if (read_file_at(dirfd(d), de->d_name, STORE_RECORD_MAX, &text, &tlen) < 0) {
+            (*ret_bad)++;
+            continue;
+        }
+        r = fn(id, text, tlen, data);
+        if (r == -ENOMEM) {
+            r = err_set(err, ENOMEM, "load the records of `%s`", dir);
+            break;
+        }
+        if (r < 0)
+            (*ret_bad)++;
+        else
+            n++;
+        r = 0;
+    }
+    closedir(d);
+    return r;
+}

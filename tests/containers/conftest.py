@@ -1,0 +1,216 @@
+"""Fixtures for containers through the real gRPC client.
+
+Every daemon runs in a network + mount namespace of its own (PodDaemon of
+tests/cri), so pods, bridges, rules and mounts never reach the machine's.
+Such a daemon cannot reach a registry on the machine's loopback, so the
+test images are pulled once per session into a template store (by `kinglet
+image pull` in the machine's namespace, from Debian's docker-registry), and
+every daemon starts on a copy of it.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "image"))
+import imagelib  # noqa: E402
+from imagelib import Image, Tar, busybox_layer  # noqa: E402
+
+
+def _load_cri_conftest():
+    import importlib.util
+    if "cri_conftest" in sys.modules:
+        return sys.modules["cri_conftest"]
+    spec = importlib.util.spec_from_file_location("cri_conftest", HERE.parent / "cri" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cri_conftest"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_cri = _load_cri_conftest()
+cri = _cri.cri
+pod_daemon_factory = _cri.pod_daemon_factory
+channel = _cri.channel
+wait_for = _cri.wait_for
+
+BUSYBOX_CONFIG = {"Cmd": ["/bin/sh"], "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}
+
+
+def busybox_full_layer():
+    """busybox with every applet linked, /etc files, and a few test users."""
+    t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777).dir("root", mode=0o700)
+    with open(imagelib.BUSYBOX, "rb") as f:
+        t.file("bin/busybox", f.read(), mode=0o755)
+    out = subprocess.run([imagelib.BUSYBOX, "--list"], capture_output=True, text=True, check=True)
+    for app in out.stdout.split():
+        if app != "busybox":
+            t.symlink("bin/" + app, "busybox")
+    t.file("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+                         "app:x:1000:1000:app:/home/app:/bin/sh\n"
+                         "nobody:x:65534:65534::/:/bin/sh\n")
+    t.file("etc/group", "root:x:0:\napp:x:1000:\nextra:x:2000:app\nnogroup:x:65534:\n")
+    return t.bytes()
+
+
+@pytest.fixture(scope="session")
+def test_images():
+    if not os.path.exists(imagelib.BUSYBOX):
+        pytest.skip("busybox-static missing: scripts/install-deps test")
+    bb = busybox_full_layer()
+    return {
+        "busybox": Image([(bb, "gzip")], config=dict(BUSYBOX_CONFIG)),
+        "entrypoint": Image([(bb, "gzip")], config=dict(
+            BUSYBOX_CONFIG, Entrypoint=["/bin/echo", "ep"], Cmd=["cmd1", "cmd2"],
+            WorkingDir="/work/dir", User="app", StopSignal="SIGUSR1",
+            Env=["PATH=/bin", "FROM_IMAGE=1", "OVERRIDE=image"])),
+    }
+
+
+@pytest.fixture(scope="session")
+def template_root(tmp_path_factory, kinglet_bin, test_images):
+    """An image store holding every test image, pulled once."""
+    if not os.path.exists(imagelib.REGISTRY_BIN):
+        pytest.skip("docker-registry missing: scripts/install-deps test")
+    reg = imagelib.Registry(str(tmp_path_factory.mktemp("ctr-registry")), "plain").start()
+    root = tmp_path_factory.mktemp("ctr-template") / "root"
+    try:
+        p = reg.pusher()
+        refs = {}
+        for name, img in test_images.items():
+            p.push_image(name, "latest", img)
+            refs[name] = f"{reg.host}/{name}:latest"
+        subprocess.run([kinglet_bin, "image", "--root", str(root), "--insecure-registry",
+                        reg.host, "pull", "--quiet", *refs.values()], check=True,
+                       capture_output=True, timeout=300)
+    finally:
+        reg.stop()
+    return root, refs
+
+
+class Env:
+    """A daemon in namespaces of its own with the test images, and the stubs
+    to drive it."""
+
+    def __init__(self, cri, daemon, refs, cgroup_parent):
+        self.pb = cri.pb
+        self.cri = cri
+        self.d = daemon
+        self.refs = refs
+        self.cgroup_parent = cgroup_parent
+        self.rs = cri.grpc.RuntimeServiceStub(channel(daemon))
+        self.ims = cri.grpc.ImageServiceStub(channel(daemon))
+        self.logdir = pathlib.Path(daemon.dir) / "logs"
+
+    def pod(self, name="p", pid=None, net=None, **kw):
+        pb = self.pb
+        ns = pb.NamespaceOption(network=net if net is not None else pb.POD,
+                                pid=pid if pid is not None else pb.CONTAINER, ipc=pb.POD)
+        uid = uuid.uuid4().hex
+        logdir = self.logdir / uid
+        cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, namespace="default", uid=uid),
+            hostname=name, log_directory=str(logdir),
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=self.cgroup_parent,
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)),
+            **kw)
+        pid_ = self.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg), timeout=60).pod_sandbox_id
+        return pid_, cfg
+
+    def config(self, name, image="busybox", command=None, args=None, attempt=0, **kw):
+        pb = self.pb
+        return pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=attempt),
+            image=pb.ImageSpec(image=self.refs[image]), command=command or [], args=args or [],
+            log_path=f"{name}/{attempt}.log", **kw)
+
+    def create(self, pod, cfg, ccfg):
+        pod_id, pcfg = pod
+        return self.rs.CreateContainer(self.pb.CreateContainerRequest(
+            pod_sandbox_id=pod_id, config=ccfg, sandbox_config=pcfg), timeout=60).container_id
+
+    def start(self, cid):
+        self.rs.StartContainer(self.pb.StartContainerRequest(container_id=cid), timeout=60)
+
+    def run(self, pod, name, command, **kw):
+        cid = self.create(pod, None, self.config(name, command=command, **kw))
+        self.start(cid)
+        return cid
+
+    def status(self, cid, verbose=False):
+        return self.rs.ContainerStatus(self.pb.ContainerStatusRequest(
+            container_id=cid, verbose=verbose), timeout=10)
+
+    def wait_exited(self, cid, timeout=20):
+        pb = self.pb
+        return wait_for(lambda: (lambda s: s if s.state == pb.CONTAINER_EXITED else None)(
+            self.status(cid).status), timeout=timeout, what=f"container {cid[:12]} to exit")
+
+    def stop(self, cid, timeout=0):
+        self.rs.StopContainer(self.pb.StopContainerRequest(container_id=cid, timeout=timeout),
+                              timeout=timeout + 30)
+
+    def remove(self, cid):
+        self.rs.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid), timeout=60)
+
+    def list(self, **filt):
+        f = self.pb.ContainerFilter(**filt) if filt else None
+        return self.rs.ListContainers(self.pb.ListContainersRequest(filter=f), timeout=10).containers
+
+
+@pytest.fixture
+def cgroup_parent():
+    """A cgroup parent of the test's own, removed afterwards."""
+    root = "/sys/fs/cgroup/unified"
+    if not os.path.exists(root + "/cgroup.procs"):
+        root = "/sys/fs/cgroup"
+    name = "kinglet-test-" + uuid.uuid4().hex[:8]
+    path = os.path.join(root, name)
+    yield "/" + name
+    if os.path.isdir(path):
+        for sub in sorted((os.path.join(dp, x) for dp, dns, _ in os.walk(path) for x in dns),
+                          key=len, reverse=True):
+            os.rmdir(sub)
+        os.rmdir(path)
+
+
+@pytest.fixture
+def env_factory(cri, pod_daemon_factory, template_root, cgroup_parent):
+    root, refs = template_root
+    made = []
+
+    def make(extra_args=()):
+        d = pod_daemon_factory(extra_args=extra_args, start=False)
+        shutil.copytree(root, d.root, symlinks=True)
+        d.start()
+        e = Env(cri, d, refs, cgroup_parent)
+        made.append(e)
+        return e
+    yield make
+    for e in made:
+        # Pods and containers go with the daemon's own calls, so that a test
+        # failure leaves no process, mount or cgroup behind.
+        try:
+            if e.d.proc.poll() is None:
+                for c in e.list():
+                    e.remove(c.id)
+                for p in e.rs.ListPodSandbox(e.pb.ListPodSandboxRequest(), timeout=10).items:
+                    e.rs.StopPodSandbox(e.pb.StopPodSandboxRequest(pod_sandbox_id=p.id),
+                                        timeout=60)
+                    e.rs.RemovePodSandbox(e.pb.RemovePodSandboxRequest(pod_sandbox_id=p.id),
+                                          timeout=60)
+                e.d.stop()
+        finally:
+            pass
+
+
+@pytest.fixture
+def env(env_factory):
+    return env_factory()
