@@ -29,25 +29,30 @@
 
 /* ---- the operation queue ---- */
 
-void opq_begin(struct opq *q, struct cri_call *call, opq_fn fn, void *obj)
+int opq_begin(struct opq *q, void *data, opq_fn fn, void *obj)
 {
     if (!q->busy) {
         q->busy = true;
-        fn(call, obj);
-        return;
+        fn(data, obj);
+        return 0;
     }
     struct opq_waiter *w = calloc(1, sizeof(*w));
-    if (!w) {
-        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    w->call = call;
+    if (!w)
+        return -ENOMEM;
+    w->data = data;
     w->fn = fn;
     if (q->tail)
         q->tail->next = w;
     else
         q->head = w;
     q->tail = w;
+    return 0;
+}
+
+void opq_begin_call(struct opq *q, struct cri_call *call, opq_fn fn, void *obj)
+{
+    if (opq_begin(q, call, fn, obj) < 0)
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 }
 
 void opq_end(struct opq *q, void *obj, bool gone)
@@ -58,7 +63,7 @@ void opq_end(struct opq *q, void *obj, bool gone)
         q->head = q->tail = NULL;
         while (w) {
             struct opq_waiter *next = w->next;
-            w->fn(w->call, NULL);
+            w->fn(w->data, NULL);
             free(w);
             w = next;
         }
@@ -71,7 +76,7 @@ void opq_end(struct opq *q, void *obj, bool gone)
     if (!q->head)
         q->tail = NULL;
     q->busy = true;
-    w->fn(w->call, obj);
+    w->fn(w->data, obj);
     free(w);
 }
 

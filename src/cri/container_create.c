@@ -535,17 +535,19 @@ static void hold_done(void *data, int r, const struct err *err)
     uv_queue_work(call->cri->loop, &j->req, create_work, create_done);
 }
 
-static bool name_taken(struct cri *cri, const char *pod_id,
-                       const Runtime__V1__ContainerMetadata *md)
+/* Who holds (pod, name, attempt): a container's id, "a create in
+ * progress", or NULL. */
+static const char *name_holder(struct cri *cri, const char *pod_id,
+                               const Runtime__V1__ContainerMetadata *md)
 {
     for (struct container *c = cri->containers->head; c; c = c->next)
         if (!strcmp(c->rec.pod_id, pod_id) && c->config->metadata->attempt == md->attempt &&
             !strcmp(c->config->metadata->name, md->name))
-            return true;
+            return c->rec.id;
     for (struct ctr_pending *p = cri->containers->pending; p; p = p->next)
         if (!strcmp(p->pod_id, pod_id) && p->attempt == md->attempt && !strcmp(p->name, md->name))
-            return true;
-    return false;
+            return "a create in progress";
+    return NULL;
 }
 
 /* log_directory (the pod's) + log_path (the container's), as kubelet sends
@@ -600,10 +602,12 @@ void cri_create_container(struct cri_call *call)
                  "CreateContainer: pod sandbox `%s` is not ready", sb->rec.id);
         return;
     }
-    if (name_taken(cri, sb->rec.id, cfg->metadata)) {
+    const char *holder = name_holder(cri, sb->rec.id, cfg->metadata);
+    if (holder) {
         cri_fail(call, GRPC_STATUS_ALREADY_EXISTS,
-                 "CreateContainer: container `%.128s` (attempt %u) already exists in pod `%s`",
-                 cfg->metadata->name, cfg->metadata->attempt, sb->rec.id);
+                 "CreateContainer: container `%.128s` (attempt %u) of pod `%s` already exists: "
+                 "`%s`",
+                 cfg->metadata->name, cfg->metadata->attempt, sb->rec.id, holder);
         return;
     }
     const struct image_info *img = image_lookup(cri->images, cfg->image->image);

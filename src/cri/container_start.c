@@ -71,8 +71,9 @@ static void start_done(uv_work_t *req, int status)
     free(j);
 }
 
-static void start_op(struct cri_call *call, void *obj)
+static void start_op(void *data, void *obj)
 {
+    struct cri_call *call = data;
     struct container *c = obj;
     Runtime__V1__StartContainerRequest *req = (Runtime__V1__StartContainerRequest *)call->req;
     if (!c) {
@@ -111,5 +112,5 @@ void cri_start_container(struct cri_call *call)
                  ambiguous ? "is an ambiguous prefix" : "not found");
         return;
     }
-    opq_begin(&c->ops, call, start_op, c);
+    opq_begin_call(&c->ops, call, start_op, c);
 }

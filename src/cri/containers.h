@@ -28,21 +28,24 @@
 
 /* ---- a per-object operation queue ---- */
 
-typedef void (*opq_fn)(struct cri_call *call, void *obj);
+typedef void (*opq_fn)(void *data, void *obj);
 struct opq_waiter {
     struct opq_waiter *next;
-    struct cri_call *call;
+    void *data;
     opq_fn fn;
 };
 struct opq {
     bool busy;
     struct opq_waiter *head, *tail;
 };
-/* Runs fn(call, obj) now, or once the operations queued before it ended. */
-void opq_begin(struct opq *q, struct cri_call *call, opq_fn fn, void *obj);
+/* Runs fn(data, obj) now, or once the operations queued before it ended;
+ * -ENOMEM (fn never runs). */
+int opq_begin(struct opq *q, void *data, opq_fn fn, void *obj);
+/* The same for an RPC: out of memory fails the call. */
+void opq_begin_call(struct opq *q, struct cri_call *call, opq_fn fn, void *obj);
 /* Ends the current operation and starts the next one. With gone, the object
- * is no more: every queued call runs with obj NULL (and must answer as for a
- * missing object); the caller frees the object afterwards. */
+ * is no more: every queued operation runs with obj NULL (and must act as for
+ * a missing object); the caller frees the object afterwards. */
 void opq_end(struct opq *q, void *obj, bool gone);
 
 /* ---- containers ---- */
@@ -64,8 +67,8 @@ struct container {
     bool exit_reading;       /* the exit record is being read */
     bool saving, save_again; /* container_save */
     void (*on_saved)(struct container *c);
-    struct cri_call *remove_call; /* a RemoveContainer waiting for saves */
-    struct ctr_stop *stops;       /* StopContainer calls waiting for the exit */
+    struct ctr_remove *removing; /* a removal waiting for saves */
+    struct ctr_stop *stops;      /* StopContainer calls waiting for the exit */
 };
 
 struct containers {
@@ -115,12 +118,23 @@ void container_event(struct cri *cri, const struct container *c,
                      Runtime__V1__ContainerEventType type);
 
 /* Stops c: its stop signal, then SIGKILL after timeout_s (0: SIGKILL at
- * once); done(call) runs once it has exited, or with an error. Used by
- * StopContainer, RemoveContainer and StopPodSandbox. */
-typedef void (*ctr_stopped_fn)(struct cri_call *call, struct container *c, int r,
-                               const struct err *err);
-void container_stop(struct cri *cri, struct container *c, int64_t timeout_s, struct cri_call *call,
-                    ctr_stopped_fn done);
+ * once); done(data, c, ...) runs once it has exited (r 0), or with an
+ * error. Stopping a container that does not run is done at once. Used by
+ * StopContainer, RemoveContainer and StopPodSandbox; it does not touch the
+ * container's operation queue. */
+typedef void (*ctr_stopped_fn)(void *data, struct container *c, int r, const struct err *err);
+void container_stop(struct cri *cri, struct container *c, int64_t timeout_s, ctr_stopped_fn done,
+                    void *data);
+/* Removes c, killing it first if it runs: everything but its log file,
+ * the record last, then its hold on the image. Call it holding c's
+ * operation queue: it ends that operation itself and, once c is removed,
+ * frees c. done(data, r, err) runs at the end. */
+typedef void (*ctr_done_fn)(void *data, int r, const struct err *err);
+void container_remove(struct cri *cri, struct container *c, ctr_done_fn done, void *data);
+/* Stops (each with its stop signal, SIGKILL after grace_s) or removes every
+ * container of a pod; done runs once all are done, with the first error. */
+void container_sweep_pod(struct cri *cri, const char *pod_id, bool remove, int64_t grace_s,
+                         ctr_done_fn done, void *data);
 /* The container has exited (r 0) or cannot be stopped (r < 0): every stop
  * waiting on it ends (container_stop.c). */
 void container_stops_done(struct container *c, int r, const struct err *err);

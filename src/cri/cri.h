@@ -24,6 +24,9 @@ struct cri_config {
     const char *bridge;
     unsigned mtu;
     bool network_disabled;
+    /* StopPodSandbox gives each container of the pod this long after its
+     * stop signal before SIGKILL; 0: 10 s, as CRI-O. */
+    unsigned pod_stop_grace_s;
     /* RuntimeClass handlers accepted besides the default ("") */
     const char *const *runtime_handlers;
     size_t n_runtime_handlers;

@@ -50,7 +50,8 @@ struct cri {
     struct image_service *images;
     struct sandboxes *sandboxes;   /* sandbox.h */
     struct containers *containers; /* containers.h */
-    struct fs_walk *fs_walk;     /* image_fs_info.c: the walk in progress */
+    int64_t pod_stop_grace_s;      /* StopPodSandbox: the containers' grace period */
+    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
 };
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);

@@ -7,7 +7,7 @@
  * second Remove finishes. */
 #include <string.h>
 
-#include "cri/sandbox.h"
+#include "cri/containers.h"
 
 struct stop_work {
     uv_work_t req;
@@ -77,12 +77,51 @@ static void stop_done(uv_work_t *req, int status)
     free(w);
 }
 
+static void op_pod(struct cri_call *call, struct sandbox *sb, bool remove);
+
+struct sweep_ctx {
+    struct cri_call *call;
+    struct sandbox *sb; /* the pod's operation holds it */
+    bool remove;
+};
+
+static void after_sweep(void *data, int r, const struct err *err)
+{
+    struct sweep_ctx *x = data;
+    struct cri_call *call = x->call;
+    struct sandbox *sb = x->sb;
+    bool remove = x->remove;
+    free(x);
+    if (r < 0) {
+        struct err e = *err;
+        err_wrap(&e, "%s pod sandbox `%s`", remove ? "remove" : "stop", sb->rec.id);
+        cri_fail_err(call, &e);
+        sandbox_op_end(call->cri, sb, false);
+        return;
+    }
+    op_pod(call, sb, remove);
+}
+
+/* The pod's containers first: stopped (their stop signal, then SIGKILL
+ * after the pod stop grace period, as CRI-O does) or removed. */
 static void op(struct cri_call *call, struct sandbox *sb, bool remove)
 {
     if (!sb) { /* removed while this call waited */
         reply_ok(call, remove);
         return;
     }
+    struct sweep_ctx *x = calloc(1, sizeof(*x));
+    if (!x) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        sandbox_op_end(call->cri, sb, false);
+        return;
+    }
+    *x = (struct sweep_ctx){call, sb, remove};
+    container_sweep_pod(call->cri, sb->rec.id, remove, call->cri->pod_stop_grace_s, after_sweep, x);
+}
+
+static void op_pod(struct cri_call *call, struct sandbox *sb, bool remove)
+{
     struct cri *cri = call->cri;
     /* Stopped already (the record says so only once every step succeeded). */
     if (!remove && sb->rec.state == STORE_POD_NOTREADY) {

@@ -232,6 +232,7 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
     if (!cri)
         return err_set(err, ENOMEM, "cri");
     cri->loop = loop;
+    cri->pod_stop_grace_s = cfg->pod_stop_grace_s ? cfg->pod_stop_grace_s : 10;
     cri->socket_path = strdup(cfg->socket_path);
     cri->root_dir = strdup(cfg->root_dir);
     cri->state_dir = strdup(cfg->state_dir);

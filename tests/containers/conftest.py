@@ -160,6 +160,21 @@ class Env:
     def remove(self, cid):
         self.rs.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid), timeout=60)
 
+    def cgroup_dir(self, cid):
+        import json
+        info = json.loads(self.status(cid, verbose=True).info["info"])
+        root = "/sys/fs/cgroup/unified"
+        if not os.path.exists(root + "/cgroup.procs"):
+            root = "/sys/fs/cgroup"
+        return root + info["cgroupPath"]
+
+    def wait_procs(self, cid, n, timeout=10):
+        """Waits until the container's cgroup holds at least n processes (a
+        script has reached its second command)."""
+        path = self.cgroup_dir(cid) + "/cgroup.procs"
+        return wait_for(lambda: len(open(path).read().split()) >= n, timeout=timeout,
+                        what=f"{n} processes in container {cid[:12]}")
+
     def list(self, **filt):
         f = self.pb.ContainerFilter(**filt) if filt else None
         return self.rs.ListContainers(self.pb.ListContainersRequest(filter=f), timeout=10).containers

@@ -33,6 +33,7 @@ def test_stop_graceful(env):
     pod = env.pod()
     cid = env.run(pod, "trapper", ["/bin/sh", "-c", "trap 'exit 42' TERM; sleep 1000 & wait"])
     assert env.status(cid).status.state == pb.CONTAINER_RUNNING
+    env.wait_procs(cid, 2)  # the trap is set once sleep runs
     env.stop(cid, timeout=30)
     st = env.status(cid).status
     assert st.state == pb.CONTAINER_EXITED
@@ -51,3 +52,62 @@ def test_stop_kills_after_timeout(env):
     st = env.status(cid).status
     assert st.state == pb.CONTAINER_EXITED
     assert st.exit_code == 137
+
+
+def test_pod_stop_and_remove_take_containers(env):
+    pb = env.pb
+    pod = env.pod()
+    a = env.run(pod, "a", ["/bin/sh", "-c", "trap 'exit 7' TERM; sleep 1000 & wait"])
+    env.wait_procs(a, 2)
+    b = env.create(pod, None, env.config("b", command=["/bin/sleep", "1000"]))
+    env.rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod[0]), timeout=60)
+    sa, sb_ = env.status(a).status, env.status(b).status
+    assert sa.state == pb.CONTAINER_EXITED and sa.exit_code == 7
+    assert sb_.state == pb.CONTAINER_EXITED  # created, never started: killed
+    env.rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod[0]), timeout=60)
+    assert not env.list()
+    assert not os.listdir(os.path.join(env.d.state, "containers"))
+    assert [p for p in os.listdir(os.path.join(env.d.root, "containers"))] == []
+
+
+def test_create_refused_cases(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = env.create(pod, None, env.config("dup"))
+    with pytest.raises(grpc.RpcError) as e:
+        env.create(pod, None, env.config("dup"))
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert cid in e.value.details()  # names the holder
+    env.create(pod, None, env.config("dup", attempt=1))  # a new attempt is fine
+    with pytest.raises(grpc.RpcError) as e:
+        env.create(("0" * 64, None), None, env.config("x"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    cfg = env.config("img")
+    cfg.image.image = "nosuch/image:latest"
+    with pytest.raises(grpc.RpcError) as e:
+        env.create(pod, None, cfg)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    cfg = env.config("logesc")
+    cfg.log_path = "../../etc/evil.log"
+    with pytest.raises(grpc.RpcError) as e:
+        env.create(pod, None, cfg)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert len(env.list()) == 2
+
+
+def test_list_filters(env):
+    pb = env.pb
+    p1, p2 = env.pod("one"), env.pod("two")
+    a = env.create(p1, None, env.config("a", labels={"app": "x"}))
+    b = env.run(p2, "b", ["/bin/sleep", "1000"], labels={"app": "y"})
+    ids = lambda cs: sorted(c.id for c in cs)
+    assert ids(env.list()) == sorted([a, b])
+    assert ids(env.list(id=a[:12])) == [a]
+    assert ids(env.list(pod_sandbox_id=p2[0][:10])) == [b]
+    assert ids(env.list(state=pb.ContainerStateValue(state=pb.CONTAINER_RUNNING))) == [b]
+    assert ids(env.list(state=pb.ContainerStateValue(state=pb.CONTAINER_CREATED))) == [a]
+    assert ids(env.list(label_selector={"app": "x"})) == [a]
+    assert ids(env.list(label_selector={"app": "z"})) == []
+    c = env.list(id=b)[0]
+    assert c.pod_sandbox_id == p2[0] and c.metadata.name == "b" and c.labels["app"] == "y"
+    assert c.image_id.startswith("sha256:")
