@@ -160,6 +160,16 @@ class Env:
     def remove(self, cid):
         self.rs.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid), timeout=60)
 
+    def kill9_restart(self):
+        """SIGKILL the daemon and start it again on the same directories."""
+        import signal as sig
+        self.d.proc.send_signal(sig.SIGKILL)
+        self.d.proc.wait()
+        self.d.log.close()
+        self.d.start()
+        self.rs = self.cri.grpc.RuntimeServiceStub(channel(self.d))
+        self.ims = self.cri.grpc.ImageServiceStub(channel(self.d))
+
     def cgroup_dir(self, cid):
         import json
         info = json.loads(self.status(cid, verbose=True).info["info"])
