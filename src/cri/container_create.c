@@ -194,7 +194,7 @@ static int build_spec(struct create_job *j, const Runtime__V1__ContainerConfig *
     json_t *spec = json_pack(
         "{s:s, s:{s:b, s:o, s:o, s:s, s:{s:I, s:I}, s:{s:O, s:O, s:O, s:o}, s:b}, s:{s:s, s:b},"
         " s:s}",
-        "ociVersion", "1.2.0", "process", "terminal", 0, "args", args, "env", env, "cwd",
+        "ociVersion", "1.2.0", "process", "terminal", cfg->tty, "args", args, "env", env, "cwd",
         cwd && *cwd ? cwd : "/", "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid,
         "capabilities", "bounding", capv, "effective", capv, "permitted", capv, "inheritable",
         json_array(), "noNewPrivileges", 0, "root", "path", rootfs, "readonly",
@@ -412,9 +412,27 @@ static void create_work(uv_work_t *req)
     {
         char log[4400];
         snprintf(log, sizeof(log), "%s/oci.log", bundle);
-        char *argv[] = {"kinglet", "oci",          "--root", j->oci_root, "--log",
-                        log,       "--log-format", "json",   "create",    "--bundle",
-                        bundle,    (char *)id,     NULL};
+        char *argv[20];
+        int n = 0;
+        argv[n++] = "kinglet";
+        argv[n++] = "oci";
+        argv[n++] = "--root";
+        argv[n++] = j->oci_root;
+        argv[n++] = "--log";
+        argv[n++] = log;
+        argv[n++] = "--log-format";
+        argv[n++] = "json";
+        argv[n++] = "create";
+        argv[n++] = "--bundle";
+        argv[n++] = bundle;
+        if (j->rec.log_path) {
+            argv[n++] = "--cri-log";
+            argv[n++] = j->rec.log_path;
+        }
+        if (cfg->stdin)
+            argv[n++] = "--cri-stdin";
+        argv[n++] = (char *)id;
+        argv[n] = NULL;
         int status = 0;
         if ((r = spawn_wait("/proc/self/exe", argv, NULL, -1, -1, -1, &status)) < 0) {
             j->r = err_set(&j->err, -r, "run the executor");

@@ -173,3 +173,4 @@ void cri_remove_container(struct cri_call *call);           /* container_stop.c 
 void cri_container_status(struct cri_call *call);           /* container_status.c */
 void cri_list_containers(struct cri_call *call);            /* container_status.c */
 void cri_update_container_resources(struct cri_call *call); /* container_update.c */
+void cri_reopen_container_log(struct cri_call *call);       /* container_log.c */

@@ -29,6 +29,7 @@ static const struct {
     {"RemoveContainer", cri_remove_container},
     {"ContainerStatus", cri_container_status},
     {"ListContainers", cri_list_containers},
+    {"ReopenContainerLog", cri_reopen_container_log},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {

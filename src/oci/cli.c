@@ -44,6 +44,8 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
         {"no-pivot", no_argument, NULL, 'n'},
         {"no-new-keyring", no_argument, NULL, 'k'},
         {"keep", no_argument, NULL, 'K'},
+        {"cri-log", required_argument, NULL, 'L'},
+        {"cri-stdin", no_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     struct oci_create_opts o = {.root = g->root};
@@ -80,6 +82,14 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
             o.no_new_keyring = true;
             break;
         case 'K':
+            break;
+        case 'L':
+            if (optarg[0] != '/')
+                return usage_error(cmd, "--cri-log: expected an absolute path");
+            o.cri_log = optarg;
+            break;
+        case 'S':
+            o.cri_stdin = true;
             break;
         default:
             return usage_error(cmd, "unknown option or missing argument");

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "oci/cgroup.h"
+#include "monitor/monitor.h"
 #include "oci/internal.h"
 
 static const char *root_or_default(const char *root) { return root ? root : OCI_ROOT_DEFAULT; }
@@ -116,10 +117,33 @@ static int wait_gone(pid_t pid, uint64_t start, int timeout_ms)
     return r > 0 ? 0 : -ETIMEDOUT;
 }
 
+/* A CRI container's stdio, made by the creating process: the init gets
+ * the `init` ends as its fds 0, 1, 2 (or the console end, with a tty); the
+ * monitor keeps the others. -1 where unused. */
+struct cri_io {
+    int init_in, init_out, init_err; /* the init's */
+    int mon_in, mon_out, mon_err;    /* the monitor's */
+    int con_init, con_mon;           /* console socket pair (tty) */
+    int ctl;                         /* the listening control socket */
+};
+
+static void cri_io_close(struct cri_io *io)
+{
+    int *fds[] = {&io->init_in, &io->init_out, &io->init_err, &io->mon_in, &io->mon_out,
+                  &io->mon_err, &io->con_init, &io->con_mon,  &io->ctl};
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
 struct create_ctx {
     struct oci_spec *spec;
     struct oci_cgroup *cg;
     int rootfd, dirfd;
+    struct cri_io io;
+    int exec_check; /* the monitor's end: closed by its execve */
     pid_t init, monitor;
     int sync_fd, mon_fd;
     bool dir_made;
@@ -193,9 +217,28 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         flags |= (uint64_t)oci_ns_clone_flag(k);
     }
     int cgfd = c->cg ? oci_cgroup_fd(c->cg) : -1;
+    struct cri_io *io = &c->io;
+    if (o->cri_log) {
+        /* The init's stdio: the pipes to the monitor (a tty replaces them
+         * at execve), stdin a pipe or /dev/null. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int in = io->init_in >= 0 ? io->init_in : null;
+        int out = io->init_out >= 0 ? io->init_out : null;
+        int errfd = io->init_err >= 0 ? io->init_err : null;
+        if (null < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0) {
+            oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "the container's stdio");
+            _exit(1);
+        }
+        close(null);
+        if (io->con_init >= 0)
+            console_fd = io->con_init;
+    }
     pid_t pid = clone3_into(flags, cgfd);
     if (pid == 0) {
         close(c->mon_fd);
+        close(c->exec_check);
+        if (c->io.con_mon >= 0)
+            close(c->io.con_mon);
         close(ep[0]);
         struct oci_init_args a = {
             .spec = spec,
@@ -227,6 +270,11 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     if (console_fd >= 0)
         close(console_fd);
     oci_sync_send(c->mon_fd, OCI_SYNC_PID, pid, NULL);
+    /* A tty container's pty master comes from the init before it is
+     * ready (EOF if it dies first); the monitor logs it and holds it. */
+    int master = -1;
+    if (o->cri_log && io->con_mon >= 0 && oci_fd_recv(io->con_mon, false, &master) < 0)
+        master = -1;
     /* The container has our stdio; we keep none of it. */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
@@ -236,18 +284,31 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         if (null > 2)
             close(null);
     }
-    /* Only the state dir, the report socket and the exec pipe stay. */
+    /* Only what the monitor is given stays: monitor_exec keeps those. */
     syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
-    struct oci_monitor_args ma = {
-        .dirfd = c->dirfd,
+    struct monitor_args ma = {
         .init = pid,
-        .report_fd = run ? c->mon_fd : -1,
+        .dir_fd = c->dirfd,
         .exec_fd = ep[0],
+        .report_fd = run ? c->mon_fd : -1,
         .cgroup_path = c->cg ? oci_cgroup_path(c->cg) : NULL,
+        .log_path = o->cri_log,
+        .stdout_fd = master >= 0 ? -1 : io->mon_out,
+        .stderr_fd = master >= 0 ? -1 : io->mon_err,
+        .tty_fd = master,
+        .stdin_fd = master >= 0 ? -1 : io->mon_in,
+        .ctl_fd = io->ctl,
     };
     if (!run)
         close(c->mon_fd);
-    oci_monitor_main(&ma);
+    int r = monitor_exec(&ma);
+    /* Tell the creating process; the init, without its parent, must go. */
+    char msg[160];
+    int n = snprintf(msg, sizeof(msg), "start the container monitor: %s", strerror(-r));
+    ssize_t w = write(c->exec_check, msg, (size_t)n);
+    (void)w;
+    kill(pid, SIGKILL);
+    _exit(1);
 }
 
 /* For each idmap mount, a detached copy of the source tree idmapped to the
@@ -351,6 +412,43 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
     }
 }
 
+/* The pipes, console pair and control socket of a CRI container. */
+static int cri_io_make(struct create_ctx *c, const struct oci_create_opts *o, int dirfd,
+                       struct err *err)
+{
+    struct cri_io *io = &c->io;
+    int p[2];
+    if (c->spec->process.terminal) {
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
+            return err_set(err, errno, "console socket pair");
+        io->con_mon = p[0];
+        io->con_init = p[1];
+    } else {
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return err_set(err, errno, "stdout pipe");
+        io->mon_out = p[0];
+        io->init_out = p[1];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return err_set(err, errno, "stderr pipe");
+        io->mon_err = p[0];
+        io->init_err = p[1];
+        if (o->cri_stdin) {
+            if (pipe2(p, O_CLOEXEC) < 0)
+                return err_set(err, errno, "stdin pipe");
+            io->init_in = p[0];
+            io->mon_in = p[1];
+        }
+    }
+    io->ctl = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (io->ctl < 0)
+        return err_set(err, errno, "control socket");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, MONITOR_CTL_SOCK);
+    if (bind(io->ctl, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(io->ctl, 8) < 0)
+        return err_set(err, errno, "control socket");
+    return 0;
+}
+
 /* console_in: for `run` in the foreground, a socket of the caller's that
  * receives the pty when process.terminal is set and no --console-socket
  * was given; -1 otherwise. */
@@ -367,7 +465,13 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     struct oci_create_opts opts = *o;
     opts.bundle = bundle;
 
-    struct create_ctx c = {.rootfd = -1, .dirfd = -1, .sync_fd = -1, .mon_fd = -1};
+    struct create_ctx c = {.rootfd = -1,
+                           .dirfd = -1,
+                           .sync_fd = -1,
+                           .mon_fd = -1,
+                           .exec_check = -1,
+                           .io = {-1, -1, -1, -1, -1, -1, -1, -1, -1}};
+    _cleanup_close_ int exec_check = -1;
     _cleanup_free_ char *raw = NULL;
     size_t raw_len = 0;
     if ((r = oci_spec_load(bundle, &c.spec, &raw, &raw_len, err)) < 0)
@@ -375,7 +479,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     _cleanup_(oci_spec_freep) _unused_ struct oci_spec *spec_owner = c.spec;
     if (!c.spec->has_process)
         return err_set(err, EINVAL, "`process`: missing");
-    if (c.spec->process.terminal && !o->console_socket && console_in < 0)
+    if (c.spec->process.terminal && !o->console_socket && console_in < 0 && !o->cri_log)
         return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
     oci_process_clamp_oom(&c.spec->process);
     log_debug("create `%s`: spec loaded", o->id);
@@ -437,7 +541,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
         r = console_fd;
         goto fail;
     }
-    if (!o->console_socket && c.spec->process.terminal &&
+    if (!o->console_socket && !o->cri_log && c.spec->process.terminal &&
         (console_fd = fcntl(console_in, F_DUPFD_CLOEXEC, 3)) < 0) {
         r = err_set(err, errno, "console");
         goto fail;
@@ -457,6 +561,17 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     mon_child = mp[1];
     c.sync_fd = sync_fd;
     c.mon_fd = mon_child;
+    if (o->cri_log && (r = cri_io_make(&c, o, dirfd, err)) < 0)
+        goto fail;
+    {
+        int cp[2];
+        if (pipe2(cp, O_CLOEXEC) < 0) {
+            r = err_set(err, errno, "pipe");
+            goto fail;
+        }
+        exec_check = cp[0];
+        c.exec_check = cp[1];
+    }
     pid_t mon = fork();
     if (mon < 0) {
         r = err_set(err, errno, "fork the monitor");
@@ -468,6 +583,11 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     }
     c.monitor = mon;
     close(TAKE_FD(mon_child));
+    close(c.exec_check);
+    c.exec_check = -1;
+    /* The init's and the monitor's ends are theirs now; the creator keeps
+     * none (the pipes must see EOF when the container is done with them). */
+    cri_io_close(&c.io);
     close(TAKE_FD(init_sync));
     if (fifo_fd >= 0)
         close(TAKE_FD(fifo_fd));
@@ -502,6 +622,20 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
         goto fail;
 
     log_debug("create `%s`: init ready", o->id);
+    /* The monitor has replaced itself with the monitor program (EOF) or
+     * says why it could not. */
+    {
+        char msg[200];
+        ssize_t n;
+        do
+            n = read(exec_check, msg, sizeof(msg) - 1);
+        while (n < 0 && errno == EINTR);
+        if (n > 0) {
+            msg[n] = '\0';
+            r = err_set(err, EIO, "%s", msg);
+            goto fail;
+        }
+    }
     rec.creating = false;
     rec.created_ns = now_real_ns();
     if (c.spec->annotations && json_object_size(c.spec->annotations))
@@ -530,6 +664,9 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     return 0;
 
 fail:
+    cri_io_close(&c.io);
+    if (c.exec_check >= 0)
+        close(c.exec_check);
     create_abort(&c, o->id);
     return r;
 }
@@ -780,8 +917,8 @@ int oci_container_monitor(const char *root, const char *id, pid_t *ret_init, str
     int fd = mon > 0 ? oci_pidfd_open(mon) : -1;
     uint64_t st;
     char state = 0;
-    if (fd >= 0 && (oci_proc_start_time(mon, &st, &state) < 0 || st != mon_start ||
-                    state == 'Z' || state == 'X')) {
+    if (fd >= 0 && (oci_proc_start_time(mon, &st, &state) < 0 || st != mon_start || state == 'Z' ||
+                    state == 'X')) {
         close(fd);
         fd = -1;
     }

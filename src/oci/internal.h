@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "base/base.h"
+#include "monitor/proto.h"
 #include "oci/oci.h"
 
 /* Limits on what a config.json may make us allocate or do. */
@@ -315,22 +316,15 @@ struct oci_sync_msg {
     int value;
     char text[ERR_MSG_MAX];
 };
+/* The monitor program (src/monitor) reports the exit with the head of this
+ * message. */
+_Static_assert(OCI_SYNC_EXIT == MONITOR_MSG_EXIT, "the monitor's exit message");
 int oci_sync_send(int fd, int type, int value, const char *text);
 /* The same with one file descriptor attached (SCM_RIGHTS). */
 int oci_sync_send_fd(int sock, int type, int value, int fd);
 /* Receives a message and the fd attached to it, if any (*ret_fd = -1). */
 int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd);
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
-
-/* monitor.c */
-struct oci_monitor_args {
-    int dirfd;     /* container state dir */
-    pid_t init;    /* the container's init (our child) */
-    int report_fd; /* OCI_SYNC_EXIT goes here for `run`, or -1 */
-    int exec_fd;   /* EOF when the init execs (or dies): the start time */
-    const char *cgroup_path;
-};
-_Noreturn void oci_monitor_main(const struct oci_monitor_args *a);
 
 /* Raw syscalls glibc 2.36 lacks wrappers for. */
 int oci_pidfd_open(pid_t pid);

@@ -43,6 +43,13 @@ struct oci_create_opts {
     int preserve_fds;           /* fds 3..3+n-1 go to the container */
     bool no_pivot;              /* MS_MOVE + chroot instead of pivot_root */
     bool no_new_keyring;        /* keep the caller's session keyring */
+    /* A CRI container: its stdout and stderr (or its pty, when
+     * process.terminal is set: no console socket then) go to the monitor,
+     * which writes them to this log file in the CRI format; NULL: the
+     * container gets the caller's stdio. With cri_stdin the container's
+     * stdin is a pipe the monitor holds (else /dev/null). */
+    const char *cri_log;
+    bool cri_stdin;
 };
 
 struct oci_state {

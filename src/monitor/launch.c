@@ -1,0 +1,109 @@
+/* monitor/launch: monitor_exec (see monitor.h). A memfd costs a copy of the
+ * program (about 50 kB) per container, which is what it takes for the
+ * monitor to have no file on the host behind it; the seals make the copy
+ * immutable once written, so neither a write through /proc/PID/exe nor a
+ * truncation can change what any monitor runs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "monitor/monitor.h"
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+static int keep(int fd)
+{
+    if (fd < 0)
+        return 0;
+    int fl = fcntl(fd, F_GETFD);
+    return fl < 0 ? -errno : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ? -errno : 0;
+}
+
+static int program_fd(void)
+{
+    /* MFD_EXEC: kernels with vm.memfd_noexec refuse to run a memfd that
+     * does not ask for it; older kernels reject the flag. */
+    int fd = memfd_create("kinglet-monitor", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create("kinglet-monitor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    const unsigned char *p = monitor_program;
+    size_t left = (size_t)(monitor_program_end - monitor_program);
+    while (left) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            close(fd);
+            return -e;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int monitor_exec(const struct monitor_args *a)
+{
+    char init[24], dir[16], exec_[16], report[16], out[16], err[16], tty[16], in[16], ctl[16];
+    char *argv[32];
+    int n = 0;
+    argv[n++] = "kinglet-monitor";
+#define FD_ARG(flag, buf, fd)                                                                      \
+    do {                                                                                           \
+        if ((fd) >= 0) {                                                                           \
+            snprintf(buf, sizeof(buf), "%d", (fd));                                                \
+            argv[n++] = flag;                                                                      \
+            argv[n++] = buf;                                                                       \
+        }                                                                                          \
+    } while (0)
+    snprintf(init, sizeof(init), "%d", (int)a->init);
+    argv[n++] = "--init";
+    argv[n++] = init;
+    FD_ARG("--dir-fd", dir, a->dir_fd);
+    FD_ARG("--exec-fd", exec_, a->exec_fd);
+    FD_ARG("--report-fd", report, a->report_fd);
+    if (a->log_path) {
+        argv[n++] = "--log-path";
+        argv[n++] = (char *)a->log_path;
+        FD_ARG("--stdout-fd", out, a->stdout_fd);
+        FD_ARG("--stderr-fd", err, a->stderr_fd);
+        FD_ARG("--tty-fd", tty, a->tty_fd);
+    }
+    FD_ARG("--stdin-fd", in, a->stdin_fd);
+    FD_ARG("--ctl-fd", ctl, a->ctl_fd);
+#undef FD_ARG
+    if (a->cgroup_path) {
+        argv[n++] = "--cgroup";
+        argv[n++] = (char *)a->cgroup_path;
+    }
+    argv[n] = NULL;
+    const int fds[] = {a->dir_fd,    a->exec_fd, a->report_fd, a->stdout_fd,
+                       a->stderr_fd, a->tty_fd,  a->stdin_fd,  a->ctl_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+        int r = keep(fds[i]);
+        if (r < 0)
+            return r;
+    }
+    int fd = program_fd();
+    if (fd < 0)
+        return fd;
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+    int e = errno;
+    close(fd);
+    return -e;
+}

@@ -1,0 +1,545 @@
+/* kinglet-monitor: the per-container supervisor, a program of its own.
+ *
+ * It is built as a small static binary against musl (Debian's musl-tools),
+ * embedded in kinglet, and executed from a sealed memfd (launch.c) by the
+ * process that cloned the container's init, which stays its child. So it
+ * maps no library and no file of the host: /proc/PID/exe of a monitor is a
+ * memfd that cannot be written, it costs well under 200 kB of memory, and
+ * it runs the same code in every build of kinglet, sanitizers or not.
+ *
+ * Its duties, in one poll loop with one writer thread:
+ *  - the start time: the init writes one byte on the exec pipe right before
+ *    its execve (EOF: it died first);
+ *  - the exit: it reaps the init (and, as a subreaper, whatever is
+ *    reparented to it), and writes exit.json (exit code, signal, start and
+ *    finish times, whether the cgroup saw an OOM kill) durably into the
+ *    container's state directory, tells a waiting `kinglet oci run` over its
+ *    report socket, and exits;
+ *  - CRI logs (with --log-path): the container's stdout and stderr (pipes,
+ *    or the pty master of a tty container, logged as stdout) become CRI log
+ *    records (logfmt.c). Records go through a bounded buffer to a writer
+ *    thread, so a slow or full disk never blocks the container: what does
+ *    not fit is dropped and counted, and a marker record says how much;
+ *  - ReopenContainerLog: `reopen` on the control socket (ctl.sock in the
+ *    state directory) makes the writer reopen the log file, and the answer
+ *    says whether it could;
+ *  - stdin: it holds the write end of the container's stdin pipe (or the
+ *    pty master), so that the container sees no EOF until it should.
+ *
+ * Arguments: fds it inherits, by number (see launch.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "monitor/logfmt.h"
+#include "monitor/proto.h"
+
+struct opts {
+    pid_t init;
+    int dir_fd, exec_fd, report_fd;
+    const char *cgroup;
+    const char *log_path;
+    int out_fd, err_fd, tty_fd, stdin_fd;
+    int ctl_fd;
+    size_t buffer;
+};
+
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the log writer ---- */
+
+struct writer {
+    pthread_mutex_t mu;
+    pthread_cond_t cond, idle;
+    uint8_t *ring;
+    size_t cap, head, len; /* bytes [head, head+len) mod cap are pending */
+    bool busy;             /* a write is in progress */
+    bool stop;
+    const char *path;
+    int fd;
+    /* a reopen request: the client to answer, -1 when none */
+    int reopen_client;
+    /* dropped since the last marker */
+    uint64_t dropped_bytes, dropped_records;
+    uint64_t dropped_total;
+};
+
+static struct writer W = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cond = PTHREAD_COND_INITIALIZER,
+    .idle = PTHREAD_COND_INITIALIZER,
+    .fd = -1,
+    .reopen_client = -1,
+};
+
+/* O_NONBLOCK for the open only: a FIFO nobody reads must not hang us. */
+static int open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+    if (fd >= 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+static void answer(int client, const char *msg)
+{
+    send(client, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(client);
+}
+
+static void *writer_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&W.mu);
+    for (;;) {
+        while (!W.len && W.reopen_client < 0 && !W.stop)
+            pthread_cond_wait(&W.cond, &W.mu);
+        if (W.reopen_client >= 0) {
+            int client = W.reopen_client;
+            W.reopen_client = -1;
+            int old = W.fd;
+            pthread_mutex_unlock(&W.mu);
+            int fd = open_log(W.path);
+            char msg[300];
+            if (fd < 0) {
+                snprintf(msg, sizeof(msg), "error %s", strerror(errno));
+            } else {
+                if (old >= 0)
+                    close(old);
+                snprintf(msg, sizeof(msg), "ok");
+            }
+            pthread_mutex_lock(&W.mu);
+            if (fd >= 0)
+                W.fd = fd;
+            pthread_mutex_unlock(&W.mu);
+            answer(client, msg);
+            pthread_mutex_lock(&W.mu);
+            continue;
+        }
+        if (!W.len) {
+            if (W.stop)
+                break;
+            continue;
+        }
+        size_t n = W.len < W.cap - W.head ? W.len : W.cap - W.head;
+        const uint8_t *p = W.ring + W.head;
+        int fd = W.fd;
+        W.busy = true;
+        pthread_mutex_unlock(&W.mu);
+        ssize_t w = fd >= 0 ? write(fd, p, n) : -1;
+        pthread_mutex_lock(&W.mu);
+        W.busy = false;
+        if (w <= 0) {
+            /* Full disk, I/O error, no file: this output is lost; count
+             * it, never wait for the disk to come back. */
+            w = (ssize_t)n;
+            W.dropped_bytes += n;
+            W.dropped_total += n;
+        }
+        W.head = (W.head + (size_t)w) % W.cap;
+        W.len -= (size_t)w;
+        if (!W.len)
+            pthread_cond_broadcast(&W.idle);
+    }
+    pthread_cond_broadcast(&W.idle);
+    pthread_mutex_unlock(&W.mu);
+    return NULL;
+}
+
+/* Appends one record whole, or drops it whole (the caller holds W.mu). */
+static bool ring_put(const void *a, size_t alen, const void *b, size_t blen, const void *c,
+                     size_t clen)
+{
+    size_t n = alen + blen + clen;
+    if (W.cap - W.len < n)
+        return false;
+    const void *parts[3] = {a, b, c};
+    size_t lens[3] = {alen, blen, clen};
+    size_t tail = (W.head + W.len) % W.cap;
+    for (int i = 0; i < 3; i++) {
+        const uint8_t *src = parts[i];
+        size_t left = lens[i];
+        while (left) {
+            size_t k = left < W.cap - tail ? left : W.cap - tail;
+            memcpy(W.ring + tail, src, k);
+            tail = (tail + k) % W.cap;
+            src += k;
+            left -= k;
+        }
+    }
+    W.len += n;
+    return true;
+}
+
+static uint64_t record_ns; /* the time the output being framed was read */
+
+static void emit(void *ctx, enum logfmt_stream s, char tag, const uint8_t *data, size_t len)
+{
+    (void)ctx;
+    char head[LOGFMT_TS_LEN + 16];
+    pthread_mutex_lock(&W.mu);
+    if (W.dropped_bytes) {
+        char note[200];
+        int k =
+            snprintf(note, sizeof(note),
+                     "[kinglet: %llu bytes of output in %llu records were dropped: the log "
+                     "file could not be written fast enough]",
+                     (unsigned long long)W.dropped_bytes, (unsigned long long)W.dropped_records);
+        size_t h = logfmt_header(record_ns, LOGFMT_STDERR, 'F', head);
+        if (ring_put(head, h, note, (size_t)k, "\n", 1))
+            W.dropped_bytes = W.dropped_records = 0;
+    }
+    size_t h = logfmt_header(record_ns, s, tag, head);
+    if (!ring_put(head, h, data, len, "\n", 1)) {
+        W.dropped_bytes += h + len + 1;
+        W.dropped_records++;
+        W.dropped_total += h + len + 1;
+    } else {
+        pthread_cond_signal(&W.cond);
+    }
+    pthread_mutex_unlock(&W.mu);
+}
+
+/* Waits up to ms for the writer to empty the buffer. */
+static void writer_drain(int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&W.mu);
+    while ((W.len || W.busy) && pthread_cond_timedwait(&W.idle, &W.mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&W.mu);
+}
+
+/* ---- the exit record ---- */
+
+static bool oom_killed(const char *cg)
+{
+    if (!cg || !*cg)
+        return false;
+    char path[4200], buf[512];
+    snprintf(path, sizeof(path), "%s/memory.events", cg);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "oom_kill ");
+    return p && p[9] >= '1' && p[9] <= '9';
+}
+
+static void record_exit(const struct opts *o, int status, uint64_t started)
+{
+    int code, sig = 0;
+    if (WIFSIGNALED(status)) {
+        sig = WTERMSIG(status);
+        code = 128 + sig;
+    } else {
+        code = WEXITSTATUS(status);
+    }
+    char buf[320];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"exitCode\":%d,\"signal\":%d,\"started\":%llu,\"finished\":%llu,"
+                     "\"oomKilled\":%s}\n",
+                     code, sig, (unsigned long long)started, (unsigned long long)real_ns(),
+                     oom_killed(o->cgroup) ? "true" : "false");
+    /* Durable: the exit status is all that is left of the container. */
+    int fd = openat(o->dir_fd, "exit.json.tmp",
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        bool ok = write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
+        close(fd);
+        if (ok && renameat(o->dir_fd, "exit.json.tmp", o->dir_fd, "exit.json") == 0)
+            fsync(o->dir_fd);
+    }
+    if (o->report_fd >= 0) {
+        struct monitor_exit_msg m = {.type = MONITOR_MSG_EXIT, .value = code};
+        send(o->report_fd, &m, sizeof(m), MSG_NOSIGNAL);
+    }
+}
+
+/* ---- the control socket ---- */
+
+static void ctl_request(int client)
+{
+    char req[64];
+    ssize_t n = recv(client, req, sizeof(req) - 1, MSG_DONTWAIT);
+    if (n <= 0) {
+        close(client);
+        return;
+    }
+    req[n] = '\0';
+    if (strcmp(req, MONITOR_CTL_REOPEN) == 0) {
+        if (!W.path) {
+            answer(client, "error this container has no log file");
+            return;
+        }
+        pthread_mutex_lock(&W.mu);
+        if (W.reopen_client >= 0)
+            answer(W.reopen_client, "error superseded by a newer reopen");
+        W.reopen_client = client;
+        pthread_cond_signal(&W.cond);
+        pthread_mutex_unlock(&W.mu);
+        return;
+    }
+    answer(client, "error unknown request");
+}
+
+/* ---- the loop ---- */
+
+static int parse_fd(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= 0 && v < 65536 ? (int)v : -1;
+}
+
+static int usage(void)
+{
+    fputs("kinglet-monitor: started by kinglet only\n", stderr);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"init", required_argument, NULL, 'i'},
+        {"dir-fd", required_argument, NULL, 'd'},
+        {"exec-fd", required_argument, NULL, 'e'},
+        {"report-fd", required_argument, NULL, 'r'},
+        {"cgroup", required_argument, NULL, 'c'},
+        {"log-path", required_argument, NULL, 'l'},
+        {"stdout-fd", required_argument, NULL, 'o'},
+        {"stderr-fd", required_argument, NULL, 'E'},
+        {"tty-fd", required_argument, NULL, 't'},
+        {"stdin-fd", required_argument, NULL, 's'},
+        {"ctl-fd", required_argument, NULL, 'C'},
+        {"buffer", required_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.dir_fd = -1,
+                     .exec_fd = -1,
+                     .report_fd = -1,
+                     .out_fd = -1,
+                     .err_fd = -1,
+                     .tty_fd = -1,
+                     .stdin_fd = -1,
+                     .ctl_fd = -1,
+                     .buffer = 256 << 10};
+    for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
+        switch (c) {
+        case 'i':
+            o.init = (pid_t)atoi(optarg);
+            break;
+        case 'd':
+            o.dir_fd = parse_fd(optarg);
+            break;
+        case 'e':
+            o.exec_fd = parse_fd(optarg);
+            break;
+        case 'r':
+            o.report_fd = parse_fd(optarg);
+            break;
+        case 'c':
+            o.cgroup = optarg;
+            break;
+        case 'l':
+            o.log_path = optarg;
+            break;
+        case 'o':
+            o.out_fd = parse_fd(optarg);
+            break;
+        case 'E':
+            o.err_fd = parse_fd(optarg);
+            break;
+        case 't':
+            o.tty_fd = parse_fd(optarg);
+            break;
+        case 's':
+            o.stdin_fd = parse_fd(optarg);
+            break;
+        case 'C':
+            o.ctl_fd = parse_fd(optarg);
+            break;
+        case 'b':
+            o.buffer = (size_t)strtoul(optarg, NULL, 10);
+            break;
+        default:
+            return usage();
+        }
+    }
+    if (o.init <= 0 || o.dir_fd < 0)
+        return usage();
+    prctl(PR_SET_NAME, "kinglet-monitor");
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    struct logfmt *fmt = NULL;
+    if (o.log_path) {
+        if (o.buffer < 64 << 10 || o.buffer > 64 << 20)
+            o.buffer = 256 << 10;
+        fmt = malloc(sizeof(*fmt));
+        W.ring = malloc(o.buffer);
+        W.cap = o.buffer;
+        W.path = o.log_path;
+        W.fd = open_log(o.log_path);
+        pthread_t th;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 64 << 10);
+        if (!fmt || !W.ring || pthread_create(&th, &attr, writer_main, NULL) != 0) {
+            /* Without a writer the output is drained and lost rather than
+             * left to block the container. */
+            free(W.ring);
+            W.ring = NULL;
+            W.cap = 0;
+        }
+        if (fmt)
+            logfmt_init(fmt, LOGFMT_LINE_MAX);
+    }
+    int outs[2] = {o.tty_fd >= 0 ? o.tty_fd : o.out_fd, o.tty_fd >= 0 ? -1 : o.err_fd};
+    for (int i = 0; i < 2; i++)
+        if (outs[i] >= 0)
+            fcntl(outs[i], F_SETFL, fcntl(outs[i], F_GETFL) | O_NONBLOCK);
+    if (o.ctl_fd >= 0)
+        fcntl(o.ctl_fd, F_SETFL, fcntl(o.ctl_fd, F_GETFL) | O_NONBLOCK);
+
+    static uint8_t buf[65536];
+    uint64_t started = 0;
+    bool init_done = false;
+    int init_status = 0;
+    while (!init_done) {
+        struct pollfd p[5];
+        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1;
+        if (sfd >= 0)
+            p[at_sig = np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        if (o.exec_fd >= 0)
+            p[at_exec = np++] = (struct pollfd){.fd = o.exec_fd, .events = POLLIN};
+        for (int i = 0; i < 2; i++)
+            if (outs[i] >= 0)
+                p[at_out[i] = np++] = (struct pollfd){.fd = outs[i], .events = POLLIN};
+        if (o.ctl_fd >= 0)
+            p[at_ctl = np++] = (struct pollfd){.fd = o.ctl_fd, .events = POLLIN};
+        /* Without a signalfd, look for the exit now and then. */
+        int r = poll(p, (nfds_t)np, sfd >= 0 ? -1 : 200);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (at_exec >= 0 && p[at_exec].revents) {
+            char c;
+            if (read(o.exec_fd, &c, 1) == 1)
+                started = real_ns();
+            close(o.exec_fd);
+            o.exec_fd = -1;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (at_out[i] < 0 || !p[at_out[i]].revents)
+                continue;
+            ssize_t n = read(outs[i], buf, sizeof(buf));
+            if (n > 0) {
+                record_ns = real_ns();
+                if (fmt)
+                    logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
+            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                /* EOF, or EIO from a pty whose last holder closed it */
+                record_ns = real_ns();
+                if (fmt)
+                    logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
+                close(outs[i]);
+                outs[i] = -1;
+            }
+        }
+        if (at_ctl >= 0 && p[at_ctl].revents) {
+            int client = accept4(o.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (client >= 0) {
+                struct pollfd q = {.fd = client, .events = POLLIN};
+                if (poll(&q, 1, 1000) == 1)
+                    ctl_request(client);
+                else
+                    close(client);
+            }
+        }
+        if (at_sig >= 0 && p[at_sig].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                ;
+        }
+        for (;;) {
+            int st;
+            pid_t pid = waitpid(-1, &st, WNOHANG);
+            if (pid <= 0)
+                break;
+            if (pid == o.init) {
+                init_status = st;
+                init_done = true;
+            }
+        }
+    }
+    if (o.exec_fd >= 0) {
+        char c;
+        if (read(o.exec_fd, &c, 1) == 1)
+            started = real_ns();
+    }
+    /* What the container wrote before it ended goes to the log first:
+     * read what is there (orphans holding the pipes do not hold us). */
+    for (int i = 0; i < 2; i++) {
+        if (outs[i] < 0)
+            continue;
+        for (int rounds = 0; rounds < 1024; rounds++) {
+            ssize_t n = read(outs[i], buf, sizeof(buf));
+            if (n <= 0)
+                break;
+            record_ns = real_ns();
+            if (fmt)
+                logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
+        }
+        record_ns = real_ns();
+        if (fmt)
+            logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
+    }
+    if (W.ring)
+        writer_drain(5000);
+    if (W.fd >= 0)
+        fsync(W.fd);
+    record_exit(&o, init_status, started);
+    /* Reparented leftovers of a container without a pid namespace: reap
+     * what is already dead, leave the rest to the system. */
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    _exit(0);
+}
