@@ -1,15 +1,15 @@
-/* base/spawn: run a program and wait for it, from a thread of a
- * multi-threaded process. posix_spawn (a vfork-style clone in glibc) never
- * runs our own code between fork and exec, so it is safe whatever locks
- * the other threads hold, and costs no copy of the address space. */
+/* base/spawn: run a program, from a thread of a multi-threaded process.
+ * posix_spawn (a vfork-style clone in glibc) never runs our own code
+ * between fork and exec, so it is safe whatever locks the other threads
+ * hold, and costs no copy of the address space. */
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include "base/base.h"
 
-int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out, int errfd,
-               int *ret_status)
+int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
+                int errfd, pid_t *ret_pid)
 {
     static char *const empty[] = {NULL};
     posix_spawn_file_actions_t fa;
@@ -41,6 +41,17 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
     posix_spawnattr_destroy(&attr);
     if (r)
         return -r;
+    *ret_pid = pid;
+    return 0;
+}
+
+int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out, int errfd,
+               int *ret_status)
+{
+    pid_t pid;
+    int r = spawn_start(path, argv, envp, in, out, errfd, &pid);
+    if (r < 0)
+        return r;
     int st;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR)

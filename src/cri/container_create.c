@@ -192,13 +192,12 @@ static int build_spec(struct create_job *j, const Runtime__V1__ContainerConfig *
     for (size_t i = 0; i < ARRAY_SIZE(caps); i++)
         json_array_append_new(capv, json_string(caps[i]));
     json_t *spec = json_pack(
-        "{s:s, s:{s:b, s:o, s:o, s:s, s:{s:I, s:I}, s:{s:O, s:O, s:O, s:o}, s:b}, s:{s:s, s:b},"
-        " s:s}",
+        "{s:s, s:{s:b, s:o, s:o, s:s, s:{s:I, s:I}, s:{s:O, s:O, s:O, s:o}, s:b}, s:{s:s, s:b}}",
         "ociVersion", "1.2.0", "process", "terminal", cfg->tty, "args", args, "env", env, "cwd",
         cwd && *cwd ? cwd : "/", "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid,
         "capabilities", "bounding", capv, "effective", capv, "permitted", capv, "inheritable",
         json_array(), "noNewPrivileges", 0, "root", "path", rootfs, "readonly",
-        sc && sc->readonly_rootfs, "hostname", "");
+        sc && sc->readonly_rootfs);
     json_decref(capv);
     if (!spec)
         return err_set(err, ENOMEM, "spec");

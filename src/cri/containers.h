@@ -174,3 +174,4 @@ void cri_container_status(struct cri_call *call);           /* container_status.
 void cri_list_containers(struct cri_call *call);            /* container_status.c */
 void cri_update_container_resources(struct cri_call *call); /* container_update.c */
 void cri_reopen_container_log(struct cri_call *call);       /* container_log.c */
+void cri_exec_sync(struct cri_call *call);                  /* container_exec.c */

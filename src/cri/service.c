@@ -30,6 +30,7 @@ static const struct {
     {"ContainerStatus", cri_container_status},
     {"ListContainers", cri_list_containers},
     {"ReopenContainerLog", cri_reopen_container_log},
+    {"ExecSync", cri_exec_sync},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {

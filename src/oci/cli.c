@@ -471,8 +471,12 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
     o.env = n_env ? envs : NULL;
     struct err err = {0};
     int status = 0;
-    if (oci_exec(&o, &status, &err) < 0)
-        return fail(&err);
+    if (oci_exec(&o, &status, &err) < 0) {
+        fail(&err);
+        /* The process could not be started: 127 when its program is not
+         * there, 126 when it cannot be run, as a shell says it. */
+        return status ? status : 1;
+    }
     return status;
 }
 

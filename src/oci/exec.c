@@ -270,6 +270,9 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
             close(sp[0]);
             waitpid(child, NULL, 0);
             r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
+            /* A shell's codes for a command that cannot run. */
+            if (ret_status)
+                *ret_status = m.value == ENOENT ? 127 : 126;
             goto out;
         }
     }

@@ -111,7 +111,8 @@ struct oci_exec_opts {
     int preserve_fds;
 };
 /* Runs a process in the container; without detach waits for it and sets
- * *ret_status. */
+ * *ret_status. When the process cannot be started (its program is missing
+ * or cannot be executed), fails with *ret_status set to 127 or 126. */
 int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err);
 
 /* `kinglet oci ...` command line; returns the process exit status. */

@@ -170,6 +170,9 @@ class Env:
         self.rs = self.cri.grpc.RuntimeServiceStub(channel(self.d))
         self.ims = self.cri.grpc.ImageServiceStub(channel(self.d))
 
+    def bundle(self, cid):
+        return os.path.join(self.d.state, "containers", cid)
+
     def cgroup_dir(self, cid):
         import json
         info = json.loads(self.status(cid, verbose=True).info["info"])

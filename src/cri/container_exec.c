@@ -1,0 +1,376 @@
+/* ExecSync: a command in a running container, with its output and exit
+ * code, as kubelet's exec probes use it.
+ *
+ * The command runs through `kinglet oci exec` (spawned from a worker: the
+ * same namespaces, cgroup, user, capabilities, no_new_privs and seccomp
+ * as the container's process, see src/oci/exec.c); its stdout and stderr
+ * come back over pipes read on the loop and are capped at 16 MiB each, as
+ * kubelet expects (the rest is read and dropped, so the command is never
+ * held up); its exit is watched through a pidfd. A timeout kills the
+ * command (its pid comes from --pid-file) and answers DEADLINE_EXCEEDED,
+ * as containerd does. A command that cannot be started gives exit code
+ * 127 (missing) or 126 (not executable) and the reason on stderr. After
+ * the exit, output still held by the command's own children is waited for
+ * at most EXEC_DRAIN_MS. */
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cri/containers.h"
+
+#define EXEC_OUTPUT_MAX (16u << 20)
+#define EXEC_DRAIN_MS   2000
+#define EXEC_MAX        256 /* ExecSync calls at once */
+
+struct exec_stream {
+    uv_pipe_t pipe;
+    struct buf data;
+    bool open, eof;
+};
+
+struct exec_sync {
+    struct cri_call *call;
+    struct cri *cri;
+    uv_work_t req;
+    /* spawn job: in */
+    char **argv;
+    char pidfile[4400];
+    /* spawn job: out */
+    pid_t pid;
+    int pidfd, out_fd, err_fd;
+    struct err err;
+    int r;
+    /* on the loop */
+    struct exec_stream out, errs;
+    uv_poll_t exit_poll;
+    bool poll_open;
+    uv_timer_t timer;
+    bool timer_open;
+    bool exited, timed_out, replied;
+    int status;
+    int handles; /* open handles; freed when the last one closes */
+    int64_t timeout_s;
+};
+
+static size_t active;
+
+static void exec_free(struct exec_sync *x)
+{
+    for (char **a = x->argv; a && *a; a++)
+        free(*a);
+    free(x->argv);
+    buf_free(&x->out.data);
+    buf_free(&x->errs.data);
+    if (x->pidfd >= 0)
+        close(x->pidfd);
+    if (x->pidfile[0])
+        unlink(x->pidfile);
+    free(x);
+    active--;
+}
+
+static void on_close(uv_handle_t *h)
+{
+    struct exec_sync *x = h->data;
+    if (--x->handles == 0)
+        exec_free(x);
+}
+
+static void close_all(struct exec_sync *x)
+{
+    x->handles++; /* held while closing */
+    if (x->out.open) {
+        x->out.open = false;
+        x->handles++;
+        uv_close((uv_handle_t *)&x->out.pipe, on_close);
+    }
+    if (x->errs.open) {
+        x->errs.open = false;
+        x->handles++;
+        uv_close((uv_handle_t *)&x->errs.pipe, on_close);
+    }
+    if (x->poll_open) {
+        x->poll_open = false;
+        x->handles++;
+        uv_close((uv_handle_t *)&x->exit_poll, on_close);
+    }
+    if (x->timer_open) {
+        x->timer_open = false;
+        x->handles++;
+        uv_close((uv_handle_t *)&x->timer, on_close);
+    }
+    if (--x->handles == 0)
+        exec_free(x);
+}
+
+static void reply(struct exec_sync *x)
+{
+    if (x->replied)
+        return;
+    x->replied = true;
+    if (x->timed_out) {
+        cri_fail(x->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                 "ExecSync: the command timed out after %lld s and was killed",
+                 (long long)x->timeout_s);
+    } else {
+        Runtime__V1__ExecSyncResponse resp = RUNTIME__V1__EXEC_SYNC_RESPONSE__INIT;
+        resp.stdout.data = x->out.data.data;
+        resp.stdout.len = x->out.data.len;
+        resp.stderr.data = x->errs.data.data;
+        resp.stderr.len = x->errs.data.len;
+        resp.exit_code = x->status;
+        cri_reply(x->call, &resp.base);
+    }
+    close_all(x);
+}
+
+static void maybe_done(struct exec_sync *x)
+{
+    if (x->exited && (!x->out.open || x->out.eof) && (!x->errs.open || x->errs.eof))
+        reply(x);
+}
+
+/* ---- output ---- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)h;
+    (void)hint;
+    static char scratch[65536];
+    *b = uv_buf_init(scratch, sizeof(scratch));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct exec_sync *x = s->data;
+    struct exec_stream *st = (uv_pipe_t *)s == &x->out.pipe ? &x->out : &x->errs;
+    if (n > 0) {
+        size_t room = EXEC_OUTPUT_MAX - st->data.len;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        if (take && buf_append(&st->data, b->base, take) < 0)
+            log_warn("ExecSync: out of memory for output; the rest is dropped");
+        return;
+    }
+    if (n < 0) {
+        st->eof = true;
+        uv_read_stop(s);
+        maybe_done(x);
+    }
+}
+
+static int stream_open(struct cri *cri, struct exec_sync *x, struct exec_stream *st, int fd)
+{
+    if (uv_pipe_init(cri->loop, &st->pipe, 0) < 0)
+        return -ENOMEM;
+    st->pipe.data = x;
+    if (uv_pipe_open(&st->pipe, fd) < 0) {
+        close(fd);
+        st->open = true;
+        st->eof = true;
+        return 0;
+    }
+    st->open = true;
+    uv_read_start((uv_stream_t *)&st->pipe, on_alloc, on_read);
+    return 0;
+}
+
+/* ---- the exit and the timeout ---- */
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    struct exec_sync *x = t->data;
+    /* The command has exited; its children keep the pipes: done anyway. */
+    x->out.eof = x->errs.eof = true;
+    reply(x);
+}
+
+static void on_exit_(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    struct exec_sync *x = p->data;
+    siginfo_t si = {0};
+    if (syscall(SYS_waitid, P_PIDFD, x->pidfd, &si, WEXITED | WNOHANG, NULL) < 0 || si.si_pid == 0)
+        return;
+    uv_poll_stop(p);
+    x->exited = true;
+    x->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+    if (x->timed_out) {
+        reply(x);
+        return;
+    }
+    uv_timer_stop(&x->timer);
+    uv_timer_start(&x->timer, on_drain_timeout, EXEC_DRAIN_MS, 0);
+    maybe_done(x);
+}
+
+/* The command's pid is in the pid file once it runs; the relay and the
+ * `oci exec` process end with it. */
+static void kill_command(struct exec_sync *x)
+{
+    _cleanup_free_ char *text = NULL;
+    if (read_file_at(AT_FDCWD, x->pidfile, 32, &text, NULL) == 0) {
+        long pid = strtol(text, NULL, 10);
+        int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
+        if (fd >= 0) {
+            syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+            close(fd);
+        }
+    }
+    syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    struct exec_sync *x = t->data;
+    x->timed_out = true;
+    kill_command(x);
+}
+
+/* ---- the spawn ---- */
+
+static void spawn_work(uv_work_t *req)
+{
+    struct exec_sync *x = req->data;
+    int out[2] = {-1, -1}, errp[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        x->r = err_set(&x->err, errno, "pipe");
+        goto fail;
+    }
+    x->r = spawn_start("/proc/self/exe", x->argv, NULL, -1, out[1], errp[1], &x->pid);
+    if (x->r < 0) {
+        err_set(&x->err, -x->r, "run the executor");
+        goto fail;
+    }
+    close(out[1]);
+    close(errp[1]);
+    x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
+    if (x->pidfd < 0) {
+        /* cannot happen for our own child; reap it rather than leak it */
+        x->r = err_set(&x->err, errno, "pidfd of the executor");
+        kill(x->pid, SIGKILL);
+        waitpid(x->pid, NULL, 0);
+        close(out[0]);
+        close(errp[0]);
+        return;
+    }
+    x->out_fd = out[0];
+    x->err_fd = errp[0];
+    return;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0)
+            close(out[i]);
+        if (errp[i] >= 0)
+            close(errp[i]);
+    }
+}
+
+static void spawn_done(uv_work_t *req, int status)
+{
+    struct exec_sync *x = req->data;
+    struct cri *cri = x->cri;
+    if (status < 0 && x->r == 0) {
+        x->r = err_set(&x->err, -status, "cancelled");
+        if (x->pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+    }
+    if (x->r < 0) {
+        err_wrap(&x->err, "ExecSync");
+        cri_fail_err(x->call, &x->err);
+        x->replied = true;
+        close_all(x);
+        return;
+    }
+    stream_open(cri, x, &x->out, x->out_fd);
+    stream_open(cri, x, &x->errs, x->err_fd);
+    uv_timer_init(cri->loop, &x->timer);
+    x->timer.data = x;
+    x->timer_open = true;
+    uv_poll_init(cri->loop, &x->exit_poll, x->pidfd);
+    x->exit_poll.data = x;
+    x->poll_open = true;
+    uv_poll_start(&x->exit_poll, UV_READABLE, on_exit_);
+    if (x->timeout_s > 0)
+        uv_timer_start(&x->timer, on_timeout,
+                       (uint64_t)x->timeout_s > UINT64_MAX / 1000 ? UINT64_MAX
+                                                                  : (uint64_t)x->timeout_s * 1000,
+                       0);
+}
+
+static void on_cancel(struct grpc_call *gc, void *data)
+{
+    (void)gc;
+    struct exec_sync *x = data;
+    /* The client went away: the command goes too, as kubelet expects. */
+    if (x->pidfd >= 0 && !x->exited)
+        kill_command(x);
+}
+
+void cri_exec_sync(struct cri_call *call)
+{
+    Runtime__V1__ExecSyncRequest *req = (Runtime__V1__ExecSyncRequest *)call->req;
+    struct cri *cri = call->cri;
+    bool ambiguous;
+    struct container *c = container_find(cri, req->container_id, &ambiguous);
+    if (!c) {
+        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "container `%.64s` %s", req->container_id,
+                 ambiguous ? "is an ambiguous prefix" : "not found");
+        return;
+    }
+    if (c->rec.state != STORE_CTR_RUNNING) {
+        cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
+                 "ExecSync: container `%s` is not running (%s)", c->rec.id,
+                 store_ctr_state_name(c->rec.state));
+        return;
+    }
+    if (!req->n_cmd || req->n_cmd > 4096) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "ExecSync: cmd must have 1 to 4096 words");
+        return;
+    }
+    if (active >= EXEC_MAX) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "ExecSync: %d commands are running already",
+                 EXEC_MAX);
+        return;
+    }
+    struct exec_sync *x = calloc(1, sizeof(*x));
+    if (!x) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    active++;
+    x->call = call;
+    x->cri = cri;
+    x->pidfd = x->out_fd = x->err_fd = -1;
+    x->timeout_s = req->timeout;
+    char bundle[4200], rnd[STORE_ID_LEN + 1];
+    container_dirs(cri, c->rec.id, bundle, sizeof(bundle), NULL, 0);
+    if (store_id_new(rnd) < 0) {
+        cri_fail(call, GRPC_STATUS_INTERNAL, "random name");
+        exec_free(x);
+        return;
+    }
+    snprintf(x->pidfile, sizeof(x->pidfile), "%s/exec-%.16s.pid", bundle, rnd);
+    size_t n = 0;
+    x->argv = calloc(req->n_cmd + 12, sizeof(char *));
+    const char *head[] = {"kinglet", "oci",        "--root",   cri->containers->oci_root,
+                          "exec",    "--pid-file", x->pidfile, c->rec.id,
+                          "--"};
+    bool oom = !x->argv;
+    for (size_t i = 0; !oom && i < ARRAY_SIZE(head); i++)
+        oom = !(x->argv[n++] = strdup(head[i]));
+    for (size_t i = 0; !oom && i < req->n_cmd; i++)
+        oom = !(x->argv[n++] = strdup(req->cmd[i]));
+    if (oom) {
+        x->pidfile[0] = '\0';
+        exec_free(x);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    grpc_call_on_cancel(call->gc, on_cancel, x);
+    x->req.data = x;
+    uv_queue_work(cri->loop, &x->req, spawn_work, spawn_done);
+}

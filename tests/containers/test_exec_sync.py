@@ -1,0 +1,90 @@
+"""ExecSync through the real gRPC client: output, exit codes, the
+container's own settings, timeouts, big output, and no leak over many
+calls."""
+import os
+import time
+
+import grpc
+import pytest
+
+from .conftest import wait_for
+
+
+def exec_sync(env, cid, cmd, timeout=0):
+    return env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=timeout),
+                           timeout=max(timeout, 0) + 60)
+
+
+@pytest.fixture
+def running(env):
+    pod = env.pod()
+    cid = env.run(pod, "x", ["/bin/sleep", "100000"])
+    return env, cid
+
+
+def test_output_and_exit_codes(running):
+    env, cid = running
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.stdout, r.stderr, r.exit_code) == (b"out\n", b"err\n", 3)
+    r = exec_sync(env, cid, ["/bin/true"])
+    assert (r.stdout, r.stderr, r.exit_code) == (b"", b"", 0)
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "kill -9 $$"])
+    assert r.exit_code == 137
+    r = exec_sync(env, cid, ["/no/such/binary"])
+    assert r.exit_code == 127 and b"/no/such/binary" in r.stderr
+    r = exec_sync(env, cid, ["/etc/passwd"])
+    assert r.exit_code == 126
+
+
+def test_runs_inside_the_container(running):
+    env, cid = running
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "hostname; cat /proc/1/cmdline"])
+    lines = r.stdout.split(b"\n")
+    assert lines[0] == b"p"  # the pod's hostname
+    assert lines[1] == b"/bin/sleep\x00100000\x00"  # pid 1 of its pid namespace
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"])
+    assert b"CapEff:\t00000000a80425fb" in r.stdout
+
+
+def test_timeout_kills(running):
+    env, cid = running
+    t0 = time.monotonic()
+    with pytest.raises(grpc.RpcError) as e:
+        exec_sync(env, cid, ["/bin/sleep", "1000"], timeout=1)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - t0 < 10
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "ps -o comm | grep -c '^sleep$' || true"])
+    assert r.stdout.strip() == b"1"  # the container's own sleep only
+
+
+def test_big_output_is_capped(running):
+    env, cid = running
+    from .conftest import channel
+    rs = env.cri.grpc.RuntimeServiceStub(channel(env.d, **{
+        "grpc.max_receive_message_length": 64 << 20}))
+    r = rs.ExecSync(env.pb.ExecSyncRequest(
+        container_id=cid, cmd=["/bin/sh", "-c", "head -c 17825792 /dev/zero; echo tail >&2"]),
+        timeout=60)
+    assert len(r.stdout) == 16 << 20 and r.exit_code == 0 and r.stderr == b"tail\n"
+
+
+def test_stopped_container_is_refused(env):
+    pod = env.pod()
+    cid = env.run(pod, "gone", ["/bin/true"])
+    env.wait_exited(cid)
+    with pytest.raises(grpc.RpcError) as e:
+        exec_sync(env, cid, ["/bin/true"])
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_many_calls_leave_nothing(running):
+    env, cid = running
+    for _ in range(20):
+        exec_sync(env, cid, ["/bin/true"])
+    fds, rss = len(env.d.fds()), env.d.rss_kb()
+    for _ in range(300):
+        assert exec_sync(env, cid, ["/bin/true"]).exit_code == 0
+    # a call's pipes close on the loop's next turn after its answer
+    wait_for(lambda: len(env.d.fds()) <= fds, what="the fd count to return")
+    assert env.d.rss_kb() <= rss + 256
+    assert not [p for p in os.listdir(env.bundle(cid)) if p.startswith("exec-")]
