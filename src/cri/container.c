@@ -18,6 +18,7 @@
  * one whose monitor is alive is watched again; one that ended meanwhile gets
  * its real exit code and finish time; and directories left by a creation
  * that never wrote its record are removed. */
+#include <assert.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -320,9 +321,9 @@ static void save_done(uv_work_t *req, int status)
         return;
     }
     if (c->on_saved) {
-        void (*fn)(struct container *) = c->on_saved;
+        ctr_saved_fn fn = c->on_saved;
         c->on_saved = NULL;
-        fn(c);
+        fn(c, TAKE_PTR(c->on_saved_data));
     }
 }
 
@@ -347,13 +348,15 @@ void container_save(struct cri *cri, struct container *c)
     uv_queue_work(cri->loop, &j->req, save_work, save_done);
 }
 
-void container_when_saved(struct container *c, void (*fn)(struct container *c))
+void container_when_saved(struct container *c, ctr_saved_fn fn, void *data)
 {
+    assert(!c->on_saved);
     if (!c->saving) {
-        fn(c);
+        fn(c, data);
         return;
     }
     c->on_saved = fn;
+    c->on_saved_data = data;
 }
 
 static void exit_job_free(struct exit_job *j)

@@ -31,6 +31,15 @@ static void start_work(uv_work_t *req)
     }
 }
 
+static void start_saved(struct container *c, void *data)
+{
+    struct cri_call *call = data;
+    Runtime__V1__StartContainerResponse resp = RUNTIME__V1__START_CONTAINER_RESPONSE__INIT;
+    cri_reply(call, &resp.base);
+    container_event(c->cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STARTED_EVENT);
+    opq_end(&c->ops, c, false);
+}
+
 static void start_done(uv_work_t *req, int status)
 {
     struct start_job *j = req->data;
@@ -56,17 +65,18 @@ static void start_done(uv_work_t *req, int status)
     if (j->r < 0) {
         err_wrap(&j->err, "start container `%s`", j->id);
         cri_fail_err(call, &j->err);
-        if (c)
+        if (c) {
             container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
-    } else {
+            opq_end(&c->ops, c, false);
+        }
+    } else if (c) {
         log_info("container `%s` started", j->id);
+        /* The answer once "running" is on disk. */
+        container_when_saved(c, start_saved, call);
+    } else {
         Runtime__V1__StartContainerResponse resp = RUNTIME__V1__START_CONTAINER_RESPONSE__INIT;
         cri_reply(call, &resp.base);
-        if (c)
-            container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STARTED_EVENT);
     }
-    if (c)
-        opq_end(&c->ops, c, false);
     free(j->oci_root);
     free(j);
 }

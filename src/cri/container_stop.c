@@ -206,9 +206,10 @@ static void remove_done(uv_work_t *req, int status)
     remove_free(rm);
 }
 
-static void remove_start(struct container *c)
+static void remove_start(struct container *c, void *data)
 {
-    struct ctr_remove *rm = TAKE_PTR(c->removing);
+    (void)c;
+    struct ctr_remove *rm = data;
     rm->req.data = rm;
     uv_queue_work(rm->cri->loop, &rm->req, remove_work, remove_done);
 }
@@ -224,8 +225,7 @@ static void remove_after_stop(void *data, struct container *c, int r, const stru
         return;
     }
     /* The record goes last: no save may be in flight to bring it back. */
-    c->removing = rm;
-    container_when_saved(c, remove_start);
+    container_when_saved(c, remove_start, rm);
 }
 
 void container_remove(struct cri *cri, struct container *c, ctr_done_fn done, void *data)

@@ -51,6 +51,8 @@ void opq_end(struct opq *q, void *obj, bool gone);
 /* ---- containers ---- */
 
 struct ctr_stop;
+struct container;
+typedef void (*ctr_saved_fn)(struct container *c, void *data);
 
 struct container {
     struct container *prev, *next;
@@ -66,9 +68,9 @@ struct container {
     pid_t pid;               /* the container's init, 0 when not running */
     bool exit_reading;       /* the exit record is being read */
     bool saving, save_again; /* container_save */
-    void (*on_saved)(struct container *c);
-    struct ctr_remove *removing; /* a removal waiting for saves */
-    struct ctr_stop *stops;      /* StopContainer calls waiting for the exit */
+    ctr_saved_fn on_saved;   /* container_when_saved */
+    void *on_saved_data;
+    struct ctr_stop *stops; /* StopContainer calls waiting for the exit */
 };
 
 struct containers {
@@ -104,8 +106,10 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
 /* Saves c's record (off the loop): one write at a time per container, the
  * latest state wins. */
 void container_save(struct cri *cri, struct container *c);
-/* Runs fn(c) once no save of c is in flight (at once when none is). */
-void container_when_saved(struct container *c, void (*fn)(struct container *c));
+/* Runs fn(c, data) once no save of c is in flight (at once when none is):
+ * what the record says is then on disk. One waiter at a time: only the
+ * holder of c's operation queue waits. */
+void container_when_saved(struct container *c, ctr_saved_fn fn, void *data);
 /* Starts watching the monitor (fd is taken). */
 void container_watch(struct cri *cri, struct container *c, int monitor_fd, pid_t pid);
 Runtime__V1__ContainerState container_state(const struct container *c);
@@ -166,12 +170,13 @@ int cri_signal_from_enum(int e);
 int cri_signal_to_enum(int sig);
 
 /* Handlers. */
-void cri_create_container(struct cri_call *call);           /* container_create.c */
-void cri_start_container(struct cri_call *call);            /* container_start.c */
-void cri_stop_container(struct cri_call *call);             /* container_stop.c */
-void cri_remove_container(struct cri_call *call);           /* container_stop.c */
-void cri_container_status(struct cri_call *call);           /* container_status.c */
-void cri_list_containers(struct cri_call *call);            /* container_status.c */
-void cri_update_container_resources(struct cri_call *call); /* container_update.c */
-void cri_reopen_container_log(struct cri_call *call);       /* container_log.c */
-void cri_exec_sync(struct cri_call *call);                  /* container_exec.c */
+void cri_create_container(struct cri_call *call);             /* container_create.c */
+void cri_start_container(struct cri_call *call);              /* container_start.c */
+void cri_stop_container(struct cri_call *call);               /* container_stop.c */
+void cri_remove_container(struct cri_call *call);             /* container_stop.c */
+void cri_container_status(struct cri_call *call);             /* container_status.c */
+void cri_list_containers(struct cri_call *call);              /* container_status.c */
+void cri_update_container_resources(struct cri_call *call);   /* container_update.c */
+void cri_reopen_container_log(struct cri_call *call);         /* container_log.c */
+void cri_exec_sync(struct cri_call *call);                    /* container_exec.c */
+void cri_update_pod_sandbox_resources(struct cri_call *call); /* container_update.c */

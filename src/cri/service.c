@@ -31,6 +31,8 @@ static const struct {
     {"ListContainers", cri_list_containers},
     {"ReopenContainerLog", cri_reopen_container_log},
     {"ExecSync", cri_exec_sync},
+    {"UpdateContainerResources", cri_update_container_resources},
+    {"UpdatePodSandboxResources", cri_update_pod_sandbox_resources},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {

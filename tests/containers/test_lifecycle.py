@@ -111,3 +111,42 @@ def test_list_filters(env):
     c = env.list(id=b)[0]
     assert c.pod_sandbox_id == p2[0] and c.metadata.name == "b" and c.labels["app"] == "y"
     assert c.image_id.startswith("sha256:")
+
+
+def test_update_resources_is_reported(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "u", ["/bin/sleep", "1000"],
+                  linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
+                      memory_limit_in_bytes=256 << 20, cpu_shares=512)))
+    st = env.status(cid).status
+    assert st.resources.linux.memory_limit_in_bytes == 256 << 20
+    env.rs.UpdateContainerResources(pb.UpdateContainerResourcesRequest(
+        container_id=cid, linux=pb.LinuxContainerResources(memory_limit_in_bytes=128 << 20,
+                                                           cpu_shares=1024)), timeout=10)
+    st = env.status(cid).status
+    assert st.resources.linux.memory_limit_in_bytes == 128 << 20
+    assert st.resources.linux.cpu_shares == 1024
+    env.kill9_restart()  # kept in the record
+    st = env.status(cid).status
+    assert st.resources.linux.memory_limit_in_bytes == 128 << 20
+    # Newer than the upstream stubs (cri-api 0.33): the request by hand,
+    # {1: pod_sandbox_id, 3: resources}.
+    def field(num, data):
+        n, out = len(data), bytearray([num << 3 | 2])
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out) + data
+    from .conftest import channel
+    call = channel(env.d).unary_unary("/runtime.v1.RuntimeService/UpdatePodSandboxResources",
+                                      request_serializer=lambda b: b,
+                                      response_deserializer=lambda b: b)
+    res = pb.LinuxContainerResources(cpu_shares=2048).SerializeToString()
+    assert call(field(1, pod[0].encode()) + field(3, res), timeout=10) == b""
+    env.stop(cid)
+    with pytest.raises(grpc.RpcError) as e:
+        env.rs.UpdateContainerResources(pb.UpdateContainerResourcesRequest(
+            container_id=cid, linux=pb.LinuxContainerResources(cpu_shares=2)), timeout=10)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
