@@ -68,7 +68,11 @@ struct container {
     pid_t pid;               /* the container's init, 0 when not running */
     bool exit_reading;       /* the exit record is being read */
     bool saving, save_again; /* container_save */
-    ctr_saved_fn on_saved;   /* container_when_saved */
+    /* stats.c: the previous CPU sample and the cached writable layer
+     * usage */
+    uint64_t cpu_prev_ns, cpu_prev_ts;
+    uint64_t du_bytes, du_inodes, du_ns;
+    ctr_saved_fn on_saved; /* container_when_saved */
     void *on_saved_data;
     struct ctr_stop *stops; /* StopContainer calls waiting for the exit */
 };
@@ -180,3 +184,9 @@ void cri_update_container_resources(struct cri_call *call);   /* container_updat
 void cri_reopen_container_log(struct cri_call *call);         /* container_log.c */
 void cri_exec_sync(struct cri_call *call);                    /* container_exec.c */
 void cri_update_pod_sandbox_resources(struct cri_call *call); /* container_update.c */
+void cri_container_stats(struct cri_call *call);              /* stats.c */
+void cri_list_container_stats(struct cri_call *call);
+void cri_pod_sandbox_stats(struct cri_call *call);
+void cri_list_pod_sandbox_stats(struct cri_call *call);
+void cri_list_metric_descriptors(struct cri_call *call);
+void cri_list_pod_sandbox_metrics(struct cri_call *call);

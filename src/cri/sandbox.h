@@ -29,6 +29,7 @@ struct sandbox {
     int init_fd;    /* pidfd of the pod's init, -1: none */
     bool init_gone; /* found dead at start */
     struct sandbox_waiter *waiters, *waiters_tail;
+    uint64_t cpu_prev_ns, cpu_prev_ts; /* stats.c: the previous CPU sample */
 };
 
 struct sandboxes {

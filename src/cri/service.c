@@ -33,6 +33,12 @@ static const struct {
     {"ExecSync", cri_exec_sync},
     {"UpdateContainerResources", cri_update_container_resources},
     {"UpdatePodSandboxResources", cri_update_pod_sandbox_resources},
+    {"ContainerStats", cri_container_stats},
+    {"ListContainerStats", cri_list_container_stats},
+    {"PodSandboxStats", cri_pod_sandbox_stats},
+    {"ListPodSandboxStats", cri_list_pod_sandbox_stats},
+    {"ListMetricDescriptors", cri_list_metric_descriptors},
+    {"ListPodSandboxMetrics", cri_list_pod_sandbox_metrics},
 };
 
 static const ProtobufCServiceDescriptor *const services[] = {

@@ -751,6 +751,61 @@ int oci_cgroup_fd(struct oci_cgroup *cg) { return cg->fd; }
 
 const char *oci_cgroup_path(struct oci_cgroup *cg) { return cg->abs; }
 
+int oci_psi_parse(const char *text, struct oci_psi *ret)
+{
+    struct oci_psi psi = {0};
+    bool some = false;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        bool full = str_has_prefix(p, "full ");
+        if (!full && !str_has_prefix(p, "some "))
+            return -EINVAL;
+        double a10, a60, a300;
+        unsigned long long total;
+        if (sscanf(p + 5, "avg10=%lf avg60=%lf avg300=%lf total=%llu", &a10, &a60, &a300, &total) !=
+            4)
+            return -EINVAL;
+        double *avg = full ? psi.full_avg : psi.some_avg;
+        avg[0] = a10;
+        avg[1] = a60;
+        avg[2] = a300;
+        *(full ? &psi.full_total : &psi.some_total) = total;
+        some |= !full;
+    }
+    if (!some)
+        return -EINVAL;
+    *ret = psi;
+    return 0;
+}
+
+/* Processes in the cgroup at dfd and below (depth-bounded). */
+static uint64_t count_procs(int dfd, int depth)
+{
+    uint64_t n = 0;
+    _cleanup_free_ char *procs = NULL;
+    if (read_at(dfd, "cgroup.procs", &procs) == 0)
+        for (const char *p = procs; *p; p++)
+            n += *p == '\n';
+    if (depth >= 16)
+        return n;
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return n;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+            _cleanup_close_ int sub =
+                openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+            if (sub >= 0)
+                n += count_procs(sub, depth + 1);
+        }
+    closedir(d);
+    return n;
+}
+
 int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err)
 {
     struct oci_cgroup_stats st = {0};
@@ -767,19 +822,38 @@ int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct
         st.has_memory = true;
         st.memory_current = strtoull(cur, NULL, 10);
         uint64_t inactive = 0;
-        if (read_at(cg->fd, "memory.stat", &mstat) == 0)
+        if (read_at(cg->fd, "memory.stat", &mstat) == 0) {
             (void)keyed_value(mstat, "inactive_file", &inactive);
+            (void)keyed_value(mstat, "anon", &st.memory_rss);
+            (void)keyed_value(mstat, "pgfault", &st.pgfault);
+            (void)keyed_value(mstat, "pgmajfault", &st.pgmajfault);
+        }
         st.memory_working_set = inactive < st.memory_current ? st.memory_current - inactive : 0;
         st.memory_max = UINT64_MAX;
         if (read_at(cg->fd, "memory.max", &mmax) == 0 && strncmp(mmax, "max", 3) != 0)
             st.memory_max = strtoull(mmax, NULL, 10);
         if ((r = oci_cgroup_oom_kills(cg, &st.oom_kills, err)) < 0)
             return r;
+        _cleanup_free_ char *scur = NULL, *smax = NULL;
+        if (read_at(cg->fd, "memory.swap.current", &scur) == 0) {
+            st.has_swap = true;
+            st.swap_current = strtoull(scur, NULL, 10);
+            st.swap_max = UINT64_MAX;
+            if (read_at(cg->fd, "memory.swap.max", &smax) == 0 && strncmp(smax, "max", 3) != 0)
+                st.swap_max = strtoull(smax, NULL, 10);
+        }
     }
     _cleanup_free_ char *pids = NULL;
     if (read_at(cg->fd, "pids.current", &pids) == 0) {
         st.has_pids = true;
         st.pids_current = strtoull(pids, NULL, 10);
+    }
+    st.processes = count_procs(cg->fd, 0);
+    static const char *const pressure[] = {"cpu.pressure", "memory.pressure", "io.pressure"};
+    for (size_t i = 0; i < ARRAY_SIZE(pressure); i++) {
+        _cleanup_free_ char *text = NULL;
+        st.has_psi[i] =
+            read_at(cg->fd, pressure[i], &text) == 0 && oci_psi_parse(text, &st.psi[i]) == 0;
     }
     *ret = st;
     return 0;

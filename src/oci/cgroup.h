@@ -79,14 +79,29 @@ json_t *oci_cgroup_features(void);
 /* Usage figures for ContainerStats and `kinglet oci events --stats`. CPU
  * times come from cpu.stat, which cgroup2 keeps even without the cpu
  * controller (hybrid hosts); memory and pids only where their controller
- * is enabled (has_memory, has_pids). The working set is memory.current
- * minus inactive_file, as kubelet and cAdvisor count it. */
+ * is enabled (has_memory, has_pids); pressure (PSI) where the kernel
+ * exposes it (has_psi). The working set is memory.current minus
+ * inactive_file, as kubelet and cAdvisor count it; rss is memory.stat's
+ * anon. processes counts cgroup.procs here and below, controllers or not. */
+struct oci_psi {
+    uint64_t some_total, full_total; /* microseconds */
+    double some_avg[3], full_avg[3]; /* avg10, avg60, avg300 */
+};
 struct oci_cgroup_stats {
     uint64_t cpu_usage_usec, cpu_user_usec, cpu_system_usec;
     bool has_memory;
     uint64_t memory_current, memory_working_set, memory_max; /* max: UINT64_MAX */
+    uint64_t memory_rss, pgfault, pgmajfault;
+    bool has_swap;
+    uint64_t swap_current, swap_max; /* max: UINT64_MAX */
     uint64_t oom_kills;
     bool has_pids;
     uint64_t pids_current;
+    uint64_t processes;
+    bool has_psi[3]; /* cpu, memory, io */
+    struct oci_psi psi[3];
 };
+/* Parses a pressure file ("some avg10=0.00 avg60=0.00 avg300=0.00 total=0"
+ * and a "full" line); -EINVAL for anything else (pure). */
+int oci_psi_parse(const char *text, struct oci_psi *ret);
 int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct err *err);

@@ -1,0 +1,970 @@
+/* Stats and metrics: ContainerStats, ListContainerStats, PodSandboxStats,
+ * ListPodSandboxStats, ListMetricDescriptors, ListPodSandboxMetrics.
+ *
+ * kubelet's summary API and its eviction manager read these, so they must
+ * be right. Every figure comes from a worker that reads the cgroup files
+ * (src/oci/cgroup.c) of the containers and pods asked for, the writable
+ * layers' usage (du, cached for STATS_DU_TTL_NS per container, since a
+ * layer may hold many files) and, for pods, the counters of the pod's
+ * network interfaces, read in the pod's network namespace by a short-lived
+ * thread (a thread's network namespace is its own; the thread ends rather
+ * than switching back). The loop keeps the previous CPU sample of each
+ * container and pod, to turn cumulative CPU time into usage_nano_cores.
+ *
+ * Hosts without cgroup v2 controllers (hybrid): cpu.stat is there anyway;
+ * memory comes from the processes themselves (the sum of their resident
+ * sets and page faults), which is what the host can measure. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+#include "cri/containers.h"
+#include "oci/cgroup.h"
+
+#define STATS_DU_TTL_NS (10ull * 1000000000ull)
+#define STATS_IFACES    8
+
+struct iface {
+    char name[32];
+    uint64_t rx_bytes, rx_errors, tx_bytes, tx_errors;
+};
+
+/* What a worker measures for one container or pod. */
+struct sample {
+    char id[STORE_ID_LEN + 1];
+    char *cgroup; /* absolute path of its cgroup, NULL: none */
+    char *layer;  /* a container's upper directory, NULL: no du now */
+    char *netns;  /* a pod's network namespace file, NULL: none */
+    uint64_t ts;  /* when it was measured (wall clock ns) */
+    bool ok;      /* cgroup figures read */
+    struct oci_cgroup_stats cg;
+    bool du_ok;
+    uint64_t du_bytes, du_inodes;
+    struct iface ifaces[STATS_IFACES];
+    size_t n_ifaces;
+};
+
+static void sample_clear(struct sample *s)
+{
+    free(s->cgroup);
+    free(s->layer);
+    free(s->netns);
+}
+
+/* ---- measuring (workers) ---- */
+
+/* Memory of the processes of a cgroup without a memory controller: their
+ * resident sets and page faults, from /proc. */
+static void memory_from_procs(const char *cgroup, struct oci_cgroup_stats *st, int depth)
+{
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
+    _cleanup_free_ char *procs = NULL;
+    if (read_file_at(AT_FDCWD, path, 1 << 20, &procs, NULL) == 0) {
+        for (char *p = procs, *nl; *p; p = nl + 1) {
+            nl = strchr(p, '\n');
+            if (!nl)
+                break;
+            *nl = '\0';
+            char f[64];
+            _cleanup_free_ char *status = NULL, *stat = NULL;
+            snprintf(f, sizeof(f), "/proc/%s/status", p);
+            if (read_file_at(AT_FDCWD, f, 1 << 16, &status, NULL) == 0) {
+                char *rss = strstr(status, "\nVmRSS:");
+                char *anon = strstr(status, "\nRssAnon:");
+                if (rss)
+                    st->memory_working_set += strtoull(rss + 7, NULL, 10) * 1024;
+                if (anon)
+                    st->memory_rss += strtoull(anon + 9, NULL, 10) * 1024;
+            }
+            snprintf(f, sizeof(f), "/proc/%s/stat", p);
+            if (read_file_at(AT_FDCWD, f, 4096, &stat, NULL) == 0) {
+                /* fields 10 (minflt) and 12 (majflt), after the command */
+                char *q = strrchr(stat, ')');
+                unsigned long long v[12] = {0};
+                if (q && sscanf(q + 2, "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                                &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
+                    st->pgfault += v[6];
+                    st->pgmajfault += v[8];
+                }
+            }
+        }
+    }
+    if (depth >= 8)
+        return;
+    DIR *d = opendir(cgroup);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+            snprintf(path, sizeof(path), "%s/%s", cgroup, de->d_name);
+            memory_from_procs(path, st, depth + 1);
+        }
+    if (d)
+        closedir(d);
+}
+
+static void *read_ifaces(void *arg)
+{
+    struct sample *s = arg;
+    _cleanup_close_ int fd = open(s->netns, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+        return NULL;
+    _cleanup_free_ char *text = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/thread-self/net/dev", 1 << 20, &text, NULL) < 0)
+        return NULL;
+    /* Two header lines, then "name: rx_bytes packets errs ... tx_bytes
+     * packets errs ...". */
+    char *line = strchr(text, '\n');
+    line = line ? strchr(line + 1, '\n') : NULL;
+    while (line && *++line && s->n_ifaces < STATS_IFACES) {
+        char *colon = strchr(line, ':');
+        char *nl = strchr(line, '\n');
+        if (!colon || (nl && colon > nl))
+            break;
+        *colon = '\0';
+        while (*line == ' ')
+            line++;
+        unsigned long long v[16] = {0};
+        if (sscanf(colon + 1,
+                   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+                   "%llu",
+                   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+                   &v[11], &v[12], &v[13], &v[14], &v[15]) == 16 &&
+            strcmp(line, "lo") != 0) {
+            struct iface *i = &s->ifaces[s->n_ifaces++];
+            snprintf(i->name, sizeof(i->name), "%s", line);
+            i->rx_bytes = v[0];
+            i->rx_errors = v[2];
+            i->tx_bytes = v[8];
+            i->tx_errors = v[10];
+        }
+        line = nl;
+    }
+    return NULL;
+}
+
+static void measure(struct sample *s)
+{
+    s->ts = now_real_ns();
+    struct oci_cgroup *cg = NULL;
+    struct err e = {0};
+    if (s->cgroup && oci_cgroup_open(s->cgroup, &cg, &e) == 0) {
+        s->ok = oci_cgroup_stats(cg, &s->cg, &e) == 0;
+        oci_cgroup_free(cg);
+        if (s->ok && !s->cg.has_memory)
+            memory_from_procs(s->cgroup, &s->cg, 0);
+    }
+    if (s->layer)
+        s->du_ok = du_path(s->layer, &s->du_bytes, &s->du_inodes) == 0;
+    if (s->netns) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, read_ifaces, s) == 0)
+            pthread_join(t, NULL);
+    }
+}
+
+/* ---- the loop ---- */
+
+enum stats_kind { STATS_CONTAINER, STATS_CONTAINERS, STATS_POD, STATS_PODS, STATS_METRICS };
+
+struct stats_job {
+    uv_work_t req;
+    struct cri_call *call; /* loop side only */
+    enum stats_kind kind;
+    struct sample *ctrs, *pods;
+    size_t n_ctrs, n_pods;
+};
+
+static void stats_work(uv_work_t *req)
+{
+    struct stats_job *j = req->data;
+    for (size_t i = 0; i < j->n_ctrs; i++)
+        measure(&j->ctrs[i]);
+    for (size_t i = 0; i < j->n_pods; i++)
+        measure(&j->pods[i]);
+}
+
+static void stats_job_free(struct stats_job *j)
+{
+    for (size_t i = 0; i < j->n_ctrs; i++)
+        sample_clear(&j->ctrs[i]);
+    for (size_t i = 0; i < j->n_pods; i++)
+        sample_clear(&j->pods[i]);
+    free(j->ctrs);
+    free(j->pods);
+    free(j);
+}
+
+static char *cgroup_abs(struct cri *cri, const char *rel)
+{
+    char *p;
+    if (!rel || !cri->cgroup2_mount || asprintf(&p, "%s%s", cri->cgroup2_mount, rel) < 0)
+        return NULL;
+    return p;
+}
+
+static int ctr_sample(struct cri *cri, struct container *c, struct sample *s)
+{
+    memcpy(s->id, c->rec.id, sizeof(s->id));
+    s->cgroup = cgroup_abs(cri, c->rec.cgroup_path);
+    if (now_real_ns() - c->du_ns >= STATS_DU_TTL_NS) {
+        char layer[4200];
+        container_dirs(cri, c->rec.id, NULL, 0, layer, sizeof(layer));
+        if (asprintf(&s->layer, "%s/upper", layer) < 0)
+            s->layer = NULL;
+    }
+    return 0;
+}
+
+static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
+{
+    memcpy(s->id, sb->rec.id, sizeof(s->id));
+    s->cgroup = cgroup_abs(cri, sb->rec.cgroup_path);
+    if (!sb->host_network && sandbox_state(sb) == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
+        char dir[4200];
+        sandbox_dir(cri, sb->rec.id, dir, sizeof(dir));
+        if (asprintf(&s->netns, "%s/ns/net", dir) < 0)
+            s->netns = NULL;
+    }
+    return 0;
+}
+
+/* ---- filters ---- */
+
+static bool labels_match(Runtime__V1__ContainerConfig__LabelsEntry **labels, size_t n,
+                         Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **sel, size_t ns)
+{
+    for (size_t i = 0; i < ns; i++) {
+        bool ok = false;
+        for (size_t k = 0; k < n && !ok; k++)
+            ok = !strcmp(labels[k]->key, sel[i]->key) && !strcmp(labels[k]->value, sel[i]->value);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool ctr_wanted(struct cri *cri, struct container *c,
+                       const Runtime__V1__ContainerStatsFilter *f)
+{
+    if (c->rec.state != STORE_CTR_RUNNING && c->rec.state != STORE_CTR_CREATED)
+        return false; /* as containerd: stats of what runs */
+    if (!f)
+        return true;
+    bool amb;
+    if (f->id && *f->id && container_find(cri, f->id, &amb) != c)
+        return false;
+    if (f->pod_sandbox_id && *f->pod_sandbox_id) {
+        struct sandbox *sb = sandbox_find(cri, f->pod_sandbox_id, &amb);
+        if (!sb || strcmp(sb->rec.id, c->rec.pod_id) != 0)
+            return false;
+    }
+    return labels_match(c->config->labels, c->config->n_labels,
+                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
+                        f->n_label_selector);
+}
+
+static bool pod_wanted(struct cri *cri, struct sandbox *sb,
+                       const Runtime__V1__PodSandboxStatsFilter *f)
+{
+    if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY)
+        return false;
+    if (!f)
+        return true;
+    bool amb;
+    if (f->id && *f->id && sandbox_find(cri, f->id, &amb) != sb)
+        return false;
+    return labels_match((Runtime__V1__ContainerConfig__LabelsEntry **)sb->config->labels,
+                        sb->config->n_labels,
+                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
+                        f->n_label_selector);
+}
+
+/* ---- messages ---- */
+
+struct u64 {
+    Runtime__V1__UInt64Value v;
+};
+
+static Runtime__V1__UInt64Value *u64(Runtime__V1__UInt64Value *v, uint64_t x)
+{
+    runtime__v1__uint64_value__init(v);
+    v->value = x;
+    return v;
+}
+
+struct psi_msg {
+    Runtime__V1__PsiStats st;
+    Runtime__V1__PsiData some, full;
+};
+
+static Runtime__V1__PsiStats *psi_fill(struct psi_msg *m, const struct oci_psi *p)
+{
+    runtime__v1__psi_stats__init(&m->st);
+    runtime__v1__psi_data__init(&m->some);
+    runtime__v1__psi_data__init(&m->full);
+    m->some.total = p->some_total;
+    m->some.avg10 = p->some_avg[0];
+    m->some.avg60 = p->some_avg[1];
+    m->some.avg300 = p->some_avg[2];
+    m->full.total = p->full_total;
+    m->full.avg10 = p->full_avg[0];
+    m->full.avg60 = p->full_avg[1];
+    m->full.avg300 = p->full_avg[2];
+    m->st.some = &m->some;
+    m->st.full = &m->full;
+    return &m->st;
+}
+
+/* The CPU and memory part shared by containers and pods. */
+struct usage_msg {
+    Runtime__V1__CpuUsage cpu;
+    Runtime__V1__UInt64Value cpu_total, cpu_nano;
+    Runtime__V1__MemoryUsage mem;
+    Runtime__V1__UInt64Value ws, avail, usage, rss, pf, mpf;
+    Runtime__V1__IoUsage io;
+    struct psi_msg psi[3];
+};
+
+/* prev_*: the loop's previous CPU sample, updated here. */
+static void usage_fill(struct usage_msg *m, const struct sample *s, uint64_t *prev_cpu_ns,
+                       uint64_t *prev_ts)
+{
+    const struct oci_cgroup_stats *st = &s->cg;
+    runtime__v1__cpu_usage__init(&m->cpu);
+    m->cpu.timestamp = (int64_t)s->ts;
+    uint64_t cpu_ns = st->cpu_usage_usec * 1000;
+    m->cpu.usage_core_nano_seconds = u64(&m->cpu_total, cpu_ns);
+    if (*prev_ts && s->ts > *prev_ts && cpu_ns >= *prev_cpu_ns)
+        m->cpu.usage_nano_cores = u64(&m->cpu_nano, (uint64_t)((double)(cpu_ns - *prev_cpu_ns) *
+                                                               1e9 / (double)(s->ts - *prev_ts)));
+    *prev_cpu_ns = cpu_ns;
+    *prev_ts = s->ts;
+    if (st->has_psi[0])
+        m->cpu.psi = psi_fill(&m->psi[0], &st->psi[0]);
+    runtime__v1__memory_usage__init(&m->mem);
+    m->mem.timestamp = (int64_t)s->ts;
+    m->mem.working_set_bytes = u64(&m->ws, st->memory_working_set);
+    m->mem.usage_bytes =
+        u64(&m->usage, st->has_memory ? st->memory_current : st->memory_working_set);
+    m->mem.rss_bytes = u64(&m->rss, st->memory_rss);
+    m->mem.page_faults = u64(&m->pf, st->pgfault);
+    m->mem.major_page_faults = u64(&m->mpf, st->pgmajfault);
+    if (st->has_memory && st->memory_max != UINT64_MAX)
+        m->mem.available_bytes = u64(&m->avail, st->memory_max > st->memory_working_set
+                                                    ? st->memory_max - st->memory_working_set
+                                                    : 0);
+    if (st->has_psi[1])
+        m->mem.psi = psi_fill(&m->psi[1], &st->psi[1]);
+    runtime__v1__io_usage__init(&m->io);
+    m->io.timestamp = (int64_t)s->ts;
+    if (st->has_psi[2])
+        m->io.psi = psi_fill(&m->psi[2], &st->psi[2]);
+}
+
+struct ctr_msg {
+    Runtime__V1__ContainerStats st;
+    Runtime__V1__ContainerAttributes attr;
+    struct usage_msg u;
+    Runtime__V1__FilesystemUsage fs;
+    Runtime__V1__FilesystemIdentifier fsid;
+    Runtime__V1__UInt64Value used, inodes;
+    Runtime__V1__SwapUsage swap;
+    Runtime__V1__UInt64Value savail, susage;
+};
+
+static void ctr_fill(struct cri *cri, struct container *c, const struct sample *s,
+                     struct ctr_msg *m)
+{
+    runtime__v1__container_stats__init(&m->st);
+    runtime__v1__container_attributes__init(&m->attr);
+    m->attr.id = c->rec.id;
+    m->attr.metadata = c->config->metadata;
+    m->attr.n_labels = c->config->n_labels;
+    m->attr.labels = (Runtime__V1__ContainerAttributes__LabelsEntry **)c->config->labels;
+    m->attr.n_annotations = c->config->n_annotations;
+    m->attr.annotations =
+        (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
+    m->st.attributes = &m->attr;
+    if (s->du_ok) {
+        c->du_bytes = s->du_bytes;
+        c->du_inodes = s->du_inodes;
+        c->du_ns = s->ts;
+    }
+    if (s->ok) {
+        usage_fill(&m->u, s, &c->cpu_prev_ns, &c->cpu_prev_ts);
+        m->st.cpu = &m->u.cpu;
+        m->st.memory = &m->u.mem;
+        m->st.io = &m->u.io;
+        if (s->cg.has_swap) {
+            runtime__v1__swap_usage__init(&m->swap);
+            m->swap.timestamp = (int64_t)s->ts;
+            m->swap.swap_usage_bytes = u64(&m->susage, s->cg.swap_current);
+            if (s->cg.swap_max != UINT64_MAX)
+                m->swap.swap_available_bytes = u64(
+                    &m->savail,
+                    s->cg.swap_max > s->cg.swap_current ? s->cg.swap_max - s->cg.swap_current : 0);
+            m->st.swap = &m->swap;
+        }
+    }
+    runtime__v1__filesystem_usage__init(&m->fs);
+    runtime__v1__filesystem_identifier__init(&m->fsid);
+    m->fsid.mountpoint = cri->containers_dir;
+    m->fs.fs_id = &m->fsid;
+    m->fs.timestamp = (int64_t)(c->du_ns ? c->du_ns : s->ts);
+    m->fs.used_bytes = u64(&m->used, c->du_bytes);
+    m->fs.inodes_used = u64(&m->inodes, c->du_inodes);
+    m->st.writable_layer = &m->fs;
+}
+
+struct pod_msg {
+    Runtime__V1__PodSandboxStats st;
+    Runtime__V1__PodSandboxAttributes attr;
+    Runtime__V1__LinuxPodSandboxStats lx;
+    struct usage_msg u;
+    Runtime__V1__NetworkUsage net;
+    Runtime__V1__NetworkInterfaceUsage ifs[STATS_IFACES], *ifp[STATS_IFACES];
+    Runtime__V1__UInt64Value ifv[STATS_IFACES][4];
+    Runtime__V1__ProcessUsage proc;
+    Runtime__V1__UInt64Value nproc;
+    Runtime__V1__ContainerStats **ctrs;
+    size_t n_ctrs;
+};
+
+static void pod_fill(struct sandbox *sb, const struct sample *s, struct pod_msg *m)
+{
+    runtime__v1__pod_sandbox_stats__init(&m->st);
+    runtime__v1__pod_sandbox_attributes__init(&m->attr);
+    m->attr.id = sb->rec.id;
+    m->attr.metadata = sb->config->metadata;
+    m->attr.n_labels = sb->config->n_labels;
+    m->attr.labels = (Runtime__V1__PodSandboxAttributes__LabelsEntry **)sb->config->labels;
+    m->attr.n_annotations = sb->config->n_annotations;
+    m->attr.annotations =
+        (Runtime__V1__PodSandboxAttributes__AnnotationsEntry **)sb->config->annotations;
+    m->st.attributes = &m->attr;
+    runtime__v1__linux_pod_sandbox_stats__init(&m->lx);
+    m->st.linux = &m->lx;
+    if (s->ok) {
+        usage_fill(&m->u, s, &sb->cpu_prev_ns, &sb->cpu_prev_ts);
+        m->lx.cpu = &m->u.cpu;
+        m->lx.memory = &m->u.mem;
+        m->lx.io = &m->u.io;
+        runtime__v1__process_usage__init(&m->proc);
+        m->proc.timestamp = (int64_t)s->ts;
+        m->proc.process_count = u64(&m->nproc, s->cg.processes);
+        m->lx.process = &m->proc;
+    }
+    runtime__v1__network_usage__init(&m->net);
+    m->net.timestamp = (int64_t)s->ts;
+    for (size_t i = 0; i < s->n_ifaces; i++) {
+        Runtime__V1__NetworkInterfaceUsage *n = &m->ifs[i];
+        runtime__v1__network_interface_usage__init(n);
+        n->name = (char *)s->ifaces[i].name;
+        n->rx_bytes = u64(&m->ifv[i][0], s->ifaces[i].rx_bytes);
+        n->rx_errors = u64(&m->ifv[i][1], s->ifaces[i].rx_errors);
+        n->tx_bytes = u64(&m->ifv[i][2], s->ifaces[i].tx_bytes);
+        n->tx_errors = u64(&m->ifv[i][3], s->ifaces[i].tx_errors);
+        m->ifp[i] = n;
+    }
+    if (s->n_ifaces) {
+        m->net.default_interface = m->ifp[0];
+        for (size_t i = 0; i < s->n_ifaces; i++)
+            if (!strcmp(s->ifaces[i].name, "eth0"))
+                m->net.default_interface = m->ifp[i];
+        m->net.interfaces = m->ifp;
+        m->net.n_interfaces = s->n_ifaces;
+    }
+    m->lx.network = &m->net;
+}
+
+/* ---- metrics (the cAdvisor names kubelet's /metrics/cadvisor serves) ---- */
+
+enum metric_src {
+    M_CPU,
+    M_CPU_USER,
+    M_CPU_SYS,
+    M_MEM,
+    M_WS,
+    M_RSS,
+    M_SWAP,
+    M_OOM,
+    M_PROCS,
+    M_FS,
+    M_LIMIT,
+    M_NET_RX,
+    M_NET_TX,
+    M_NET_RXERR,
+    M_NET_TXERR
+};
+
+static const struct {
+    const char *name, *help;
+    enum metric_src src;
+    bool counter, pod; /* pod: per pod network interface */
+} metrics[] = {
+    {"container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", M_CPU, true,
+     false},
+    {"container_cpu_user_seconds_total", "Cumulative user cpu time consumed in seconds.",
+     M_CPU_USER, true, false},
+    {"container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.",
+     M_CPU_SYS, true, false},
+    {"container_memory_usage_bytes",
+     "Current memory usage in bytes, including all memory "
+     "regardless of when it was accessed.",
+     M_MEM, false, false},
+    {"container_memory_working_set_bytes", "Current working set in bytes.", M_WS, false, false},
+    {"container_memory_rss", "Size of RSS in bytes.", M_RSS, false, false},
+    {"container_memory_swap", "Container swap usage in bytes.", M_SWAP, false, false},
+    {"container_oom_events_total", "Count of out of memory events observed for the container.",
+     M_OOM, true, false},
+    {"container_processes", "Number of processes running inside the container.", M_PROCS, false,
+     false},
+    {"container_fs_usage_bytes",
+     "Number of bytes that are consumed by the container on this "
+     "filesystem.",
+     M_FS, false, false},
+    {"container_spec_memory_limit_bytes", "Memory limit for the container.", M_LIMIT, false, false},
+    {"container_network_receive_bytes_total", "Cumulative count of bytes received.", M_NET_RX, true,
+     true},
+    {"container_network_transmit_bytes_total", "Cumulative count of bytes transmitted.", M_NET_TX,
+     true, true},
+    {"container_network_receive_errors_total",
+     "Cumulative count of errors encountered while "
+     "receiving.",
+     M_NET_RXERR, true, true},
+    {"container_network_transmit_errors_total",
+     "Cumulative count of errors encountered while "
+     "transmitting.",
+     M_NET_TXERR, true, true},
+};
+
+static const char *const base_labels[] = {"id", "name", "image"};
+static const char *const net_labels[] = {"id", "name", "image", "interface"};
+
+void cri_list_metric_descriptors(struct cri_call *call)
+{
+    Runtime__V1__MetricDescriptor d[ARRAY_SIZE(metrics)], *dp[ARRAY_SIZE(metrics)];
+    for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
+        runtime__v1__metric_descriptor__init(&d[i]);
+        d[i].name = (char *)metrics[i].name;
+        d[i].help = (char *)metrics[i].help;
+        d[i].label_keys = (char **)(metrics[i].pod ? net_labels : base_labels);
+        d[i].n_label_keys = metrics[i].pod ? ARRAY_SIZE(net_labels) : ARRAY_SIZE(base_labels);
+        dp[i] = &d[i];
+    }
+    Runtime__V1__ListMetricDescriptorsResponse resp =
+        RUNTIME__V1__LIST_METRIC_DESCRIPTORS_RESPONSE__INIT;
+    resp.descriptors = dp;
+    resp.n_descriptors = ARRAY_SIZE(metrics);
+    cri_reply(call, &resp.base);
+}
+
+/* One metric message, its value and its label values, all in one piece. */
+struct metric_msg {
+    Runtime__V1__Metric m;
+    Runtime__V1__UInt64Value v;
+    char *labels[4];
+};
+
+static bool metric_value(enum metric_src src, const struct sample *s, const struct container *c,
+                         uint64_t *ret)
+{
+    const struct oci_cgroup_stats *st = &s->cg;
+    switch (src) {
+    case M_CPU:
+        *ret = st->cpu_usage_usec / 1000000;
+        return s->ok;
+    case M_CPU_USER:
+        *ret = st->cpu_user_usec / 1000000;
+        return s->ok;
+    case M_CPU_SYS:
+        *ret = st->cpu_system_usec / 1000000;
+        return s->ok;
+    case M_MEM:
+        *ret = st->has_memory ? st->memory_current : st->memory_working_set;
+        return s->ok;
+    case M_WS:
+        *ret = st->memory_working_set;
+        return s->ok;
+    case M_RSS:
+        *ret = st->memory_rss;
+        return s->ok;
+    case M_SWAP:
+        *ret = st->swap_current;
+        return s->ok && st->has_swap;
+    case M_OOM:
+        *ret = st->oom_kills;
+        return s->ok && st->has_memory;
+    case M_PROCS:
+        *ret = st->processes;
+        return s->ok;
+    case M_FS:
+        *ret = c ? c->du_bytes : 0;
+        return c != NULL;
+    case M_LIMIT:
+        *ret = st->memory_max == UINT64_MAX ? 0 : st->memory_max;
+        return s->ok && st->has_memory;
+    default:
+        return false;
+    }
+}
+
+/* Container metrics of sample s into out (at most ARRAY_SIZE(metrics)). */
+static size_t ctr_metrics(const struct container *c, const struct sample *s, struct metric_msg *out,
+                          Runtime__V1__Metric **ptrs)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
+        uint64_t v;
+        if (metrics[i].pod || !metric_value(metrics[i].src, s, c, &v))
+            continue;
+        struct metric_msg *m = &out[n];
+        runtime__v1__metric__init(&m->m);
+        m->m.name = (char *)metrics[i].name;
+        m->m.timestamp = (int64_t)s->ts;
+        m->m.metric_type = metrics[i].counter ? RUNTIME__V1__METRIC_TYPE__COUNTER
+                                              : RUNTIME__V1__METRIC_TYPE__GAUGE;
+        m->labels[0] = (char *)c->rec.id;
+        m->labels[1] = c->config->metadata->name;
+        m->labels[2] = c->rec.image_ref ? c->rec.image_ref : "";
+        m->m.label_values = m->labels;
+        m->m.n_label_values = 3;
+        m->m.value = u64(&m->v, v);
+        ptrs[n++] = &m->m;
+    }
+    return n;
+}
+
+static size_t pod_metrics(const struct sandbox *sb, const struct sample *s, struct metric_msg *out,
+                          Runtime__V1__Metric **ptrs)
+{
+    size_t n = 0;
+    for (size_t f = 0; f < s->n_ifaces; f++)
+        for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
+            if (!metrics[i].pod)
+                continue;
+            const struct iface *ifc = &s->ifaces[f];
+            uint64_t v = metrics[i].src == M_NET_RX      ? ifc->rx_bytes
+                         : metrics[i].src == M_NET_TX    ? ifc->tx_bytes
+                         : metrics[i].src == M_NET_RXERR ? ifc->rx_errors
+                                                         : ifc->tx_errors;
+            struct metric_msg *m = &out[n];
+            runtime__v1__metric__init(&m->m);
+            m->m.name = (char *)metrics[i].name;
+            m->m.timestamp = (int64_t)s->ts;
+            m->m.metric_type = RUNTIME__V1__METRIC_TYPE__COUNTER;
+            m->labels[0] = (char *)sb->rec.id;
+            m->labels[1] = sb->config->metadata->name;
+            m->labels[2] = "";
+            m->labels[3] = (char *)ifc->name;
+            m->m.label_values = m->labels;
+            m->m.n_label_values = 4;
+            m->m.value = u64(&m->v, v);
+            ptrs[n++] = &m->m;
+        }
+    return n;
+}
+
+/* ---- answers ---- */
+
+static void reply_oom(struct cri_call *call)
+{
+    cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+static void reply_containers(struct stats_job *j)
+{
+    struct cri_call *call = j->call;
+    struct cri *cri = call->cri;
+    struct ctr_msg *m = calloc(j->n_ctrs + 1, sizeof(*m));
+    Runtime__V1__ContainerStats **p = calloc(j->n_ctrs + 1, sizeof(*p));
+    if (!m || !p) {
+        free(m);
+        free(p);
+        reply_oom(call);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < j->n_ctrs; i++) {
+        struct container *c = container_find_exact(cri, j->ctrs[i].id);
+        if (!c)
+            continue; /* removed meanwhile */
+        ctr_fill(cri, c, &j->ctrs[i], &m[n]);
+        p[n] = &m[n].st;
+        n++;
+    }
+    if (j->kind == STATS_CONTAINER) {
+        if (!n) {
+            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the container is gone");
+        } else {
+            Runtime__V1__ContainerStatsResponse resp = RUNTIME__V1__CONTAINER_STATS_RESPONSE__INIT;
+            resp.stats = p[0];
+            cri_reply(call, &resp.base);
+        }
+    } else {
+        Runtime__V1__ListContainerStatsResponse resp =
+            RUNTIME__V1__LIST_CONTAINER_STATS_RESPONSE__INIT;
+        resp.stats = p;
+        resp.n_stats = n;
+        cri_reply(call, &resp.base);
+    }
+    free(m);
+    free(p);
+}
+
+static void reply_pods(struct stats_job *j)
+{
+    struct cri_call *call = j->call;
+    struct cri *cri = call->cri;
+    struct pod_msg *pm = calloc(j->n_pods + 1, sizeof(*pm));
+    Runtime__V1__PodSandboxStats **pp = calloc(j->n_pods + 1, sizeof(*pp));
+    struct ctr_msg *cm = calloc(j->n_ctrs + 1, sizeof(*cm));
+    Runtime__V1__ContainerStats **cp = calloc(j->n_ctrs + 1, sizeof(*cp));
+    if (!pm || !pp || !cm || !cp) {
+        free(pm);
+        free(pp);
+        free(cm);
+        free(cp);
+        reply_oom(call);
+        return;
+    }
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < j->n_pods; i++) {
+        bool amb;
+        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
+        if (!sb)
+            continue;
+        pod_fill(sb, &j->pods[i], &pm[n]);
+        size_t first = k;
+        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
+            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
+            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
+                continue;
+            ctr_fill(cri, c, &j->ctrs[c_], &cm[k]);
+            cp[k] = &cm[k].st;
+            k++;
+        }
+        pm[n].lx.containers = cp + first;
+        pm[n].lx.n_containers = k - first;
+        pp[n] = &pm[n].st;
+        n++;
+    }
+    if (j->kind == STATS_POD) {
+        if (!n) {
+            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the pod sandbox is gone");
+        } else {
+            Runtime__V1__PodSandboxStatsResponse resp =
+                RUNTIME__V1__POD_SANDBOX_STATS_RESPONSE__INIT;
+            resp.stats = pp[0];
+            cri_reply(call, &resp.base);
+        }
+    } else {
+        Runtime__V1__ListPodSandboxStatsResponse resp =
+            RUNTIME__V1__LIST_POD_SANDBOX_STATS_RESPONSE__INIT;
+        resp.stats = pp;
+        resp.n_stats = n;
+        cri_reply(call, &resp.base);
+    }
+    free(pm);
+    free(pp);
+    free(cm);
+    free(cp);
+}
+
+static void reply_metrics(struct stats_job *j)
+{
+    struct cri_call *call = j->call;
+    struct cri *cri = call->cri;
+    size_t per_ctr = ARRAY_SIZE(metrics), per_pod = ARRAY_SIZE(metrics) * STATS_IFACES;
+    size_t nm = j->n_ctrs * per_ctr + j->n_pods * per_pod + 1;
+    struct metric_msg *mm = calloc(nm, sizeof(*mm));
+    Runtime__V1__Metric **mp = calloc(nm, sizeof(*mp));
+    Runtime__V1__PodSandboxMetrics *pm = calloc(j->n_pods + 1, sizeof(*pm));
+    Runtime__V1__PodSandboxMetrics **pp = calloc(j->n_pods + 1, sizeof(*pp));
+    Runtime__V1__ContainerMetrics *cm = calloc(j->n_ctrs + 1, sizeof(*cm));
+    Runtime__V1__ContainerMetrics **cp = calloc(j->n_ctrs + 1, sizeof(*cp));
+    if (!mm || !mp || !pm || !pp || !cm || !cp) {
+        free(mm);
+        free(mp);
+        free(pm);
+        free(pp);
+        free(cm);
+        free(cp);
+        reply_oom(call);
+        return;
+    }
+    size_t used = 0, n = 0, k = 0;
+    for (size_t i = 0; i < j->n_pods; i++) {
+        bool amb;
+        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
+        if (!sb)
+            continue;
+        Runtime__V1__PodSandboxMetrics *p = &pm[n];
+        runtime__v1__pod_sandbox_metrics__init(p);
+        p->pod_sandbox_id = sb->rec.id;
+        p->metrics = mp + used;
+        p->n_metrics = pod_metrics(sb, &j->pods[i], mm + used, mp + used);
+        used += p->n_metrics;
+        size_t first = k;
+        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
+            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
+            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
+                continue;
+            if (j->ctrs[c_].du_ok) {
+                c->du_bytes = j->ctrs[c_].du_bytes;
+                c->du_inodes = j->ctrs[c_].du_inodes;
+                c->du_ns = j->ctrs[c_].ts;
+            }
+            runtime__v1__container_metrics__init(&cm[k]);
+            cm[k].container_id = c->rec.id;
+            cm[k].metrics = mp + used;
+            cm[k].n_metrics = ctr_metrics(c, &j->ctrs[c_], mm + used, mp + used);
+            used += cm[k].n_metrics;
+            cp[k] = &cm[k];
+            k++;
+        }
+        p->container_metrics = cp + first;
+        p->n_container_metrics = k - first;
+        pp[n++] = p;
+    }
+    Runtime__V1__ListPodSandboxMetricsResponse resp =
+        RUNTIME__V1__LIST_POD_SANDBOX_METRICS_RESPONSE__INIT;
+    resp.pod_metrics = pp;
+    resp.n_pod_metrics = n;
+    cri_reply(call, &resp.base);
+    free(mm);
+    free(mp);
+    free(pm);
+    free(pp);
+    free(cm);
+    free(cp);
+}
+
+static void stats_done(uv_work_t *req, int status)
+{
+    struct stats_job *j = req->data;
+    if (status < 0)
+        cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
+    else if (j->kind == STATS_CONTAINER || j->kind == STATS_CONTAINERS)
+        reply_containers(j);
+    else if (j->kind == STATS_METRICS)
+        reply_metrics(j);
+    else
+        reply_pods(j);
+    stats_job_free(j);
+}
+
+/* ---- handlers ---- */
+
+static struct stats_job *job_new(struct cri_call *call, enum stats_kind kind, size_t ctrs,
+                                 size_t pods)
+{
+    struct stats_job *j = calloc(1, sizeof(*j));
+    if (j && (!(j->ctrs = calloc(ctrs + 1, sizeof(*j->ctrs))) ||
+              !(j->pods = calloc(pods + 1, sizeof(*j->pods))))) {
+        stats_job_free(j);
+        j = NULL;
+    }
+    if (!j) {
+        reply_oom(call);
+        return NULL;
+    }
+    j->call = call;
+    j->kind = kind;
+    j->req.data = j;
+    return j;
+}
+
+static void queue(struct stats_job *j)
+{
+    uv_queue_work(j->call->cri->loop, &j->req, stats_work, stats_done);
+}
+
+static void add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
+{
+    for (struct container *c = cri->containers->head; c; c = c->next) {
+        bool mine = false;
+        for (size_t i = 0; i < j->n_pods && !mine; i++)
+            mine = !strcmp(j->pods[i].id, c->rec.pod_id);
+        if (mine && ctr_wanted(cri, c, NULL))
+            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
+    }
+}
+
+void cri_container_stats(struct cri_call *call)
+{
+    Runtime__V1__ContainerStatsRequest *req = (Runtime__V1__ContainerStatsRequest *)call->req;
+    bool amb;
+    struct container *c = container_find(call->cri, req->container_id, &amb);
+    if (!c) {
+        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "container `%.64s` %s", req->container_id,
+                 amb ? "is an ambiguous prefix" : "not found");
+        return;
+    }
+    struct stats_job *j = job_new(call, STATS_CONTAINER, 1, 0);
+    if (!j)
+        return;
+    ctr_sample(call->cri, c, &j->ctrs[j->n_ctrs++]);
+    queue(j);
+}
+
+void cri_list_container_stats(struct cri_call *call)
+{
+    Runtime__V1__ListContainerStatsRequest *req =
+        (Runtime__V1__ListContainerStatsRequest *)call->req;
+    struct cri *cri = call->cri;
+    struct stats_job *j = job_new(call, STATS_CONTAINERS, cri->containers->n, 0);
+    if (!j)
+        return;
+    for (struct container *c = cri->containers->head; c; c = c->next)
+        if (ctr_wanted(cri, c, req->filter))
+            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
+    queue(j);
+}
+
+void cri_pod_sandbox_stats(struct cri_call *call)
+{
+    Runtime__V1__PodSandboxStatsRequest *req = (Runtime__V1__PodSandboxStatsRequest *)call->req;
+    struct cri *cri = call->cri;
+    bool amb;
+    struct sandbox *sb = sandbox_find(cri, req->pod_sandbox_id, &amb);
+    if (!sb) {
+        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
+                 amb ? "is an ambiguous prefix" : "not found");
+        return;
+    }
+    struct stats_job *j = job_new(call, STATS_POD, cri->containers->n, 1);
+    if (!j)
+        return;
+    pod_sample(cri, sb, &j->pods[j->n_pods++]);
+    add_ctrs_of_pods(cri, j);
+    queue(j);
+}
+
+static void pods_job(struct cri_call *call, enum stats_kind kind,
+                     const Runtime__V1__PodSandboxStatsFilter *f)
+{
+    struct cri *cri = call->cri;
+    struct stats_job *j = job_new(call, kind, cri->containers->n, cri->sandboxes->n);
+    if (!j)
+        return;
+    for (struct sandbox *sb = cri->sandboxes->head; sb; sb = sb->next)
+        if (!sb->creating && pod_wanted(cri, sb, f))
+            pod_sample(cri, sb, &j->pods[j->n_pods++]);
+    add_ctrs_of_pods(cri, j);
+    queue(j);
+}
+
+void cri_list_pod_sandbox_stats(struct cri_call *call)
+{
+    Runtime__V1__ListPodSandboxStatsRequest *req =
+        (Runtime__V1__ListPodSandboxStatsRequest *)call->req;
+    pods_job(call, STATS_PODS, req->filter);
+}
+
+void cri_list_pod_sandbox_metrics(struct cri_call *call) { pods_job(call, STATS_METRICS, NULL); }
