@@ -635,6 +635,7 @@ struct recover_item {
     struct store_container rec; /* in: a copy; out: updated when exited */
     int monitor_fd;             /* out: still alive */
     pid_t pid;
+    bool running; /* the executor says it runs (a start not recorded yet) */
     bool exited;
     int r;
     struct err err;
@@ -713,6 +714,11 @@ static void recover_work(uv_work_t *req)
         int fd = oci_container_monitor(j->oci_root, it->id, &it->pid, &e);
         if (fd >= 0) {
             it->monitor_fd = fd;
+            struct oci_state st;
+            if (oci_container_state(j->oci_root, it->id, &st, &e) == 0) {
+                it->running = st.status == OCI_STATUS_RUNNING || st.status == OCI_STATUS_PAUSED;
+                oci_state_clear(&st);
+            }
             continue;
         }
         it->r = read_exit(j->oci_root, &it->rec, &it->exited, &it->err);
@@ -748,6 +754,12 @@ static void recover_done(uv_work_t *req, int status)
             continue;
         if (it->monitor_fd >= 0) {
             container_watch(cri, c, TAKE_FD(it->monitor_fd), it->pid);
+            if (it->running && c->rec.state == STORE_CTR_CREATED) {
+                /* Started, but the daemon died before it said so. */
+                c->rec.state = STORE_CTR_RUNNING;
+                c->rec.started_ns = now_real_ns();
+                container_save(cri, c);
+            }
         } else if (it->r < 0) {
             log_error("container `%s`: recover its state: %s", it->id, it->err.msg);
         } else if (it->exited) {

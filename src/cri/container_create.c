@@ -492,6 +492,21 @@ static void release_done(void *data, int r, const struct err *err)
         log_warn("release an image after a failed create: %s", err->msg);
 }
 
+static void unwanted_removed(void *data, int r, const struct err *err)
+{
+    struct cri_call *call = data;
+    if (r < 0)
+        log_warn("remove a container made for a pod that stopped meanwhile: %s", err->msg);
+    cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
+             "CreateContainer: the pod sandbox stopped while the container was created");
+}
+
+static void remove_unwanted(void *data, void *obj)
+{
+    struct container *c = obj;
+    container_remove(c->cri, c, unwanted_removed, data);
+}
+
 static void create_done(uv_work_t *req, int status)
 {
     struct create_job *j = req->data;
@@ -528,6 +543,15 @@ static void create_done(uv_work_t *req, int status)
     }
     container_link(cri, c);
     container_watch(cri, c, TAKE_FD(j->monitor_fd), j->pid);
+    bool amb;
+    struct sandbox *sb = sandbox_find(cri, c->rec.pod_id, &amb);
+    if (!sb || sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
+        /* The pod was stopped or removed while this container was made:
+         * it goes again, and the call fails. */
+        opq_begin(&c->ops, call, remove_unwanted, c);
+        create_job_free(j);
+        return;
+    }
     log_info("container `%s` (%s) created in pod `%s`", c->rec.id, c->config->metadata->name,
              c->rec.pod_id);
     Runtime__V1__CreateContainerResponse resp = RUNTIME__V1__CREATE_CONTAINER_RESPONSE__INIT;

@@ -170,6 +170,22 @@ class Env:
         self.rs = self.cri.grpc.RuntimeServiceStub(channel(self.d))
         self.ims = self.cri.grpc.ImageServiceStub(channel(self.d))
 
+    def monitors(self):
+        """pids of the monitors of this daemon's containers (their command
+        line names the test's own cgroup parent)."""
+        out = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if cmd.startswith(b"kinglet-monitor\0") and self.cgroup_parent.encode() in cmd:
+                out.append(int(p))
+        return out
+
     def bundle(self, cid):
         return os.path.join(self.d.state, "containers", cid)
 

@@ -3,7 +3,9 @@ while it is down, half-done creations are cleaned up."""
 import os
 import signal
 
-from .conftest import wait_for
+import pytest
+
+from .conftest import channel, wait_for
 
 
 def test_sigkill_keeps_containers(env):
@@ -42,3 +44,83 @@ def test_sigkill_keeps_containers(env):
     for c in env.list():
         env.remove(c.id)
     assert not env.list()
+
+
+def mounts_of(env):
+    return env.d.run("cat", "/proc/self/mountinfo").stdout
+
+
+def held_by_strace(env, syscall, how):
+    """Traces every thread of the daemon (not its children) and holds the
+    next `syscall` (delay_enter or delay_exit) for 30 s."""
+    import shutil
+    import subprocess
+    if shutil.which("strace") is None:
+        pytest.skip("strace missing: scripts/install-deps test")
+    tids = os.listdir(f"/proc/{env.d.pid}/task")
+    args = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
+            "-e", f"inject={syscall}:{how}=30000000:when=1"]
+    for t in tids:
+        args += ["-p", t]
+    p = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+    # strace is attached once the daemon's threads show a tracer
+    wait_for(lambda: all(
+        "TracerPid:\t0" not in open(f"/proc/{env.d.pid}/task/{t}/status").read() for t in tids),
+        what="strace to attach")
+    return p
+
+
+@pytest.mark.parametrize("point", ["mount", "wait4", "rename"])
+def test_sigkill_during_create(env, point):
+    """SIGKILL while CreateContainer is (a) mounting the rootfs, (b) done
+    with the executor but not with the record, (c) writing the record: after
+    a restart nothing of (a) and (b) is left, and (c) is a created container
+    that can be started or removed."""
+    import threading
+    pb = env.pb
+    pod = env.pod()
+    before = mounts_of(env)
+    how = "delay_enter" if point == "mount" else "delay_exit"
+    tracer = held_by_strace(env, point, how)
+    errors = []
+
+    def create():
+        try:
+            env.create(pod, None, env.config("cut", command=["/bin/sleep", "1000"]))
+        except Exception as e:  # the daemon dies under it
+            errors.append(e)
+    t = threading.Thread(target=create, daemon=True)
+    t.start()
+    bundles = os.path.join(env.d.state, "containers")
+    if point == "mount":
+        wait_for(lambda: os.path.isdir(bundles) and os.listdir(bundles), what="the bundle")
+    elif point == "wait4":
+        wait_for(env.monitors, what="the container's monitor")
+    else:
+        recs = os.path.join(env.d.root, "containers")
+        wait_for(lambda: [f for f in os.listdir(recs) if f.endswith(".json")],
+                 what="the record")
+    env.d.proc.send_signal(signal.SIGKILL)
+    env.d.proc.wait()
+    tracer.wait(30)
+    t.join(30)
+    env.d.log.close()
+    env.d.start()
+    env.rs = env.cri.grpc.RuntimeServiceStub(channel(env.d))
+    cs = env.list()
+    if point == "rename":
+        assert [c.state for c in cs] == [pb.CONTAINER_CREATED]
+        env.start(cs[0].id)
+        assert env.status(cs[0].id).status.state == pb.CONTAINER_RUNNING
+        env.remove(cs[0].id)
+    else:
+        assert len(cs) == 0
+        wait_for(lambda: not os.listdir(bundles), what="the bundle to go")
+    ls = lambda d: os.listdir(d) if os.path.isdir(d) else []
+    assert not ls(os.path.join(env.d.state, "oci"))
+    assert not ls(os.path.join(env.d.root, "containers"))
+    assert not env.monitors()
+    assert mounts_of(env).count("overlay") == before.count("overlay")
+    # and it works as before
+    cid = env.run(pod, "after", ["/bin/true"])
+    assert env.wait_exited(cid).exit_code == 0
