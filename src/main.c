@@ -3,6 +3,7 @@
  * services and signals. */
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <uv.h>
@@ -319,6 +320,10 @@ static int daemon_main(int argc, char **argv)
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
     signal(SIGPIPE, SIG_IGN);
+    /* One malloc arena for every thread: glibc gives each worker thread an
+     * arena of its own, whose freed pages stay resident, and the daemon's
+     * allocations are small and short. */
+    mallopt(M_ARENA_MAX, 1);
 
     uv_loop_init(&d.loop);
     int status = 0;
