@@ -55,10 +55,22 @@ tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 
 # store: pod records read back at start (the source compiled in for coverage).
 noinst_PROGRAMS += tests/fuzz/fuzz_store_pod
-tests_fuzz_fuzz_store_pod_SOURCES = tests/fuzz/fuzz_store_pod.c src/store/pod.c
+tests_fuzz_fuzz_store_pod_SOURCES = tests/fuzz/fuzz_store_pod.c $(libkstore_a_SOURCES)
 tests_fuzz_fuzz_store_pod_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_store_pod_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_store_pod_LDADD = libkbase.a $(DEP_LIBS)
+
+# store/container: container records read back at start; monitor/logfmt:
+# container output framed into CRI log records.
+noinst_PROGRAMS += tests/fuzz/fuzz_store_ctr tests/fuzz/fuzz_monitor_logfmt
+tests_fuzz_fuzz_store_ctr_SOURCES = tests/fuzz/fuzz_store_ctr.c $(libkstore_a_SOURCES)
+tests_fuzz_fuzz_store_ctr_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_store_ctr_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_store_ctr_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/monitor/logfmt.c
+tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
 endif
 EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
-	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus
+	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
+	tests/fuzz/monitor_logfmt_corpus

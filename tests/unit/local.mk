@@ -55,3 +55,11 @@ check_PROGRAMS += tests/unit/test_pod
 TESTS += tests/unit/test_pod
 tests_unit_test_pod_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_pod_LDADD = $(KUNIT_LIBS_ALL)
+
+# monitor/logfmt (compiled here with glibc; the program is built with musl)
+# and store/container.
+check_PROGRAMS += tests/unit/test_monitor
+TESTS += tests/unit/test_monitor
+tests_unit_test_monitor_SOURCES = tests/unit/test_monitor.c src/monitor/logfmt.c
+tests_unit_test_monitor_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_monitor_LDADD = $(KUNIT_LIBS_ALL)
