@@ -46,6 +46,7 @@ struct cri {
     char *pod_cidr; /* from UpdateRuntimeConfig, persisted */
     char *cgroup2_mount;
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
+    char *cgroup2_missing;     /* the ones container limits need that it lacks */
     struct cri_events *events;
     struct image_service *images;
     struct sandboxes *sandboxes;   /* sandbox.h */

@@ -94,10 +94,12 @@ static void detect_cgroup2(struct cri *cri)
         if (!found)
             buf_printf(&missing, "%s%s", missing.len ? ", " : "", needed[i]);
     }
-    if (missing.len)
+    if (missing.len) {
         log_warn("cgroup2 at `%s` lacks the %s controller(s) (hybrid cgroup layout?): those "
                  "container resource limits will not be enforced",
                  cri->cgroup2_mount, (char *)missing.data);
+        cri->cgroup2_missing = strndup((char *)missing.data, missing.len);
+    }
     buf_free(&missing);
 }
 
@@ -147,6 +149,11 @@ static void config_json(struct cri *cri, struct buf *b)
     buf_append_json_string(b, cri->cgroup2_mount ? cri->cgroup2_mount : "");
     buf_printf(b, ",\"cgroup2Controllers\":");
     buf_append_json_string(b, cri->cgroup2_controllers ? cri->cgroup2_controllers : "");
+    /* The limits containers get but the host cannot enforce (hybrid). */
+    buf_printf(b, ",\"limitsNotEnforced\":");
+    buf_append_json_string(b, !cri->cgroup2_mount          ? "all (no cgroup2 mount)"
+                              : cri->cgroup2_missing ? cri->cgroup2_missing
+                                                     : "");
     buf_printf(b, ",\"podCIDR\":");
     buf_append_json_string(b, cri->pod_cidr ? cri->pod_cidr : "");
     buf_printf(b, ",\"pid\":%d}", (int)getpid());

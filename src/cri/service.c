@@ -318,5 +318,6 @@ void cri_free(struct cri *cri)
     free(cri->pod_cidr);
     free(cri->cgroup2_mount);
     free(cri->cgroup2_controllers);
+    free(cri->cgroup2_missing);
     free(cri);
 }

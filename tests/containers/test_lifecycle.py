@@ -150,3 +150,18 @@ def test_update_resources_is_reported(env):
         env.rs.UpdateContainerResources(pb.UpdateContainerResourcesRequest(
             container_id=cid, linux=pb.LinuxContainerResources(cpu_shares=2)), timeout=10)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_status_says_ready_and_what_is_not_enforced(env):
+    import json
+    pb = env.pb
+    st = env.rs.Status(pb.StatusRequest(verbose=True), timeout=10)
+    conds = {c.type: c for c in st.status.conditions}
+    assert conds["RuntimeReady"].status is True
+    cfg = json.loads(st.info["config"])
+    ctl = set(cfg["cgroup2Controllers"].split())
+    missing = {c for c in ("cpu", "cpuset", "io", "memory", "pids") if c not in ctl}
+    got = {c.strip() for c in cfg["limitsNotEnforced"].split(",") if c.strip()}
+    assert got == missing
+    if missing:
+        assert "will not be enforced" in env.d.logtext()
