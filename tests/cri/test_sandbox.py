@@ -562,7 +562,7 @@ def test_network_ready_and_dual_stack(cri, pod_daemon_factory, cgroup_parent):
 
     c = wait_for(lambda: conds()["NetworkReady"].status and conds(), 15,
                  what="NetworkReady")
-    assert not c["RuntimeReady"].status  # containers through CRI come later
+    assert c["RuntimeReady"].status
     p = run_pod(cri, rs, pod_config(cri, "ds", cgroup_parent[0]))
     net = status(cri, rs, p).status.network
     assert net.ip.startswith("10.79.0.")
