@@ -118,12 +118,11 @@ out:
 
 /* ---- the OCI spec (a first translation; see container_spec.c) ---- */
 
-static json_t *strv_json(char **v, size_t n)
+/* Appends the strings of v to a. */
+static void strv_append(json_t *a, char **v, size_t n)
 {
-    json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
         json_array_append_new(a, json_string(v[i]));
-    return a;
 }
 
 static int build_spec(struct create_job *j, const Runtime__V1__ContainerConfig *cfg,
@@ -139,14 +138,14 @@ static int build_spec(struct create_job *j, const Runtime__V1__ContainerConfig *
     json_t *args = json_array(), *env = json_array();
     json_t *ep = json_object_get(ic, "Entrypoint"), *cmd = json_object_get(ic, "Cmd");
     if (cfg->n_command) {
-        json_array_extend(args, strv_json(cfg->command, cfg->n_command));
+        strv_append(args, cfg->command, cfg->n_command);
         if (cfg->n_args)
-            json_array_extend(args, strv_json(cfg->args, cfg->n_args));
+            strv_append(args, cfg->args, cfg->n_args);
     } else {
         if (json_is_array(ep))
             json_array_extend(args, ep);
         if (cfg->n_args)
-            json_array_extend(args, strv_json(cfg->args, cfg->n_args));
+            strv_append(args, cfg->args, cfg->n_args);
         else if (json_is_array(cmd))
             json_array_extend(args, cmd);
     }

@@ -21,9 +21,11 @@ struct cri_route {
     const ProtobufCMessageDescriptor *input;
     cri_handler_fn fn; /* NULL: not implemented yet */
     struct cri *cri;
+    bool waits; /* for recovery at start */
 };
 
 struct cri_call {
+    struct cri_call *next; /* waiting for recovery */
     struct cri *cri;
     struct grpc_call *gc;
     const struct cri_route *route;
@@ -52,8 +54,15 @@ struct cri {
     struct sandboxes *sandboxes;   /* sandbox.h */
     struct containers *containers; /* containers.h */
     int64_t pod_stop_grace_s;      /* StopPodSandbox: the containers' grace period */
-    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
+    /* RuntimeService calls that arrive before recovery is over wait for it
+     * (service.c) */
+    bool recovered;
+    struct cri_call *pending, *pending_tail;
+    struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
 };
+
+/* Recovery at start is over: the RuntimeService calls that waited run. */
+void cri_recovered(struct cri *cri);
 
 void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
 void cri_fail(struct cri_call *call, int status, const char *fmt, ...) _printf_(3, 4);

@@ -151,7 +151,7 @@ static void config_json(struct cri *cri, struct buf *b)
     buf_append_json_string(b, cri->cgroup2_controllers ? cri->cgroup2_controllers : "");
     /* The limits containers get but the host cannot enforce (hybrid). */
     buf_printf(b, ",\"limitsNotEnforced\":");
-    buf_append_json_string(b, !cri->cgroup2_mount          ? "all (no cgroup2 mount)"
+    buf_append_json_string(b, !cri->cgroup2_mount    ? "all (no cgroup2 mount)"
                               : cri->cgroup2_missing ? cri->cgroup2_missing
                                                      : "");
     buf_printf(b, ",\"podCIDR\":");
@@ -165,9 +165,9 @@ void cri_status(struct cri_call *call)
     Runtime__V1__RuntimeCondition conds[2], *condp[2];
     /* Tell the truth: kubelet keeps the node NotReady until these are
      * true. Containers are ready once recovery after a start is over. */
-    struct sandboxes *ready = call->cri->sandboxes;
-    condp[0] = condition(&conds[0], "RuntimeReady", ready->started, "Recovering",
-                         ready->started ? "" : "kinglet is recovering its pods and containers");
+    bool ready = call->cri->recovered;
+    condp[0] = condition(&conds[0], "RuntimeReady", ready, "Recovering",
+                         ready ? "" : "kinglet is recovering its pods and containers");
     /* NetworkReady as last checked off the loop (net_status); a check
      * older than a few seconds is renewed for the next caller. */
     struct sandboxes *sbs = call->cri->sandboxes;

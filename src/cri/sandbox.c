@@ -474,16 +474,4 @@ void sandbox_started(struct cri *cri)
     cri_containers_start(cri);
 }
 
-void cri_containers_started(struct cri *cri)
-{
-    struct sandboxes *s = cri->sandboxes;
-    s->started = true;
-    struct sandbox_waiter *w = s->pending;
-    s->pending = s->pending_tail = NULL;
-    while (w) {
-        struct sandbox_waiter *next = w->next;
-        w->fn(w->call, NULL);
-        free(w);
-        w = next;
-    }
-}
+void cri_containers_started(struct cri *cri) { cri_recovered(cri); }

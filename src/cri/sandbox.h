@@ -46,9 +46,6 @@ struct sandboxes {
     bool net_ready, net_checking;
     char net_reason[256];
     uint64_t net_checked_ns;
-    /* RunPodSandbox calls that arrived before recovery finished */
-    bool started;
-    struct sandbox_waiter *pending, *pending_tail;
 };
 
 int cri_sandboxes_init(struct cri *cri, const struct cri_config *cfg, struct err *err);

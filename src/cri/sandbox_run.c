@@ -148,32 +148,8 @@ static int port_mappings(Runtime__V1__PodSandboxConfig *c, struct net_port_mappi
     return 0;
 }
 
-static void run_start(struct cri_call *call, struct sandbox *unused);
-
 void cri_run_pod_sandbox(struct cri_call *call)
 {
-    struct sandboxes *s = call->cri->sandboxes;
-    if (!s->started) {
-        struct sandbox_waiter *w = calloc(1, sizeof(*w));
-        if (!w) {
-            cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-            return;
-        }
-        w->call = call;
-        w->fn = run_start;
-        if (s->pending_tail)
-            s->pending_tail->next = w;
-        else
-            s->pending = w;
-        s->pending_tail = w;
-        return;
-    }
-    run_start(call, NULL);
-}
-
-static void run_start(struct cri_call *call, struct sandbox *unused)
-{
-    (void)unused;
     struct cri *cri = call->cri;
     struct sandboxes *s = cri->sandboxes;
     Runtime__V1__RunPodSandboxRequest *req = (Runtime__V1__RunPodSandboxRequest *)call->req;

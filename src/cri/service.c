@@ -195,7 +195,43 @@ static void dispatch(struct grpc_call *gc, const uint8_t *msg, size_t len, void 
                  route->input->short_name);
         return;
     }
+    struct cri *cri = call->cri;
+    if (!cri->recovered && route->waits) {
+        if (cri->pending_tail)
+            cri->pending_tail->next = call;
+        else
+            cri->pending = call;
+        cri->pending_tail = call;
+        return;
+    }
     route->fn(call);
+}
+
+void cri_recovered(struct cri *cri)
+{
+    cri->recovered = true;
+    struct cri_call *call = cri->pending;
+    cri->pending = cri->pending_tail = NULL;
+    while (call) {
+        struct cri_call *next = call->next;
+        call->route->fn(call);
+        call = next;
+    }
+}
+
+/* RuntimeService calls about pods and containers wait for recovery at
+ * start (it takes milliseconds): until then the records may not match what
+ * runs. These answer at once. */
+static bool route_waits(const ProtobufCServiceDescriptor *svc, const char *name)
+{
+    static const char *const at_once[] = {"Version", "Status", "RuntimeConfig",
+                                          "UpdateRuntimeConfig", "GetContainerEvents"};
+    if (svc != &runtime__v1__runtime_service__descriptor)
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(at_once); i++)
+        if (strcmp(name, at_once[i]) == 0)
+            return false;
+    return true;
 }
 
 int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
@@ -216,6 +252,7 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
             r->name = m->name;
             r->input = m->input;
             r->cri = cri;
+            r->waits = route_waits(svc, m->name);
             for (size_t h = 0; h < ARRAY_SIZE(handlers); h++)
                 if (strcmp(handlers[h].name, m->name) == 0)
                     r->fn = handlers[h].fn;
@@ -295,6 +332,14 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
 
 void cri_shutdown(struct cri *cri)
 {
+    /* Calls still waiting for recovery end now. */
+    struct cri_call *call = cri->pending;
+    cri->pending = cri->pending_tail = NULL;
+    while (call) {
+        struct cri_call *next = call->next;
+        cri_fail(call, GRPC_STATUS_UNAVAILABLE, "kinglet is shutting down");
+        call = next;
+    }
     cri_events_shutdown(cri->events);
     /* pulls in flight end now (their calls fail CANCELLED) */
     image_service_free(cri->images);

@@ -155,9 +155,11 @@ def test_update_resources_is_reported(env):
 def test_status_says_ready_and_what_is_not_enforced(env):
     import json
     pb = env.pb
-    st = env.rs.Status(pb.StatusRequest(verbose=True), timeout=10)
+    # ready once recovery at start is over (milliseconds)
+    st = wait_for(lambda: (lambda s: s if s.status.conditions[0].status else None)(
+        env.rs.Status(pb.StatusRequest(verbose=True), timeout=10)), what="RuntimeReady")
     conds = {c.type: c for c in st.status.conditions}
-    assert conds["RuntimeReady"].status is True
+    assert conds["RuntimeReady"].type == "RuntimeReady"
     cfg = json.loads(st.info["config"])
     ctl = set(cfg["cgroup2Controllers"].split())
     missing = {c for c in ("cpu", "cpuset", "io", "memory", "pids") if c not in ctl}

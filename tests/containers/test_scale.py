@@ -55,7 +55,8 @@ def test_100_containers_in_20_pods_leave_nothing(env):
                       else "/sys/fs/cgroup", env.cgroup_parent.lstrip("/"))
     assert not [x for x in os.listdir(cg) if os.path.isdir(os.path.join(cg, x))]
     wait_for(lambda: len(d.fds()) <= fds, what="the daemon's fds to settle")
-    assert d.rss_kb() < rss + 2048, f"{rss} kB before, {d.rss_kb()} kB after"
+    if not d.sanitized():
+        assert d.rss_kb() < rss + 2048, f"{rss} kB before, {d.rss_kb()} kB after"
     print(f"100 containers in 20 pods created and started in {took:.2f}s")
 
 

@@ -105,6 +105,12 @@ class Daemon:
     def fds(self):
         return sorted(os.listdir(f"/proc/{self.pid}/fd"), key=int)
 
+    def sanitized(self):
+        """A sanitizer build: its shadow memory and quarantine count in
+        VmRSS, so RSS is measured on the plain build only."""
+        with open(f"/proc/{self.pid}/maps") as f:
+            return "libasan" in f.read()
+
     def rss_kb(self):
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:
