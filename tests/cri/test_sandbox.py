@@ -560,9 +560,8 @@ def test_network_ready_and_dual_stack(cri, pod_daemon_factory, cgroup_parent):
         st = rs.Status(pb.StatusRequest(), timeout=10).status
         return {c.type: c for c in st.conditions}
 
-    c = wait_for(lambda: conds()["NetworkReady"].status and conds(), 15,
-                 what="NetworkReady")
-    assert c["RuntimeReady"].status
+    c = wait_for(lambda: (lambda c: c["NetworkReady"].status and c["RuntimeReady"].status
+                          and c)(conds()), 15, what="NetworkReady and RuntimeReady")
     p = run_pod(cri, rs, pod_config(cri, "ds", cgroup_parent[0]))
     net = status(cri, rs, p).status.network
     assert net.ip.startswith("10.79.0.")
