@@ -429,6 +429,8 @@ static void create_work(uv_work_t *req)
         }
         if (cfg->stdin)
             argv[n++] = "--cri-stdin";
+        if (cfg->stdin && cfg->stdin_once)
+            argv[n++] = "--cri-stdin-once";
         argv[n++] = (char *)id;
         argv[n] = NULL;
         int status = 0;

@@ -84,6 +84,8 @@ int monitor_exec(const struct monitor_args *a)
         FD_ARG("--tty-fd", tty, a->tty_fd);
     }
     FD_ARG("--stdin-fd", in, a->stdin_fd);
+    if (a->stdin_once)
+        argv[n++] = "--stdin-once";
     FD_ARG("--ctl-fd", ctl, a->ctl_fd);
 #undef FD_ARG
     if (a->cgroup_path) {

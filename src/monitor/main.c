@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -56,6 +57,7 @@ struct opts {
     const char *log_path;
     int out_fd, err_fd, tty_fd, stdin_fd;
     int ctl_fd;
+    bool stdin_once;
     size_t buffer;
 };
 
@@ -287,31 +289,197 @@ static void record_exit(const struct opts *o, int status, uint64_t started)
     }
 }
 
-/* ---- the control socket ---- */
+/* ---- the control socket: reopen, attach ----
+ * Each connection sends one request. "reopen" is answered by the writer
+ * thread. "attach" (with the words stdin, stdout, stderr for what it wants)
+ * turns the connection into a stream of packets: from us, MONITOR_ATT_OUT
+ * or MONITOR_ATT_ERR + output; from it, MONITOR_ATT_IN + input,
+ * MONITOR_ATT_CLOSE (no more input) or MONITOR_ATT_RESIZE + "WIDTH HEIGHT".
+ * An attached client that does not keep up pauses the container's output
+ * in its pipe (we stop reading it) rather than being buffered for. */
 
-static void ctl_request(int client)
+#define CLIENTS_MAX 16
+#define ATT_CHUNK   16384 /* output per packet */
+
+struct client {
+    int fd;
+    bool attached, want_in, want_out, want_err;
+    uint8_t *pending; /* a packet not yet taken by a full socket */
+    size_t pending_len;
+};
+
+static struct client clients[CLIENTS_MAX];
+static size_t n_clients;
+
+struct io {
+    int stdin_fd; /* the container's stdin (pipe write end or pty master), -1 */
+    bool tty;     /* stdin_fd is the pty master */
+    bool stdin_once;
+    bool stdin_claimed; /* a client attached stdin once */
+    uint8_t in_buf[ATT_CHUNK];
+    size_t in_len; /* input not yet taken by the container's stdin */
+};
+
+static void client_drop(size_t i, struct io *io)
 {
-    char req[64];
-    ssize_t n = recv(client, req, sizeof(req) - 1, MSG_DONTWAIT);
-    if (n <= 0) {
-        close(client);
-        return;
+    struct client *c = &clients[i];
+    if (c->attached && c->want_in && io->stdin_once && io->stdin_fd >= 0) {
+        /* stdin_once: the first attached client's detach closes stdin */
+        if (io->tty) {
+            ssize_t w = write(io->stdin_fd, "\x04", 1); /* EOF at the terminal */
+            (void)w;
+        } else {
+            close(io->stdin_fd);
+            io->stdin_fd = -1;
+        }
     }
-    req[n] = '\0';
+    close(c->fd);
+    free(c->pending);
+    clients[i] = clients[--n_clients];
+}
+
+static void ctl_request(size_t i, struct io *io, const char *req)
+{
+    struct client *c = &clients[i];
     if (strcmp(req, MONITOR_CTL_REOPEN) == 0) {
+        int fd = c->fd;
+        clients[i] = clients[--n_clients]; /* the writer answers and closes */
         if (!W.path) {
-            answer(client, "error this container has no log file");
+            answer(fd, "error this container has no log file");
             return;
         }
         pthread_mutex_lock(&W.mu);
         if (W.reopen_client >= 0)
             answer(W.reopen_client, "error superseded by a newer reopen");
-        W.reopen_client = client;
+        W.reopen_client = fd;
         pthread_cond_signal(&W.cond);
         pthread_mutex_unlock(&W.mu);
         return;
     }
-    answer(client, "error unknown request");
+    if (strncmp(req, MONITOR_CTL_ATTACH, strlen(MONITOR_CTL_ATTACH)) == 0) {
+        c->attached = true;
+        c->want_in = strstr(req, " stdin") != NULL;
+        c->want_out = strstr(req, " stdout") != NULL;
+        c->want_err = strstr(req, " stderr") != NULL;
+        if (c->want_in && (io->stdin_fd < 0 || (io->stdin_once && io->stdin_claimed))) {
+            int fd = c->fd;
+            clients[i] = clients[--n_clients];
+            answer(fd, "error stdin is closed");
+            return;
+        }
+        if (c->want_in)
+            io->stdin_claimed = true;
+        if (send(c->fd, "ok", 2, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+            client_drop(i, io);
+        return;
+    }
+    answer(c->fd, "error unknown request");
+    clients[i] = clients[--n_clients];
+}
+
+/* Sends one packet to every attached client that wants stream s; a client
+ * whose socket is full keeps it pending (and pauses our reading). */
+static void fan_out(uint8_t tag, const uint8_t *data, size_t len, struct io *io)
+{
+    uint8_t pkt[ATT_CHUNK + 1];
+    pkt[0] = tag;
+    memcpy(pkt + 1, data, len);
+    for (size_t i = 0; i < n_clients;) {
+        struct client *c = &clients[i];
+        bool wants = c->attached && (tag == MONITOR_ATT_OUT ? c->want_out : c->want_err);
+        if (!wants) {
+            i++;
+            continue;
+        }
+        ssize_t n = send(c->fd, pkt, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->pending = malloc(len + 1);
+            if (!c->pending) {
+                client_drop(i, io);
+                continue;
+            }
+            memcpy(c->pending, pkt, len + 1);
+            c->pending_len = len + 1;
+        } else if (n < 0) {
+            client_drop(i, io);
+            continue;
+        }
+        i++;
+    }
+}
+
+static bool any_pending(void)
+{
+    for (size_t i = 0; i < n_clients; i++)
+        if (clients[i].pending)
+            return true;
+    return false;
+}
+
+/* A packet from client i. */
+static void client_input(size_t i, struct io *io)
+{
+    struct client *c = &clients[i];
+    uint8_t pkt[ATT_CHUNK + 1];
+    ssize_t n = recv(c->fd, pkt, sizeof(pkt) - 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        client_drop(i, io);
+        return;
+    }
+    if (!c->attached) {
+        pkt[n] = '\0';
+        ctl_request(i, io, (const char *)pkt);
+        return;
+    }
+    switch (pkt[0]) {
+    case MONITOR_ATT_IN:
+        if (c->want_in && io->stdin_fd >= 0 && n > 1) {
+            memcpy(io->in_buf, pkt + 1, (size_t)n - 1);
+            io->in_len = (size_t)n - 1;
+        }
+        break;
+    case MONITOR_ATT_CLOSE:
+        if (c->want_in && io->stdin_fd >= 0) {
+            if (io->tty) {
+                ssize_t w = write(io->stdin_fd, "\x04", 1);
+                (void)w;
+            } else {
+                close(io->stdin_fd);
+                io->stdin_fd = -1;
+            }
+        }
+        break;
+    case MONITOR_ATT_RESIZE:
+        if (io->tty && io->stdin_fd >= 0) {
+            pkt[n] = '\0';
+            unsigned w = 0, h = 0;
+            if (sscanf((const char *)pkt + 1, "%u %u", &w, &h) == 2 && w < 65536 && h < 65536) {
+                struct winsize ws = {.ws_row = (unsigned short)h, .ws_col = (unsigned short)w};
+                ioctl(io->stdin_fd, TIOCSWINSZ, &ws);
+            }
+        }
+        break;
+    default:
+        client_drop(i, io);
+    }
+}
+
+/* Input taken by the container's stdin, as far as it goes. */
+static void stdin_flush(struct io *io)
+{
+    if (!io->in_len || io->stdin_fd < 0) {
+        io->in_len = 0;
+        return;
+    }
+    ssize_t w = write(io->stdin_fd, io->in_buf, io->in_len);
+    if (w > 0) {
+        memmove(io->in_buf, io->in_buf + w, io->in_len - (size_t)w);
+        io->in_len -= (size_t)w;
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        io->in_len = 0; /* the container closed its stdin */
+    }
 }
 
 /* ---- the loop ---- */
@@ -332,19 +500,13 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"init", required_argument, NULL, 'i'},
-        {"dir-fd", required_argument, NULL, 'd'},
-        {"exec-fd", required_argument, NULL, 'e'},
-        {"report-fd", required_argument, NULL, 'r'},
-        {"cgroup", required_argument, NULL, 'c'},
-        {"log-path", required_argument, NULL, 'l'},
-        {"stdout-fd", required_argument, NULL, 'o'},
-        {"stderr-fd", required_argument, NULL, 'E'},
-        {"tty-fd", required_argument, NULL, 't'},
-        {"stdin-fd", required_argument, NULL, 's'},
-        {"ctl-fd", required_argument, NULL, 'C'},
-        {"buffer", required_argument, NULL, 'b'},
-        {NULL, 0, NULL, 0},
+        {"init", required_argument, NULL, 'i'},      {"dir-fd", required_argument, NULL, 'd'},
+        {"exec-fd", required_argument, NULL, 'e'},   {"report-fd", required_argument, NULL, 'r'},
+        {"cgroup", required_argument, NULL, 'c'},    {"log-path", required_argument, NULL, 'l'},
+        {"stdout-fd", required_argument, NULL, 'o'}, {"stderr-fd", required_argument, NULL, 'E'},
+        {"tty-fd", required_argument, NULL, 't'},    {"stdin-fd", required_argument, NULL, 's'},
+        {"ctl-fd", required_argument, NULL, 'C'},    {"stdin-once", no_argument, NULL, 'O'},
+        {"buffer", required_argument, NULL, 'b'},    {NULL, 0, NULL, 0},
     };
     struct opts o = {.dir_fd = -1,
                      .exec_fd = -1,
@@ -389,6 +551,9 @@ int main(int argc, char **argv)
             break;
         case 'C':
             o.ctl_fd = parse_fd(optarg);
+            break;
+        case 'O':
+            o.stdin_once = true;
             break;
         case 'b':
             o.buffer = (size_t)strtoul(optarg, NULL, 10);
@@ -440,22 +605,37 @@ int main(int argc, char **argv)
     if (o.ctl_fd >= 0)
         fcntl(o.ctl_fd, F_SETFL, fcntl(o.ctl_fd, F_GETFL) | O_NONBLOCK);
 
-    static uint8_t buf[65536];
+    static uint8_t buf[ATT_CHUNK];
+    struct io io = {.stdin_fd = o.tty_fd >= 0 ? o.tty_fd : o.stdin_fd,
+                    .tty = o.tty_fd >= 0,
+                    .stdin_once = o.stdin_once};
+    if (io.stdin_fd >= 0 && !io.tty)
+        fcntl(io.stdin_fd, F_SETFL, fcntl(io.stdin_fd, F_GETFL) | O_NONBLOCK);
     uint64_t started = 0;
     bool init_done = false;
     int init_status = 0;
     while (!init_done) {
-        struct pollfd p[5];
-        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1;
+        struct pollfd p[6 + CLIENTS_MAX];
+        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1, at_in = -1;
         if (sfd >= 0)
             p[at_sig = np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
         if (o.exec_fd >= 0)
             p[at_exec = np++] = (struct pollfd){.fd = o.exec_fd, .events = POLLIN};
+        /* A client that has not taken its last packet pauses the output. */
+        bool paused = any_pending();
         for (int i = 0; i < 2; i++)
-            if (outs[i] >= 0)
+            if (outs[i] >= 0 && !paused)
                 p[at_out[i] = np++] = (struct pollfd){.fd = outs[i], .events = POLLIN};
-        if (o.ctl_fd >= 0)
+        if (o.ctl_fd >= 0 && n_clients < CLIENTS_MAX)
             p[at_ctl = np++] = (struct pollfd){.fd = o.ctl_fd, .events = POLLIN};
+        if (io.in_len && io.stdin_fd >= 0 && !io.tty)
+            p[at_in = np++] = (struct pollfd){.fd = io.stdin_fd, .events = POLLOUT};
+        int at_client = np;
+        for (size_t i = 0; i < n_clients; i++)
+            /* no new input while the last is not taken */
+            p[np++] = (struct pollfd){
+                .fd = clients[i].fd,
+                .events = (short)((io.in_len ? 0 : POLLIN) | (clients[i].pending ? POLLOUT : 0))};
         /* Without a signalfd, look for the exit now and then. */
         int r = poll(p, (nfds_t)np, sfd >= 0 ? -1 : 200);
         if (r < 0 && errno != EINTR)
@@ -475,24 +655,41 @@ int main(int argc, char **argv)
                 record_ns = real_ns();
                 if (fmt)
                     logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
+                fan_out(i ? MONITOR_ATT_ERR : MONITOR_ATT_OUT, buf, (size_t)n, &io);
             } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                 /* EOF, or EIO from a pty whose last holder closed it */
                 record_ns = real_ns();
                 if (fmt)
                     logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
+                if (io.tty && outs[i] == io.stdin_fd)
+                    io.stdin_fd = -1;
                 close(outs[i]);
                 outs[i] = -1;
             }
         }
-        if (at_ctl >= 0 && p[at_ctl].revents) {
-            int client = accept4(o.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (client >= 0) {
-                struct pollfd q = {.fd = client, .events = POLLIN};
-                if (poll(&q, 1, 1000) == 1)
-                    ctl_request(client);
-                else
-                    close(client);
+        /* Clients, from the last (client_drop moves the last into a hole). */
+        for (size_t k = n_clients; k-- > 0;) {
+            short rev = p[at_client + (int)k].revents;
+            struct client *c = &clients[k];
+            if ((rev & POLLOUT) && c->pending) {
+                ssize_t n = send(c->fd, c->pending, c->pending_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n >= 0) {
+                    free(c->pending);
+                    c->pending = NULL;
+                } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                    client_drop(k, &io);
+                    continue;
+                }
             }
+            if (rev & (POLLIN | POLLHUP | POLLERR))
+                client_input(k, &io);
+        }
+        stdin_flush(&io);
+        (void)at_in;
+        if (at_ctl >= 0 && p[at_ctl].revents) {
+            int fd = accept4(o.ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd >= 0)
+                clients[n_clients++] = (struct client){.fd = fd};
         }
         if (at_sig >= 0 && p[at_sig].revents) {
             struct signalfd_siginfo si;
@@ -527,11 +724,27 @@ int main(int argc, char **argv)
             record_ns = real_ns();
             if (fmt)
                 logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
+            fan_out(i ? MONITOR_ATT_ERR : MONITOR_ATT_OUT, buf, (size_t)n, &io);
         }
         record_ns = real_ns();
         if (fmt)
             logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
     }
+    /* Attached clients get what they have not taken (for a while), then
+     * EOF. */
+    for (int rounds = 0; rounds < 50 && any_pending(); rounds++) {
+        for (size_t k = 0; k < n_clients; k++)
+            if (clients[k].pending &&
+                send(clients[k].fd, clients[k].pending, clients[k].pending_len,
+                     MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
+                free(clients[k].pending);
+                clients[k].pending = NULL;
+            }
+        if (any_pending())
+            poll(NULL, 0, 20);
+    }
+    while (n_clients)
+        client_drop(n_clients - 1, &io);
     if (W.ring)
         writer_drain(5000);
     if (W.fd >= 0)

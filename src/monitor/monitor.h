@@ -24,8 +24,9 @@ struct monitor_args {
      * and stderr pipes, or its pty master (tty_fd, logged as stdout). */
     const char *log_path; /* NULL: no log, the container has the caller's stdio */
     int stdout_fd, stderr_fd, tty_fd;
-    int stdin_fd; /* the write end of the container's stdin, held open; -1 */
-    int ctl_fd;   /* a listening SOCK_SEQPACKET socket (ctl.sock), or -1 */
+    int stdin_fd;    /* the write end of the container's stdin, held open; -1 */
+    bool stdin_once; /* the first attached client's detach closes stdin */
+    int ctl_fd;      /* a listening SOCK_SEQPACKET socket (ctl.sock), or -1 */
 };
 
 /* Replaces the calling process with the monitor program. Every fd named in

@@ -16,3 +16,11 @@ struct monitor_exit_msg {
  * per connection; the answer is "ok" or "error <reason>". */
 #define MONITOR_CTL_SOCK   "ctl.sock"
 #define MONITOR_CTL_REOPEN "reopen" /* reopen the log file (ReopenContainerLog) */
+/* "attach[ stdin][ stdout][ stderr]": after "ok", the connection carries
+ * packets whose first byte says what they are. */
+#define MONITOR_CTL_ATTACH "attach"
+#define MONITOR_ATT_IN     0 /* → monitor: input for the container's stdin */
+#define MONITOR_ATT_OUT    1 /* ← monitor: the container's stdout (a tty's output) */
+#define MONITOR_ATT_ERR    2 /* ← monitor: the container's stderr */
+#define MONITOR_ATT_CLOSE  3 /* → monitor: no more input (stdin closes, or ^D on a tty) */
+#define MONITOR_ATT_RESIZE 4 /* → monitor: "WIDTH HEIGHT" of the terminal */

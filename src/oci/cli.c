@@ -46,6 +46,7 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
         {"keep", no_argument, NULL, 'K'},
         {"cri-log", required_argument, NULL, 'L'},
         {"cri-stdin", no_argument, NULL, 'S'},
+        {"cri-stdin-once", no_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
     struct oci_create_opts o = {.root = g->root};
@@ -90,6 +91,9 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
             break;
         case 'S':
             o.cri_stdin = true;
+            break;
+        case 'O':
+            o.cri_stdin_once = true;
             break;
         default:
             return usage_error(cmd, "unknown option or missing argument");

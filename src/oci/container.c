@@ -297,6 +297,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         .stderr_fd = master >= 0 ? -1 : io->mon_err,
         .tty_fd = master,
         .stdin_fd = master >= 0 ? -1 : io->mon_in,
+        .stdin_once = o->cri_stdin_once,
         .ctl_fd = io->ctl,
     };
     if (!run)

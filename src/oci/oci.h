@@ -49,7 +49,7 @@ struct oci_create_opts {
      * container gets the caller's stdio. With cri_stdin the container's
      * stdin is a pipe the monitor holds (else /dev/null). */
     const char *cri_log;
-    bool cri_stdin;
+    bool cri_stdin, cri_stdin_once;
 };
 
 struct oci_state {

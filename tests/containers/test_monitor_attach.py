@@ -1,0 +1,117 @@
+"""The container monitor's attach protocol (ctl.sock), spoken directly as
+the daemon's streaming server will: output fan-out, stdin, stdin_once,
+resize, and a client that stops reading pausing the container, not the
+monitor's memory."""
+import os
+import socket
+import time
+
+import pytest
+
+from .conftest import wait_for
+
+OUT, ERR, IN, CLOSE, RESIZE = 1, 2, 0, 3, 4
+
+
+def attach(env, cid, what="stdin stdout stderr"):
+    d = os.open(os.path.join(env.d.state, "oci", cid), os.O_PATH | os.O_DIRECTORY)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(f"/proc/self/fd/{d}/ctl.sock")
+    finally:
+        os.close(d)
+    s.send(b"attach " + what.encode())
+    s.settimeout(10)
+    assert s.recv(100) == b"ok"
+    return s
+
+
+def read_until(s, want, tag=OUT):
+    got = b""
+    while want not in got:
+        pkt = s.recv(65536)
+        assert pkt, f"EOF before {want!r}; got {got!r}"
+        if pkt[0] == tag:
+            got += pkt[1:]
+    return got
+
+
+def test_attach_stdin_and_output(env):
+    pod = env.pod()
+    cid = env.run(pod, "cat", ["/bin/sh", "-c", "cat; echo bye >&2"], stdin=True)
+    s = attach(env, cid)
+    s.send(bytes([IN]) + b"hello\n")
+    assert b"hello\n" in read_until(s, b"hello\n")
+    s2 = attach(env, cid, "stdout")  # a second client sees output too
+    s.send(bytes([IN]) + b"again\n")
+    read_until(s, b"again\n")
+    read_until(s2, b"again\n")
+    s.send(bytes([CLOSE]))
+    assert b"bye" in read_until(s, b"bye", ERR)
+    env.wait_exited(cid)
+    assert s.recv(100) == b""  # EOF once the container is gone
+    s.close()
+    s2.close()
+    log = open(env.status(cid).status.log_path, "rb").read()
+    assert b"stdout F hello" in log and b"stderr F bye" in log
+
+
+def test_stdin_once_closes_on_detach(env):
+    pod = env.pod()
+    cid = env.run(pod, "once", ["/bin/sh", "-c", "cat; echo done"], stdin=True, stdin_once=True)
+    s = attach(env, cid)
+    s.send(bytes([IN]) + b"x\n")
+    read_until(s, b"x\n")
+    s.close()  # the first client's detach ends stdin
+    assert env.wait_exited(cid).exit_code == 0
+    # a later attach cannot have stdin any more (and the container is gone)
+
+
+def test_tty_resize(env):
+    pod = env.pod()
+    cid = env.run(pod, "tty", ["/bin/sh", "-c", "read x; stty size; read y"], tty=True,
+                  stdin=True)
+    s = attach(env, cid, "stdin stdout")
+    s.send(bytes([RESIZE]) + b"123 45")
+    s.send(bytes([IN]) + b"go\r")
+    assert b"45 123" in read_until(s, b"45 123")
+    s.send(bytes([IN]) + b"end\r")
+    env.wait_exited(cid)
+    s.close()
+
+
+def test_a_client_that_does_not_read_pauses_the_container(env):
+    pod = env.pod()
+    cid = env.run(pod, "flood", ["/bin/sh", "-c",
+                                 "i=0; while true; do echo line$i; i=$((i+1)); done"])
+    s = attach(env, cid, "stdout")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    mon = env.monitors()[0]
+    time.sleep(1)  # long enough for an unbounded buffer to grow; not a wait
+
+    def rss():
+        return int([l for l in open(f"/proc/{mon}/status") if l.startswith("VmRSS")][0].split()[1])
+    r1 = rss()
+    log = env.status(cid).status.log_path
+    n1 = os.path.getsize(log)
+    time.sleep(1)
+    # paused: the log does not grow, the monitor's memory stays put
+    assert os.path.getsize(log) - n1 < 200000
+    assert rss() < r1 + 512
+    # reading again lets the container go on
+    import threading
+    stop = threading.Event()
+
+    def drain():
+        while not stop.is_set():
+            try:
+                s.recv(65536)
+            except OSError:
+                return
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    wait_for(lambda: os.path.getsize(log) > n1 + 200000, what="the output to flow again")
+    stop.set()
+    t.join(10)
+    s.close()
+    wait_for(lambda: os.path.getsize(log) > n1 + 1000000, what="the output without client")
