@@ -155,9 +155,10 @@ int buf_append_json_string(struct buf *b, const char *s);
  * not be started. */
 int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out,
                int errfd, int *ret_status);
-/* The same without the wait: the child's pid, for the caller to reap. */
+/* The same without the wait: the child's pid, for the caller to reap.
+ * extra (-1: none) becomes the child's fd 3. */
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
-                int errfd, pid_t *ret_pid);
+                int errfd, int extra, pid_t *ret_pid);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

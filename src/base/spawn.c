@@ -9,7 +9,7 @@
 #include "base/base.h"
 
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
-                int errfd, pid_t *ret_pid)
+                int errfd, int extra, pid_t *ret_pid)
 {
     static char *const empty[] = {NULL};
     posix_spawn_file_actions_t fa;
@@ -34,6 +34,8 @@ int spawn_start(const char *path, char *const argv[], char *const envp[], int in
         r = fds[i] >= 0
                 ? posix_spawn_file_actions_adddup2(&fa, fds[i], i)
                 : posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
+    if (!r && extra >= 0)
+        r = posix_spawn_file_actions_adddup2(&fa, extra, 3);
     pid_t pid = -1;
     if (!r)
         r = posix_spawn(&pid, path, &fa, &attr, argv, envp ? envp : empty);
@@ -49,7 +51,7 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
                int *ret_status)
 {
     pid_t pid;
-    int r = spawn_start(path, argv, envp, in, out, errfd, &pid);
+    int r = spawn_start(path, argv, envp, in, out, errfd, -1, &pid);
     if (r < 0)
         return r;
     int st;

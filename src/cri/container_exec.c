@@ -36,14 +36,14 @@ struct exec_sync {
     uv_work_t req;
     /* spawn job: in */
     char **argv;
-    char pidfile[4400];
     /* spawn job: out */
     pid_t pid;
-    int pidfd, out_fd, err_fd;
+    int pidfd, out_fd, err_fd, pid_fd;
     struct err err;
     int r;
     /* on the loop */
-    struct exec_stream out, errs;
+    struct exec_stream out, errs, cmdpid; /* cmdpid: the command's pid, as text */
+    int cmd_fd;                           /* a pidfd of the command, once known */
     uv_poll_t exit_poll;
     bool poll_open;
     uv_timer_t timer;
@@ -63,10 +63,11 @@ static void exec_free(struct exec_sync *x)
     free(x->argv);
     buf_free(&x->out.data);
     buf_free(&x->errs.data);
+    buf_free(&x->cmdpid.data);
     if (x->pidfd >= 0)
         close(x->pidfd);
-    if (x->pidfile[0])
-        unlink(x->pidfile);
+    if (x->cmd_fd >= 0)
+        close(x->cmd_fd);
     free(x);
     active--;
 }
@@ -90,6 +91,11 @@ static void close_all(struct exec_sync *x)
         x->errs.open = false;
         x->handles++;
         uv_close((uv_handle_t *)&x->errs.pipe, on_close);
+    }
+    if (x->cmdpid.open) {
+        x->cmdpid.open = false;
+        x->handles++;
+        uv_close((uv_handle_t *)&x->cmdpid.pipe, on_close);
     }
     if (x->poll_open) {
         x->poll_open = false;
@@ -145,6 +151,23 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct exec_sync *x = s->data;
+    if ((uv_pipe_t *)s == &x->cmdpid.pipe) {
+        /* the command's pid (one short write), then EOF */
+        if (n > 0 && x->cmdpid.data.len + (size_t)n < 32)
+            buf_append(&x->cmdpid.data, b->base, (size_t)n);
+        if (n != 0) {
+            uv_read_stop(s);
+            x->cmdpid.eof = true;
+            long pid = 0;
+            if (x->cmdpid.data.len && buf_append(&x->cmdpid.data, "", 1) == 0)
+                pid = strtol((char *)x->cmdpid.data.data, NULL, 10);
+            if (pid > 0 && x->cmd_fd < 0)
+                x->cmd_fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+            if (x->timed_out && x->cmd_fd >= 0)
+                syscall(SYS_pidfd_send_signal, x->cmd_fd, SIGKILL, NULL, 0);
+        }
+        return;
+    }
     struct exec_stream *st = (uv_pipe_t *)s == &x->out.pipe ? &x->out : &x->errs;
     if (n > 0) {
         size_t room = EXEC_OUTPUT_MAX - st->data.len;
@@ -206,20 +229,15 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     maybe_done(x);
 }
 
-/* The command's pid is in the pid file once it runs; the relay and the
- * `oci exec` process end with it. */
+/* The command, once its pid has come; the relay and the `oci exec`
+ * process end with it. Before that, `oci exec` itself (and the command
+ * when its pid arrives). */
 static void kill_command(struct exec_sync *x)
 {
-    _cleanup_free_ char *text = NULL;
-    if (read_file_at(AT_FDCWD, x->pidfile, 32, &text, NULL) == 0) {
-        long pid = strtol(text, NULL, 10);
-        int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
-        if (fd >= 0) {
-            syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
-            close(fd);
-        }
-    }
-    syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+    if (x->cmd_fd >= 0)
+        syscall(SYS_pidfd_send_signal, x->cmd_fd, SIGKILL, NULL, 0);
+    else
+        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -234,18 +252,19 @@ static void on_timeout(uv_timer_t *t)
 static void spawn_work(uv_work_t *req)
 {
     struct exec_sync *x = req->data;
-    int out[2] = {-1, -1}, errp[2] = {-1, -1};
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    int out[2] = {-1, -1}, errp[2] = {-1, -1}, pidp[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(pidp, O_CLOEXEC) < 0) {
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    x->r = spawn_start("/proc/self/exe", x->argv, NULL, -1, out[1], errp[1], &x->pid);
+    x->r = spawn_start("/proc/self/exe", x->argv, NULL, -1, out[1], errp[1], pidp[1], &x->pid);
     if (x->r < 0) {
         err_set(&x->err, -x->r, "run the executor");
         goto fail;
     }
     close(out[1]);
     close(errp[1]);
+    close(pidp[1]);
     x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
     if (x->pidfd < 0) {
         /* cannot happen for our own child; reap it rather than leak it */
@@ -254,10 +273,12 @@ static void spawn_work(uv_work_t *req)
         waitpid(x->pid, NULL, 0);
         close(out[0]);
         close(errp[0]);
+        close(pidp[0]);
         return;
     }
     x->out_fd = out[0];
     x->err_fd = errp[0];
+    x->pid_fd = pidp[0];
     return;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -265,6 +286,8 @@ fail:
             close(out[i]);
         if (errp[i] >= 0)
             close(errp[i]);
+        if (pidp[i] >= 0)
+            close(pidp[i]);
     }
 }
 
@@ -286,6 +309,7 @@ static void spawn_done(uv_work_t *req, int status)
     }
     stream_open(cri, x, &x->out, x->out_fd);
     stream_open(cri, x, &x->errs, x->err_fd);
+    stream_open(cri, x, &x->cmdpid, x->pid_fd);
     uv_timer_init(cri->loop, &x->timer);
     x->timer.data = x;
     x->timer_open = true;
@@ -344,20 +368,12 @@ void cri_exec_sync(struct cri_call *call)
     active++;
     x->call = call;
     x->cri = cri;
-    x->pidfd = x->out_fd = x->err_fd = -1;
+    x->pidfd = x->out_fd = x->err_fd = x->pid_fd = x->cmd_fd = -1;
     x->timeout_s = req->timeout;
-    char bundle[4200], rnd[STORE_ID_LEN + 1];
-    container_dirs(cri, c->rec.id, bundle, sizeof(bundle), NULL, 0);
-    if (store_id_new(rnd) < 0) {
-        cri_fail(call, GRPC_STATUS_INTERNAL, "random name");
-        exec_free(x);
-        return;
-    }
-    snprintf(x->pidfile, sizeof(x->pidfile), "%s/exec-%.16s.pid", bundle, rnd);
     size_t n = 0;
     x->argv = calloc(req->n_cmd + 12, sizeof(char *));
-    const char *head[] = {"kinglet", "oci",        "--root",   cri->containers->oci_root,
-                          "exec",    "--pid-file", x->pidfile, c->rec.id,
+    const char *head[] = {"kinglet", "oci",      "--root", cri->containers->oci_root,
+                          "exec",    "--pid-fd", "3",      c->rec.id,
                           "--"};
     bool oom = !x->argv;
     for (size_t i = 0; !oom && i < ARRAY_SIZE(head); i++)
@@ -365,7 +381,6 @@ void cri_exec_sync(struct cri_call *call)
     for (size_t i = 0; !oom && i < req->n_cmd; i++)
         oom = !(x->argv[n++] = strdup(req->cmd[i]));
     if (oom) {
-        x->pidfile[0] = '\0';
         exec_free(x);
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;

@@ -407,6 +407,7 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         {"tty", no_argument, NULL, 't'},
         {"detach", no_argument, NULL, 'd'},
         {"pid-file", required_argument, NULL, 'P'},
+        {"pid-fd", required_argument, NULL, 'F'},
         {"console-socket", required_argument, NULL, 'c'},
         {"cwd", required_argument, NULL, 'w'},
         {"env", required_argument, NULL, 'e'},
@@ -414,7 +415,7 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         {"preserve-fds", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
-    struct oci_exec_opts o = {.root = g->root};
+    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1};
     const char *process_file = NULL;
     char *envs[65] = {NULL};
     size_t n_env = 0;
@@ -434,6 +435,14 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         case 'P':
             o.pid_file = optarg;
             break;
+        case 'F': {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 3 || n > 65535 || fcntl((int)n, F_GETFD) < 0)
+                return usage_error("exec", "--pid-fd: expected an open fd above 2");
+            o.pid_fd = (int)n;
+            break;
+        }
         case 'c':
             o.console_socket = optarg;
             break;

@@ -172,6 +172,8 @@ fail:
 
 int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
 {
+    if (o->pid_fd >= 0)
+        fcntl(o->pid_fd, F_SETFD, FD_CLOEXEC); /* ours, not the container's */
     _cleanup_close_ int dirfd = -1;
     int r = oci_state_dir_open(o->root ? o->root : OCI_ROOT_DEFAULT, o->id, &dirfd, err);
     if (r < 0)
@@ -247,6 +249,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     }
     if (child == 0) {
         close(sp[0]);
+        if (o->pid_fd >= 0)
+            close(o->pid_fd); /* EOF there when we are done with it */
         exec_child(&p, spec, pidfd, nsflags, sp[1], console, o->preserve_fds);
     }
     close(sp[1]);
@@ -277,6 +281,11 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         }
     }
     close(sp[0]);
+    if (o->pid_fd >= 0) {
+        if (procpid > 0)
+            dprintf(o->pid_fd, "%d", (int)procpid);
+        close(o->pid_fd);
+    }
     if (o->pid_file && procpid > 0) {
         char buf[32];
         int n = snprintf(buf, sizeof(buf), "%d", (int)procpid);

@@ -104,6 +104,7 @@ struct oci_exec_opts {
     bool tty;
     bool detach;
     const char *pid_file;
+    int pid_fd; /* the process's pid, as text, is written here and the fd closed; -1 */
     const char *console_socket;
     const char *cwd;  /* overrides, may be NULL */
     char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */
