@@ -153,8 +153,8 @@ int buf_append_json_string(struct buf *b, const char *s);
  * close-on-exec, as every fd of ours is. Blocking: workers and command-line
  * tools only. 0 with *ret_status a wait(2) status, or -errno when it could
  * not be started. */
-int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out,
-               int errfd, int *ret_status);
+int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out, int errfd,
+               int *ret_status);
 /* The same without the wait: the child's pid, for the caller to reap.
  * extra (-1: none) becomes the child's fd 3. */
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
