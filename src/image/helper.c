@@ -403,7 +403,9 @@ void job_helper_run(struct job *job)
     while (waitpid(p.pid, &status, 0) < 0 && errno == EINTR)
         ;
     close(p.fd);
-    /* whatever it was building when it went is not there */
+    /* what it was unpacking when it went is garbage, and not there */
+    if (!p.done || !WIFEXITED(status))
+        store_tmp_remove_pid(job->sh->st, p.pid);
     for (size_t i = 0; i < p.n_building; i++)
         store_snap_built(job->sh->st, p.building[i], false, 0, 0);
     strv_free(p.building, p.n_building);

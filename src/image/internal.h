@@ -181,6 +181,8 @@ void store_close(struct store *st);
 /* Unique temporary directory under tmp/; returns its name (relative to
  * root_fd) in ret. */
 int store_tmpdir(struct store *st, char ret[64], struct err *err);
+/* Removes what process pid left under tmp/ (a helper that died). */
+void store_tmp_remove_pid(struct store *st, pid_t pid);
 int store_blob_write(struct store *st, const char *digest, const void *data, size_t len,
                      struct err *err);
 int store_blob_read(struct store *st, const char *digest, size_t max, char **ret, size_t *ret_len);

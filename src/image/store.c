@@ -185,7 +185,31 @@ static void tmp_name(char ret[64], const char *kind)
     uint32_t rnd = 0;
     if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
         rnd = (uint32_t)now_mono_ns();
-    snprintf(ret, 64, "tmp/%s%u-%08x", kind, atomic_fetch_add(&tmp_counter, 1), rnd);
+    /* the pid first: the daemon removes what a helper that died left */
+    snprintf(ret, 64, "tmp/%s%d.%u-%08x", kind, (int)getpid(), atomic_fetch_add(&tmp_counter, 1),
+             rnd);
+}
+
+void store_tmp_remove_pid(struct store *st, pid_t pid)
+{
+    int fd = openat(st->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%d.", (int)pid);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *p = de->d_name;
+        while (*p >= 'a' && *p <= 'z')
+            p++;
+        if (p != de->d_name && str_has_prefix(p, prefix))
+            rm_rf_at(dirfd(d), de->d_name);
+    }
+    closedir(d);
 }
 
 int store_tmpdir(struct store *st, char ret[64], struct err *err)
