@@ -79,6 +79,7 @@ static int send_json(int fd, json_t *j)
     size_t n = strlen(s);
     s[n] = '\n'; /* replaces the NUL: write n + 1 bytes */
     int r = write_all(fd, s, n + 1);
+    explicit_bzero(s, n + 1); /* the request carries credentials */
     free(s);
     return r;
 }
