@@ -188,7 +188,6 @@ int oci_ns_clone_flag(enum oci_ns_kind k);
 /* Parses a mount option list into m (flags, propagation, data). */
 int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *field,
                             struct err *err);
-int oci_signal_parse(const char *s, int *ret);
 
 /* state.c: the per-container state directory <root>/<id>/. */
 struct oci_record {
