@@ -50,6 +50,7 @@ struct oci_mount {
     unsigned long propagation; /* MS_PRIVATE... (with MS_REC for r-variants) */
     bool bind;
     bool idmap;
+    bool rro;   /* "rro": read-only recursively (mount_setattr, Linux 5.12) */
     char *data; /* remaining filesystem options, comma-joined */
     /* The mount's own id mappings (OCI 1.1); without them an idmap mount
      * uses the container's user namespace. */
