@@ -129,9 +129,9 @@ out:
 #define DEVICES_MAX 4096
 
 struct facts {
-    json_t *image;               /* the image's config blob */
-    char *passwd, *group;        /* the container's /etc files */
-    char *seccomp_profile;       /* Localhost */
+    json_t *image;         /* the image's config blob */
+    char *passwd, *group;  /* the container's /etc files */
+    char *seccomp_profile; /* Localhost */
     struct ctr_device *devices, *host_devices;
     size_t n_devices, n_host_devices;
 };
@@ -233,8 +233,7 @@ static int gather_facts(const struct create_job *j, const Runtime__V1__Container
     if (sc && sc->seccomp &&
         sc->seccomp->profile_type == RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost &&
         !sc->privileged) {
-        r = read_file_at(AT_FDCWD, sc->seccomp->localhost_ref, 1u << 20, &f->seccomp_profile,
-                         NULL);
+        r = read_file_at(AT_FDCWD, sc->seccomp->localhost_ref, 1u << 20, &f->seccomp_profile, NULL);
         if (r < 0)
             return err_set(err, -r, "seccomp Localhost profile `%.200s`",
                            sc->seccomp->localhost_ref);
@@ -267,6 +266,12 @@ static void host_facts(struct ctr_host_facts *h)
     /* Without CAP_SYS_RESOURCE nothing we start may go below our own
      * value. */
     h->oom_score_adj_min = -1000;
+    _cleanup_free_ char *status = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/self/status", 1 << 16, &status, NULL) == 0) {
+        const char *b = strstr(status, "\nCapBnd:");
+        if (b)
+            h->caps = strtoull(b + 9, NULL, 16);
+    }
     _cleanup_free_ char *v = NULL;
     if (read_file_at(AT_FDCWD, "/proc/self/oom_score_adj", 64, &v, NULL) == 0) {
         int own = atoi(v);
@@ -420,9 +425,9 @@ static void create_work(uv_work_t *req)
     j->rec.groups = TAKE_PTR(cs.groups);
     j->rec.n_groups = cs.n_groups;
     j->rec.stop_signal = cs.stop_signal;
-    if (cs.cgroup_path && asprintf(&j->rec.cgroup_path, "%s%s",
-                                   strcmp(j->cgroup_mount, "/") ? j->cgroup_mount : "",
-                                   cs.cgroup_path) < 0) {
+    if (cs.cgroup_path &&
+        asprintf(&j->rec.cgroup_path, "%s%s", strcmp(j->cgroup_mount, "/") ? j->cgroup_mount : "",
+                 cs.cgroup_path) < 0) {
         j->rec.cgroup_path = NULL;
         j->r = err_set(&j->err, ENOMEM, "cgroup path");
         goto fail;

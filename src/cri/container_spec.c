@@ -228,8 +228,8 @@ int ctr_spec_user(const struct ctr_spec_input *in, struct ctr_spec *ret, struct 
     ret->uid = uid;
     ret->gid = gid;
     groups_add(ret, gid);
-    bool strict = sc && sc->supplemental_groups_policy ==
-                            RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Strict;
+    bool strict =
+        sc && sc->supplemental_groups_policy == RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Strict;
     if (!strict && *name && in->group) {
         /* every group of the image's /etc/group that lists the user */
         for (const char *line = in->group; *line;) {
@@ -263,18 +263,47 @@ int ctr_spec_user(const struct ctr_spec_input *in, struct ctr_spec *ret, struct 
 
 /* ---- capabilities ---- */
 
-static const char *const all_caps[] = {
-    "CAP_CHOWN",           "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
-    "CAP_FSETID",          "CAP_KILL",           "CAP_SETGID",          "CAP_SETUID",
-    "CAP_SETPCAP",         "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
-    "CAP_NET_ADMIN",       "CAP_NET_RAW",        "CAP_IPC_LOCK",        "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE",      "CAP_SYS_RAWIO",      "CAP_SYS_CHROOT",      "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT",       "CAP_SYS_ADMIN",      "CAP_SYS_BOOT",        "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",    "CAP_SYS_TIME",       "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
-    "CAP_LEASE",           "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
-    "CAP_MAC_OVERRIDE",    "CAP_MAC_ADMIN",      "CAP_SYSLOG",          "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND",   "CAP_AUDIT_READ",     "CAP_PERFMON",         "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE"};
+static const char *const all_caps[] = {"CAP_CHOWN",
+                                       "CAP_DAC_OVERRIDE",
+                                       "CAP_DAC_READ_SEARCH",
+                                       "CAP_FOWNER",
+                                       "CAP_FSETID",
+                                       "CAP_KILL",
+                                       "CAP_SETGID",
+                                       "CAP_SETUID",
+                                       "CAP_SETPCAP",
+                                       "CAP_LINUX_IMMUTABLE",
+                                       "CAP_NET_BIND_SERVICE",
+                                       "CAP_NET_BROADCAST",
+                                       "CAP_NET_ADMIN",
+                                       "CAP_NET_RAW",
+                                       "CAP_IPC_LOCK",
+                                       "CAP_IPC_OWNER",
+                                       "CAP_SYS_MODULE",
+                                       "CAP_SYS_RAWIO",
+                                       "CAP_SYS_CHROOT",
+                                       "CAP_SYS_PTRACE",
+                                       "CAP_SYS_PACCT",
+                                       "CAP_SYS_ADMIN",
+                                       "CAP_SYS_BOOT",
+                                       "CAP_SYS_NICE",
+                                       "CAP_SYS_RESOURCE",
+                                       "CAP_SYS_TIME",
+                                       "CAP_SYS_TTY_CONFIG",
+                                       "CAP_MKNOD",
+                                       "CAP_LEASE",
+                                       "CAP_AUDIT_WRITE",
+                                       "CAP_AUDIT_CONTROL",
+                                       "CAP_SETFCAP",
+                                       "CAP_MAC_OVERRIDE",
+                                       "CAP_MAC_ADMIN",
+                                       "CAP_SYSLOG",
+                                       "CAP_WAKE_ALARM",
+                                       "CAP_BLOCK_SUSPEND",
+                                       "CAP_AUDIT_READ",
+                                       "CAP_PERFMON",
+                                       "CAP_BPF",
+                                       "CAP_CHECKPOINT_RESTORE"};
 
 /* containerd's default set (Docker's). */
 static const char *const default_caps[] = {
@@ -322,13 +351,16 @@ static json_t *caps_array(const bool *set)
 }
 
 static json_t *build_caps(const Runtime__V1__LinuxContainerSecurityContext *sc, bool privileged,
-                          bool *ret_set)
+                          uint64_t host_caps, bool *ret_set)
 {
     bool set[NCAPS] = {0}, amb[NCAPS] = {0};
     const Runtime__V1__Capability *c = sc ? sc->capabilities : NULL;
+    /* "all" is all that kinglet itself may hand on (containerd's choice):
+     * a host that withholds some from the runtime withholds them from
+     * privileged containers too */
     if (privileged) {
         for (size_t i = 0; i < NCAPS; i++)
-            set[i] = true;
+            set[i] = host_caps & (1ull << i);
     } else {
         for (size_t i = 0; i < ARRAY_SIZE(default_caps); i++)
             set[cap_index(default_caps[i])] = true;
@@ -336,7 +368,7 @@ static json_t *build_caps(const Runtime__V1__LinuxContainerSecurityContext *sc, 
         for (size_t i = 0; c && i < c->n_add_capabilities; i++)
             if (is_all(c->add_capabilities[i]))
                 for (size_t k = 0; k < NCAPS; k++)
-                    set[k] = true;
+                    set[k] = host_caps & (1ull << k);
         for (size_t i = 0; c && i < c->n_drop_capabilities; i++)
             if (is_all(c->drop_capabilities[i]))
                 memset(set, 0, sizeof(set));
@@ -356,8 +388,8 @@ static json_t *build_caps(const Runtime__V1__LinuxContainerSecurityContext *sc, 
     }
     memcpy(ret_set, set, sizeof(set));
     return json_pack("{s:o, s:o, s:o, s:o, s:o}", "bounding", caps_array(set), "effective",
-                     caps_array(set), "permitted", caps_array(set), "inheritable",
-                     caps_array(amb), "ambient", caps_array(amb));
+                     caps_array(set), "permitted", caps_array(set), "inheritable", caps_array(amb),
+                     "ambient", caps_array(amb));
 }
 
 /* ---- seccomp ---- */
@@ -367,61 +399,362 @@ static json_t *build_caps(const Runtime__V1__LinuxContainerSecurityContext *sc, 
  * capability are allowed only with it (below); clone may not make
  * namespaces without CAP_SYS_ADMIN; clone3 answers ENOSYS so that libcs
  * fall back to the filtered clone. */
-static const char *const seccomp_allow[] = {
-    "accept", "accept4", "access", "adjtimex", "alarm", "bind", "brk", "cachestat", "capget",
-    "capset", "chdir", "chmod", "chown", "chown32", "clock_adjtime", "clock_adjtime64",
-    "clock_getres", "clock_getres_time64", "clock_gettime", "clock_gettime64", "clock_nanosleep",
-    "clock_nanosleep_time64", "close", "close_range", "connect", "copy_file_range", "creat",
-    "dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old",
-    "epoll_pwait", "epoll_pwait2", "epoll_wait", "epoll_wait_old", "eventfd", "eventfd2",
-    "execve", "execveat", "exit", "exit_group", "faccessat", "faccessat2", "fadvise64",
-    "fadvise64_64", "fallocate", "fanotify_mark", "fchdir", "fchmod", "fchmodat", "fchmodat2",
-    "fchown", "fchown32", "fchownat", "fcntl", "fcntl64", "fdatasync", "fgetxattr", "flistxattr",
-    "flock", "fork", "fremovexattr", "fsetxattr", "fstat", "fstat64", "fstatat64", "fstatfs",
-    "fstatfs64", "fsync", "ftruncate", "ftruncate64", "futex", "futex_requeue", "futex_time64",
-    "futex_wait", "futex_waitv", "futex_wake", "futimesat", "getcpu", "getcwd", "getdents",
-    "getdents64", "getegid", "getegid32", "geteuid", "geteuid32", "getgid", "getgid32",
-    "getgroups", "getgroups32", "getitimer", "getpeername", "getpgid", "getpgrp", "getpid",
-    "getppid", "getpriority", "getrandom", "getresgid", "getresgid32", "getresuid",
-    "getresuid32", "getrlimit", "get_robust_list", "getrusage", "getsid", "getsockname",
-    "getsockopt", "get_thread_area", "gettid", "gettimeofday", "getuid", "getuid32", "getxattr",
-    "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel",
-    "ioctl", "io_destroy", "io_getevents", "io_pgetevents", "io_pgetevents_time64", "ioprio_get",
-    "ioprio_set", "io_setup", "io_submit", "ipc", "kill", "landlock_add_rule",
-    "landlock_create_ruleset", "landlock_restrict_self", "lchown", "lchown32", "lgetxattr",
-    "link", "linkat", "listen", "listxattr", "llistxattr", "_llseek", "lremovexattr", "lseek",
-    "lsetxattr", "lstat", "lstat64", "madvise", "map_shadow_stack", "membarrier", "memfd_create",
-    "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat", "mlock", "mlock2",
-    "mlockall", "mmap", "mmap2", "mprotect", "mq_getsetattr", "mq_notify", "mq_open",
-    "mq_timedreceive", "mq_timedreceive_time64", "mq_timedsend", "mq_timedsend_time64",
-    "mq_unlink", "mremap", "msgctl", "msgget", "msgrcv", "msgsnd", "msync", "munlock",
-    "munlockall", "munmap", "name_to_handle_at", "nanosleep", "newfstatat", "_newselect", "open",
-    "openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2", "pkey_alloc",
-    "pkey_free", "pkey_mprotect", "poll", "ppoll", "ppoll_time64", "prctl", "pread64", "preadv",
-    "preadv2", "prlimit64", "process_mrelease", "pselect6", "pselect6_time64", "pwrite64",
-    "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat", "readv", "recv",
-    "recvfrom", "recvmmsg", "recvmmsg_time64", "recvmsg", "remap_file_pages", "removexattr",
-    "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq", "rt_sigaction",
-    "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend",
-    "rt_sigtimedwait", "rt_sigtimedwait_time64", "rt_tgsigqueueinfo", "sched_getaffinity",
-    "sched_getattr", "sched_getparam", "sched_get_priority_max", "sched_get_priority_min",
-    "sched_getscheduler", "sched_rr_get_interval", "sched_rr_get_interval_time64",
-    "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler", "sched_yield",
-    "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "semtimedop_time64", "send",
-    "sendfile", "sendfile64", "sendmmsg", "sendmsg", "sendto", "setfsgid", "setfsgid32",
-    "setfsuid", "setfsuid32", "setgid", "setgid32", "setgroups", "setgroups32", "setitimer",
-    "setpgid", "setpriority", "setregid", "setregid32", "setresgid", "setresgid32", "setresuid",
-    "setresuid32", "setreuid", "setreuid32", "setrlimit", "set_robust_list", "setsid",
-    "setsockopt", "set_thread_area", "set_tid_address", "setuid", "setuid32", "setxattr",
-    "shmat", "shmctl", "shmdt", "shmget", "shutdown", "sigaltstack", "signalfd", "signalfd4",
-    "sigprocmask", "sigreturn", "socketcall", "socketpair", "splice", "stat", "stat64",
-    "statfs", "statfs64", "statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs",
-    "sysinfo", "tee", "tgkill", "time", "timer_create", "timer_delete", "timer_getoverrun",
-    "timer_gettime", "timer_gettime64", "timer_settime", "timer_settime64", "timerfd_create",
-    "timerfd_gettime", "timerfd_gettime64", "timerfd_settime", "timerfd_settime64", "times",
-    "tkill", "truncate", "truncate64", "ugetrlimit", "umask", "uname", "unlink", "unlinkat",
-    "utime", "utimensat", "utimensat_time64", "utimes", "vfork", "vmsplice", "wait4", "waitid",
-    "waitpid", "write", "writev", "arch_prctl", "modify_ldt", "socket", "personality"};
+static const char *const seccomp_allow[] = {"accept",
+                                            "accept4",
+                                            "access",
+                                            "adjtimex",
+                                            "alarm",
+                                            "bind",
+                                            "brk",
+                                            "cachestat",
+                                            "capget",
+                                            "capset",
+                                            "chdir",
+                                            "chmod",
+                                            "chown",
+                                            "chown32",
+                                            "clock_adjtime",
+                                            "clock_adjtime64",
+                                            "clock_getres",
+                                            "clock_getres_time64",
+                                            "clock_gettime",
+                                            "clock_gettime64",
+                                            "clock_nanosleep",
+                                            "clock_nanosleep_time64",
+                                            "close",
+                                            "close_range",
+                                            "connect",
+                                            "copy_file_range",
+                                            "creat",
+                                            "dup",
+                                            "dup2",
+                                            "dup3",
+                                            "epoll_create",
+                                            "epoll_create1",
+                                            "epoll_ctl",
+                                            "epoll_ctl_old",
+                                            "epoll_pwait",
+                                            "epoll_pwait2",
+                                            "epoll_wait",
+                                            "epoll_wait_old",
+                                            "eventfd",
+                                            "eventfd2",
+                                            "execve",
+                                            "execveat",
+                                            "exit",
+                                            "exit_group",
+                                            "faccessat",
+                                            "faccessat2",
+                                            "fadvise64",
+                                            "fadvise64_64",
+                                            "fallocate",
+                                            "fanotify_mark",
+                                            "fchdir",
+                                            "fchmod",
+                                            "fchmodat",
+                                            "fchmodat2",
+                                            "fchown",
+                                            "fchown32",
+                                            "fchownat",
+                                            "fcntl",
+                                            "fcntl64",
+                                            "fdatasync",
+                                            "fgetxattr",
+                                            "flistxattr",
+                                            "flock",
+                                            "fork",
+                                            "fremovexattr",
+                                            "fsetxattr",
+                                            "fstat",
+                                            "fstat64",
+                                            "fstatat64",
+                                            "fstatfs",
+                                            "fstatfs64",
+                                            "fsync",
+                                            "ftruncate",
+                                            "ftruncate64",
+                                            "futex",
+                                            "futex_requeue",
+                                            "futex_time64",
+                                            "futex_wait",
+                                            "futex_waitv",
+                                            "futex_wake",
+                                            "futimesat",
+                                            "getcpu",
+                                            "getcwd",
+                                            "getdents",
+                                            "getdents64",
+                                            "getegid",
+                                            "getegid32",
+                                            "geteuid",
+                                            "geteuid32",
+                                            "getgid",
+                                            "getgid32",
+                                            "getgroups",
+                                            "getgroups32",
+                                            "getitimer",
+                                            "getpeername",
+                                            "getpgid",
+                                            "getpgrp",
+                                            "getpid",
+                                            "getppid",
+                                            "getpriority",
+                                            "getrandom",
+                                            "getresgid",
+                                            "getresgid32",
+                                            "getresuid",
+                                            "getresuid32",
+                                            "getrlimit",
+                                            "get_robust_list",
+                                            "getrusage",
+                                            "getsid",
+                                            "getsockname",
+                                            "getsockopt",
+                                            "get_thread_area",
+                                            "gettid",
+                                            "gettimeofday",
+                                            "getuid",
+                                            "getuid32",
+                                            "getxattr",
+                                            "inotify_add_watch",
+                                            "inotify_init",
+                                            "inotify_init1",
+                                            "inotify_rm_watch",
+                                            "io_cancel",
+                                            "ioctl",
+                                            "io_destroy",
+                                            "io_getevents",
+                                            "io_pgetevents",
+                                            "io_pgetevents_time64",
+                                            "ioprio_get",
+                                            "ioprio_set",
+                                            "io_setup",
+                                            "io_submit",
+                                            "ipc",
+                                            "kill",
+                                            "landlock_add_rule",
+                                            "landlock_create_ruleset",
+                                            "landlock_restrict_self",
+                                            "lchown",
+                                            "lchown32",
+                                            "lgetxattr",
+                                            "link",
+                                            "linkat",
+                                            "listen",
+                                            "listxattr",
+                                            "llistxattr",
+                                            "_llseek",
+                                            "lremovexattr",
+                                            "lseek",
+                                            "lsetxattr",
+                                            "lstat",
+                                            "lstat64",
+                                            "madvise",
+                                            "map_shadow_stack",
+                                            "membarrier",
+                                            "memfd_create",
+                                            "memfd_secret",
+                                            "mincore",
+                                            "mkdir",
+                                            "mkdirat",
+                                            "mknod",
+                                            "mknodat",
+                                            "mlock",
+                                            "mlock2",
+                                            "mlockall",
+                                            "mmap",
+                                            "mmap2",
+                                            "mprotect",
+                                            "mq_getsetattr",
+                                            "mq_notify",
+                                            "mq_open",
+                                            "mq_timedreceive",
+                                            "mq_timedreceive_time64",
+                                            "mq_timedsend",
+                                            "mq_timedsend_time64",
+                                            "mq_unlink",
+                                            "mremap",
+                                            "msgctl",
+                                            "msgget",
+                                            "msgrcv",
+                                            "msgsnd",
+                                            "msync",
+                                            "munlock",
+                                            "munlockall",
+                                            "munmap",
+                                            "name_to_handle_at",
+                                            "nanosleep",
+                                            "newfstatat",
+                                            "_newselect",
+                                            "open",
+                                            "openat",
+                                            "openat2",
+                                            "pause",
+                                            "pidfd_open",
+                                            "pidfd_send_signal",
+                                            "pipe",
+                                            "pipe2",
+                                            "pkey_alloc",
+                                            "pkey_free",
+                                            "pkey_mprotect",
+                                            "poll",
+                                            "ppoll",
+                                            "ppoll_time64",
+                                            "prctl",
+                                            "pread64",
+                                            "preadv",
+                                            "preadv2",
+                                            "prlimit64",
+                                            "process_mrelease",
+                                            "pselect6",
+                                            "pselect6_time64",
+                                            "pwrite64",
+                                            "pwritev",
+                                            "pwritev2",
+                                            "read",
+                                            "readahead",
+                                            "readlink",
+                                            "readlinkat",
+                                            "readv",
+                                            "recv",
+                                            "recvfrom",
+                                            "recvmmsg",
+                                            "recvmmsg_time64",
+                                            "recvmsg",
+                                            "remap_file_pages",
+                                            "removexattr",
+                                            "rename",
+                                            "renameat",
+                                            "renameat2",
+                                            "restart_syscall",
+                                            "rmdir",
+                                            "rseq",
+                                            "rt_sigaction",
+                                            "rt_sigpending",
+                                            "rt_sigprocmask",
+                                            "rt_sigqueueinfo",
+                                            "rt_sigreturn",
+                                            "rt_sigsuspend",
+                                            "rt_sigtimedwait",
+                                            "rt_sigtimedwait_time64",
+                                            "rt_tgsigqueueinfo",
+                                            "sched_getaffinity",
+                                            "sched_getattr",
+                                            "sched_getparam",
+                                            "sched_get_priority_max",
+                                            "sched_get_priority_min",
+                                            "sched_getscheduler",
+                                            "sched_rr_get_interval",
+                                            "sched_rr_get_interval_time64",
+                                            "sched_setaffinity",
+                                            "sched_setattr",
+                                            "sched_setparam",
+                                            "sched_setscheduler",
+                                            "sched_yield",
+                                            "seccomp",
+                                            "select",
+                                            "semctl",
+                                            "semget",
+                                            "semop",
+                                            "semtimedop",
+                                            "semtimedop_time64",
+                                            "send",
+                                            "sendfile",
+                                            "sendfile64",
+                                            "sendmmsg",
+                                            "sendmsg",
+                                            "sendto",
+                                            "setfsgid",
+                                            "setfsgid32",
+                                            "setfsuid",
+                                            "setfsuid32",
+                                            "setgid",
+                                            "setgid32",
+                                            "setgroups",
+                                            "setgroups32",
+                                            "setitimer",
+                                            "setpgid",
+                                            "setpriority",
+                                            "setregid",
+                                            "setregid32",
+                                            "setresgid",
+                                            "setresgid32",
+                                            "setresuid",
+                                            "setresuid32",
+                                            "setreuid",
+                                            "setreuid32",
+                                            "setrlimit",
+                                            "set_robust_list",
+                                            "setsid",
+                                            "setsockopt",
+                                            "set_thread_area",
+                                            "set_tid_address",
+                                            "setuid",
+                                            "setuid32",
+                                            "setxattr",
+                                            "shmat",
+                                            "shmctl",
+                                            "shmdt",
+                                            "shmget",
+                                            "shutdown",
+                                            "sigaltstack",
+                                            "signalfd",
+                                            "signalfd4",
+                                            "sigprocmask",
+                                            "sigreturn",
+                                            "socketcall",
+                                            "socketpair",
+                                            "splice",
+                                            "stat",
+                                            "stat64",
+                                            "statfs",
+                                            "statfs64",
+                                            "statx",
+                                            "symlink",
+                                            "symlinkat",
+                                            "sync",
+                                            "sync_file_range",
+                                            "syncfs",
+                                            "sysinfo",
+                                            "tee",
+                                            "tgkill",
+                                            "time",
+                                            "timer_create",
+                                            "timer_delete",
+                                            "timer_getoverrun",
+                                            "timer_gettime",
+                                            "timer_gettime64",
+                                            "timer_settime",
+                                            "timer_settime64",
+                                            "timerfd_create",
+                                            "timerfd_gettime",
+                                            "timerfd_gettime64",
+                                            "timerfd_settime",
+                                            "timerfd_settime64",
+                                            "times",
+                                            "tkill",
+                                            "truncate",
+                                            "truncate64",
+                                            "ugetrlimit",
+                                            "umask",
+                                            "uname",
+                                            "unlink",
+                                            "unlinkat",
+                                            "utime",
+                                            "utimensat",
+                                            "utimensat_time64",
+                                            "utimes",
+                                            "vfork",
+                                            "vmsplice",
+                                            "wait4",
+                                            "waitid",
+                                            "waitpid",
+                                            "write",
+                                            "writev",
+                                            "arch_prctl",
+                                            "modify_ldt",
+                                            "socket",
+                                            "personality"};
 
 /* Allowed only with a capability. */
 static const struct {
@@ -439,8 +772,7 @@ static const struct {
     {"CAP_SYS_MODULE", {"delete_module", "init_module", "finit_module"}},
     {"CAP_SYS_PACCT", {"acct"}},
     {"CAP_SYS_PTRACE",
-     {"kcmp", "pidfd_getfd", "process_madvise", "process_vm_readv", "process_vm_writev",
-      "ptrace"}},
+     {"kcmp", "pidfd_getfd", "process_madvise", "process_vm_readv", "process_vm_writev", "ptrace"}},
     {"CAP_SYS_RAWIO", {"iopl", "ioperm"}},
     {"CAP_SYS_TIME", {"settimeofday", "stime", "clock_settime", "clock_settime64"}},
     {"CAP_SYS_TTY_CONFIG", {"vhangup"}},
@@ -463,17 +795,17 @@ static json_t *seccomp_default(const bool *caps)
     if (!sys_admin) {
         /* clone without namespace flags (CLONE_NEWNS|NEWCGROUP|NEWUTS|
          * NEWIPC|NEWUSER|NEWPID|NEWNET = 0x7E020000) */
-        json_array_append_new(
-            syscalls,
-            json_pack("{s:[s], s:s, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone", "action",
-                      "SCMP_ACT_ALLOW", "args", "index", 0, "value", (json_int_t)0x7E020000,
-                      "valueTwo", (json_int_t)0, "op", "SCMP_CMP_MASKED_EQ"));
-        json_array_append_new(syscalls, json_pack("{s:[s], s:s, s:i}", "names", "clone3",
-                                                  "action", "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
+        json_array_append_new(syscalls,
+                              json_pack("{s:[s], s:s, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone",
+                                        "action", "SCMP_ACT_ALLOW", "args", "index", 0, "value",
+                                        (json_int_t)0x7E020000, "valueTwo", (json_int_t)0, "op",
+                                        "SCMP_CMP_MASKED_EQ"));
+        json_array_append_new(syscalls, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action",
+                                                  "SCMP_ACT_ERRNO", "errnoRet", ENOSYS));
     }
     return json_pack("{s:s, s:i, s:[s,s,s], s:o}", "defaultAction", "SCMP_ACT_ERRNO",
-                     "defaultErrnoRet", EPERM, "architectures", "SCMP_ARCH_X86_64",
-                     "SCMP_ARCH_X86", "SCMP_ARCH_X32", "syscalls", syscalls);
+                     "defaultErrnoRet", EPERM, "architectures", "SCMP_ARCH_X86_64", "SCMP_ARCH_X86",
+                     "SCMP_ARCH_X32", "syscalls", syscalls);
 }
 
 /* A Localhost profile: the OCI seccomp object, or Docker's format (the
@@ -488,8 +820,8 @@ static int seccomp_localhost(const char *text, const bool *caps, json_t **ret, s
         return err_set(err, EINVAL, "seccomp Localhost profile: %s (line %d)", je.text, je.line);
     }
     json_t *out = json_object();
-    const char *keep[] = {"defaultAction", "defaultErrnoRet", "architectures", "flags",
-                          "listenerPath", "listenerMetadata"};
+    const char *keep[] = {"defaultAction", "defaultErrnoRet", "architectures",
+                          "flags",         "listenerPath",    "listenerMetadata"};
     for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
         if (json_object_get(p, keep[i]))
             json_object_set(out, keep[i], json_object_get(p, keep[i]));
@@ -545,9 +877,10 @@ static int seccomp_localhost(const char *text, const bool *caps, json_t **ret, s
 /* ---- mounts ---- */
 
 static const char *const masked_default[] = {
-    "/proc/asound",        "/proc/acpi",         "/proc/interrupts", "/proc/kcore",
-    "/proc/keys",          "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-    "/proc/sched_debug",   "/proc/scsi",         "/sys/firmware",    "/sys/devices/virtual/powercap"};
+    "/proc/asound",     "/proc/acpi",        "/proc/interrupts",
+    "/proc/kcore",      "/proc/keys",        "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+    "/proc/scsi",       "/sys/firmware",     "/sys/devices/virtual/powercap"};
 static const char *const readonly_default[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
                                                "/proc/sysrq-trigger"};
 
@@ -572,19 +905,19 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
     json_t *m = json_array();
     char path[4400];
     *ret_rootfs_prop = NULL;
-    json_array_append_new(m, mnt("/proc", "proc", "proc", json_pack("[s,s,s]", "nosuid", "noexec",
-                                                                     "nodev")));
-    json_array_append_new(m, mnt("/dev", "tmpfs", "tmpfs",
-                                 json_pack("[s,s,s,s]", "nosuid", "strictatime", "mode=755",
-                                           "size=65536k")));
+    json_array_append_new(
+        m, mnt("/proc", "proc", "proc", json_pack("[s,s,s]", "nosuid", "noexec", "nodev")));
+    json_array_append_new(
+        m, mnt("/dev", "tmpfs", "tmpfs",
+               json_pack("[s,s,s,s]", "nosuid", "strictatime", "mode=755", "size=65536k")));
     json_array_append_new(m, mnt("/dev/pts", "devpts", "devpts",
                                  json_pack("[s,s,s,s,s,s]", "nosuid", "noexec", "newinstance",
                                            "ptmxmode=0666", "mode=0620", "gid=5")));
     json_array_append_new(m, mnt("/dev/mqueue", "mqueue", "mqueue",
                                  json_pack("[s,s,s]", "nosuid", "noexec", "nodev")));
-    json_array_append_new(m, mnt("/sys", "sysfs", "sysfs",
-                                 json_pack("[s,s,s,s]", "nosuid", "noexec", "nodev",
-                                           privileged ? "rw" : "ro")));
+    json_array_append_new(
+        m, mnt("/sys", "sysfs", "sysfs",
+               json_pack("[s,s,s,s]", "nosuid", "noexec", "nodev", privileged ? "rw" : "ro")));
     json_array_append_new(m, mnt("/sys/fs/cgroup", "cgroup", "cgroup",
                                  json_pack("[s,s,s,s,s]", "nosuid", "noexec", "nodev", "relatime",
                                            privileged ? "rw" : "ro")));
@@ -650,8 +983,8 @@ static json_t *device_json(const struct ctr_device *d)
 
 static json_t *device_rule(const struct ctr_device *d)
 {
-    return json_pack("{s:b, s:s%, s:I, s:I, s:s}", "allow", 1, "type", &d->type, (size_t)1,
-                     "major", (json_int_t)d->major, "minor", (json_int_t)d->minor, "access",
+    return json_pack("{s:b, s:s%, s:I, s:I, s:s}", "allow", 1, "type", &d->type, (size_t)1, "major",
+                     (json_int_t)d->major, "minor", (json_int_t)d->minor, "access",
                      d->perms && *d->perms ? d->perms : "rwm");
 }
 
@@ -677,7 +1010,8 @@ static json_t *build_namespaces(const struct ctr_spec_input *in)
         json_array_append_new(ns, ns_path("ipc", in->pod_dir, "ipc"));
     if (!in->pod_host_network)
         json_array_append_new(ns, ns_path("uts", in->pod_dir, "uts"));
-    int pid = nso ? nso->pid : RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
+    /* absent options mean POD, the enum's zero, as in containerd */
+    int pid = nso ? nso->pid : RUNTIME__V1__NAMESPACE_MODE__POD;
     switch (pid) {
     case RUNTIME__V1__NAMESPACE_MODE__POD:
         if (in->pod_pid_ns)
@@ -721,8 +1055,8 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         if (m->image && m->image->image && *m->image->image)
             return err_set(err, ENOSYS, "mounts[%zu]: image volumes are not supported yet", i);
         if (!m->container_path || m->container_path[0] != '/')
-            return err_set(err, EINVAL, "mounts[%zu]: container_path `%.200s` is not absolute",
-                           i, m->container_path ? m->container_path : "");
+            return err_set(err, EINVAL, "mounts[%zu]: container_path `%.200s` is not absolute", i,
+                           m->container_path ? m->container_path : "");
         if (!m->host_path || m->host_path[0] != '/')
             return err_set(err, EINVAL, "mounts[%zu]: host_path `%.200s` is not absolute", i,
                            m->host_path ? m->host_path : "");
@@ -765,8 +1099,7 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     if (ns && (ns->pid < RUNTIME__V1__NAMESPACE_MODE__POD ||
                ns->pid > RUNTIME__V1__NAMESPACE_MODE__TARGET))
         return err_set(err, EINVAL, "namespace_options.pid: unknown mode %d", ns->pid);
-    if (ns && ns->pid == RUNTIME__V1__NAMESPACE_MODE__TARGET &&
-        (!ns->target_id || !*ns->target_id))
+    if (ns && ns->pid == RUNTIME__V1__NAMESPACE_MODE__TARGET && (!ns->target_id || !*ns->target_id))
         return err_set(err, EINVAL, "namespace_options.pid TARGET needs target_id");
     if (sc->seccomp) {
         const Runtime__V1__SecurityProfile *p = sc->seccomp;
@@ -832,17 +1165,16 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         warn(ret, "the image's StopSignal `%.32s` is unknown: SIGTERM is used", isig);
 
     bool caps[NCAPS];
-    json_t *capobj = build_caps(sc, privileged, caps);
-    json_t *user = json_pack("{s:I, s:I}", "uid", (json_int_t)ret->uid, "gid",
-                             (json_int_t)ret->gid);
+    json_t *capobj = build_caps(sc, privileged, in->host.caps ? in->host.caps : ~0ull, caps);
+    json_t *user =
+        json_pack("{s:I, s:I}", "uid", (json_int_t)ret->uid, "gid", (json_int_t)ret->gid);
     json_t *gids = json_array();
     for (size_t i = 0; i < ret->n_groups; i++)
         json_array_append_new(gids, json_integer(ret->groups[i]));
     json_object_set_new(user, "additionalGids", gids);
-    json_t *process = json_pack("{s:b, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", cfg->tty,
-                                "args", args, "env", env, "cwd", cwd, "user", user,
-                                "capabilities", capobj, "noNewPrivileges",
-                                sc && sc->no_new_privs && !privileged);
+    json_t *process = json_pack("{s:b, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", cfg->tty, "args",
+                                args, "env", env, "cwd", cwd, "user", user, "capabilities", capobj,
+                                "noNewPrivileges", sc && sc->no_new_privs && !privileged);
     args = env = NULL;
     if (!process) {
         r = err_set(err, ENOMEM, "spec");
@@ -857,8 +1189,8 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
             goto fail;
         }
         if (adj < in->host.oom_score_adj_min) {
-            warn(ret, "oom_score_adj %" PRId64 " raised to %d: the host forbids lower values",
-                 adj, in->host.oom_score_adj_min);
+            warn(ret, "oom_score_adj %" PRId64 " raised to %d: the host forbids lower values", adj,
+                 in->host.oom_score_adj_min);
             adj = in->host.oom_score_adj_min;
         }
         json_object_set_new(process, "oomScoreAdj", json_integer(adj));
@@ -950,9 +1282,8 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         json_object_set_new(annotations, cfg->annotations[i]->key,
                             json_string(cfg->annotations[i]->value));
     spec = json_pack("{s:s, s:o, s:{s:s, s:b}, s:o, s:o, s:o}", "ociVersion", "1.2.0", "process",
-                     process, "root", "path", in->rootfs, "readonly",
-                     sc && sc->readonly_rootfs, "mounts", mounts, "linux", linux, "annotations",
-                     annotations);
+                     process, "root", "path", in->rootfs, "readonly", sc && sc->readonly_rootfs,
+                     "mounts", mounts, "linux", linux, "annotations", annotations);
     mounts = linux = NULL;
     if (!spec) {
         r = err_set(err, ENOMEM, "spec");

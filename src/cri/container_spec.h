@@ -44,20 +44,21 @@ struct ctr_host_facts {
     bool apparmor, selinux; /* the host has them */
     bool rro;               /* mount_setattr(MOUNT_ATTR_RDONLY, AT_RECURSIVE) works */
     int oom_score_adj_min;  /* the lowest oom_score_adj we may set */
+    uint64_t caps;          /* kinglet's bounding set (bit = capability), 0: all */
 };
 
 struct ctr_spec_input {
     const char *id;
     const Runtime__V1__ContainerConfig *cfg;
-    json_t *image_config; /* the image config's "config" object, NULL: none */
+    json_t *image_config;       /* the image config's "config" object, NULL: none */
     const char *passwd, *group; /* the container's /etc/passwd, /etc/group; NULL: none */
     const char *rootfs;
-    const char *pod_dir;     /* the sandbox's directory: shm, hosts, ns/... */
+    const char *pod_dir; /* the sandbox's directory: shm, hosts, ns/... */
     bool pod_host_network, pod_host_ipc;
-    bool pod_pid_ns;              /* the pod has a shared PID namespace (ns/pid) */
-    const char *target_pid_ns;    /* PID mode TARGET: the target's /proc/PID/ns/pid */
-    const char *cgroup_parent;    /* the pod's cgroup parent, NULL: no cgroup */
-    const char *seccomp_profile;  /* Localhost: the profile's JSON text */
+    bool pod_pid_ns;                  /* the pod has a shared PID namespace (ns/pid) */
+    const char *target_pid_ns;        /* PID mode TARGET: the target's /proc/PID/ns/pid */
+    const char *cgroup_parent;        /* the pod's cgroup parent, NULL: no cgroup */
+    const char *seccomp_profile;      /* Localhost: the profile's JSON text */
     const struct ctr_device *devices; /* config devices, resolved */
     size_t n_devices;
     const struct ctr_device *host_devices; /* privileged: every host device */
@@ -71,7 +72,7 @@ struct ctr_spec {
     uint32_t *groups; /* supplementary, the primary group first */
     size_t n_groups;
     int stop_signal;
-    char *cgroup_path;  /* NULL: none */
+    char *cgroup_path;   /* NULL: none */
     struct buf warnings; /* "; "-separated, NUL-terminated when len > 0 */
 };
 

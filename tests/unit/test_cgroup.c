@@ -118,10 +118,10 @@ static void test_cpu(void **state)
 {
     (void)state;
     struct cg_writes w = {0};
-    convert_ok("{\"cpu\":{\"shares\":1024,\"quota\":50000,\"period\":100000,\"idle\":1,"
+    convert_ok("{\"cpu\":{\"shares\":512,\"quota\":50000,\"period\":100000,\"idle\":1,"
                "\"burst\":1000,\"cpus\":\"0-1\",\"mems\":\"0\"}}",
                &w);
-    expect_write(&w, "cpu.weight", "39");
+    expect_write(&w, "cpu.weight", "59");
     expect_write(&w, "cpu.max", "50000 100000");
     expect_write(&w, "cpu.idle", "1");
     expect_write(&w, "cpu.max.burst", "1000");
