@@ -409,13 +409,14 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         {"pid-file", required_argument, NULL, 'P'},
         {"pid-fd", required_argument, NULL, 'F'},
         {"console-socket", required_argument, NULL, 'c'},
+        {"console-fd", required_argument, NULL, 'C'},
         {"cwd", required_argument, NULL, 'w'},
         {"env", required_argument, NULL, 'e'},
         {"user", required_argument, NULL, 'u'},
         {"preserve-fds", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
-    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1};
+    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1, .console_fd = -1};
     const char *process_file = NULL;
     char *envs[65] = {NULL};
     size_t n_env = 0;
@@ -446,6 +447,15 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         case 'c':
             o.console_socket = optarg;
             break;
+        case 'C': {
+            /* a connected unix socket, as --console-socket would give */
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 3 || n > 65535 || fcntl((int)n, F_GETFD) < 0)
+                return usage_error("exec", "--console-fd: expected an open fd above 2");
+            o.console_fd = (int)n;
+            break;
+        }
         case 'w':
             o.cwd = optarg;
             break;
