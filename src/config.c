@@ -173,6 +173,12 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
             return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
         return set_str(&cfg->bridge, value);
     }
+    if (strcmp(key, "stream-address") == 0) {
+        const char *colon = strrchr(value, ':');
+        if (!colon || colon == value || !colon[1])
+            return err_set(err, EINVAL, "stream-address: `%s` is not HOST:PORT", value);
+        return set_str(&cfg->stream_address, value);
+    }
     if (strcmp(key, "mtu") == 0) {
         char *end;
         long v = strtol(value, &end, 10);
@@ -300,6 +306,7 @@ void config_free(struct config *cfg)
     free(cfg->registry_certs_dir);
     free(cfg->pod_cidr);
     free(cfg->bridge);
+    free(cfg->stream_address);
     for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
         free(cfg->runtime_handlers[i]);
     free(cfg->runtime_handlers);

@@ -31,6 +31,9 @@ struct config {
     char *bridge;          /* NULL = kinglet0 */
     unsigned mtu;          /* 0 = 1500 */
     bool network_disabled; /* pod-network = none */
+    /* the streaming server (exec, attach, port-forward): HOST:PORT, NULL =
+     * 127.0.0.1:0 (a free port) */
+    char *stream_address;
     /* RuntimeClass handlers accepted besides the default (""); they all run
      * kinglet's own executor */
     char **runtime_handlers;

@@ -57,6 +57,8 @@ static const char usage_text[] =
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
     "      --mtu N                 pod interface MTU (default 1500)\n"
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
+    "      --stream-address HOST:PORT  the streaming server of exec, attach and\n"
+    "                              port-forward (default 127.0.0.1:0, a free port)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
     "  -h, --help                  show this help\n"
@@ -123,6 +125,7 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"mtu", required_argument, NULL, 'U'},
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
+        {"stream-address", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -207,6 +210,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'H':
             key = "runtime-handler";
             break;
+        case 'A':
+            key = "stream-address";
+            break;
         case 'c':
             continue;
         case 'h':
@@ -258,6 +264,7 @@ static int daemon_start(struct daemon *d, struct err *err)
         .bridge = d->cfg.bridge,
         .mtu = d->cfg.mtu,
         .network_disabled = d->cfg.network_disabled,
+        .stream_address = d->cfg.stream_address,
         .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
         .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };
