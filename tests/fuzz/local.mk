@@ -70,7 +70,20 @@ tests_fuzz_fuzz_store_ctr_LDADD = libkbase.a $(DEP_LIBS)
 tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/monitor/logfmt.c
 tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
+
+# stream: SPDY frames and HTTP request heads from the streaming port.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_spdy tests/fuzz/fuzz_stream_http
+tests_fuzz_fuzz_stream_spdy_SOURCES = tests/fuzz/fuzz_stream_spdy.c src/stream/spdy.c \
+	src/stream/spdy_dict.c
+tests_fuzz_fuzz_stream_spdy_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_spdy_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_spdy_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_stream_http_SOURCES = tests/fuzz/fuzz_stream_http.c src/stream/http.c
+tests_fuzz_fuzz_stream_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_http_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_http_LDADD = libkbase.a $(DEP_LIBS)
 endif
-EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
+EXTRA_DIST += tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus
