@@ -85,6 +85,7 @@ int cri_status_from_errno(int code)
         return GRPC_STATUS_DATA_LOSS;
     case ENOTEMPTY:
     case EALREADY:
+    case EADDRINUSE: /* a host port another pod holds */
         return GRPC_STATUS_FAILED_PRECONDITION;
     default:
         return GRPC_STATUS_INTERNAL;
