@@ -341,6 +341,7 @@ void cri_shutdown(struct cri *cri)
         cri_fail(call, GRPC_STATUS_UNAVAILABLE, "kinglet is shutting down");
         call = next;
     }
+    cri_runtime_config_shutdown(cri);
     cri_events_shutdown(cri->events);
     /* pulls in flight end now (their calls fail CANCELLED) */
     image_service_free(cri->images);
