@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -320,6 +321,11 @@ static int daemon_main(int argc, char **argv)
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
     signal(SIGPIPE, SIG_IGN);
+    /* The modes the daemon asks for are the modes it gets, whatever the
+     * umask of the shell that started it: state directories 0700, records
+     * 0600, and the files pods see (resolv.conf, hosts) readable. A umask
+     * of 0177 once made <root>/net a directory without x. */
+    umask(022);
     /* One malloc arena for every thread: glibc gives each worker thread an
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
