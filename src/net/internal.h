@@ -69,7 +69,23 @@ int nl_build_addr(struct nl_batch *b, bool add, int family, int ifindex, const u
 int nl_build_route_default(struct nl_batch *b, bool add, int family, int ifindex,
                            const uint8_t *gw);
 
+/* Dumps of every route (both families) and every link. */
+int nl_build_route_dump(struct nl_batch *b);
+int nl_build_link_dump(struct nl_batch *b);
+
 /* ---- netlink replies (pure) --------------------------------------------- */
+
+/* A default route of the main table: its output interfaces (RTA_OIF, or
+ * each next hop of RTA_MULTIPATH) and its own MTU metric (0: none). */
+struct net_default_route {
+    int family;
+    int oifs[8];
+    size_t noifs;
+    unsigned mtu;
+};
+/* 1 when nlh (RTM_NEWROUTE) is such a route, 0 for any other route,
+ * -EBADMSG when malformed. */
+int net_route_default_parse(const struct nlmsghdr *nlh, struct net_default_route *ret);
 
 struct nl_link_info {
     int ifindex;
