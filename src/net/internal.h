@@ -198,6 +198,11 @@ struct net_ipam_lease {
     char pod_id[NET_POD_ID_MAX + 1];
     bool hostports;
 };
+/* One lease file: its name (the address, of family) and content ("<pod
+ * id>\n" then flag lines). 0 with ret filled (prefix left 0), -EBADMSG for
+ * anything else. Pure. */
+int net_ipam_lease_parse(const char *name, const char *data, size_t len, int family,
+                         struct net_ipam_lease *ret);
 /* Every lease under dir (all subnets, including ones no longer configured);
  * *ret is malloc'd. A missing dir is an empty list. */
 int net_ipam_list(const char *dir, struct net_ipam_lease **ret, size_t *ret_n, struct err *err);
