@@ -112,6 +112,10 @@ uint64_t now_real_ns(void);
  * NUL-terminated. write_file_atomic writes a temporary, fsyncs it, renames it
  * over path and fsyncs the directory. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* As read_file_at, path resolved inside the tree at rootfd as if it were
+ * "/" (symlinks and ".." never leave it, no mount crossed); -EINVAL for
+ * what is not a regular file. For files of a container's image. */
+int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
 /* The temporary is written unnamed (O_TMPFILE) and named
  * PATH.tmp.PID.SEQ only once complete, just before the rename (a named

@@ -7,6 +7,7 @@
  * hugepage limits → hugetlb.<size>.max, unified written verbatim last. */
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "oci/cgroup.h"
@@ -14,14 +15,20 @@
 
 uint64_t oci_cgroup_cpu_shares_to_weight(uint64_t shares)
 {
-    /* cgroup v1 shares [2, 262144] map linearly onto v2 weight [1, 10000]. */
+    /* cgroup v1 shares [2, 262144] onto v2 weight [1, 10000] along the
+     * quadratic (in log2) curve that runc 1.3 and crun 1.23 adopted for
+     * Kubernetes: unlike the old linear map it sends the default 1024
+     * shares to the default weight 100, so a pod without requests and a
+     * process outside Kubernetes weigh the same. */
     if (shares == 0)
         return 0;
-    if (shares < 2)
-        shares = 2;
-    if (shares > 262144)
-        shares = 262144;
-    return 1 + ((shares - 2) * 9999) / 262142;
+    if (shares <= 2)
+        return 1;
+    if (shares >= 262144)
+        return 10000;
+    double l = log2((double)shares);
+    double exponent = (l * l + 125 * l) / 612.0 - 7.0 / 34.0;
+    return (uint64_t)ceil(pow(10, exponent));
 }
 
 uint64_t oci_cgroup_blkio_weight_to_io_weight(uint64_t weight)

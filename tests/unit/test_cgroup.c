@@ -78,8 +78,10 @@ static void test_shares_to_weight(void **state)
     (void)state;
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(0), 0);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(2), 1);
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 39); /* docker's default */
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 20);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 100); /* the default weight */
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 59);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(2048), 174);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(3), 2);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(262144), 10000);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);           /* clamped */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1000000), 10000); /* clamped */
@@ -116,10 +118,10 @@ static void test_cpu(void **state)
 {
     (void)state;
     struct cg_writes w = {0};
-    convert_ok("{\"cpu\":{\"shares\":1024,\"quota\":50000,\"period\":100000,\"idle\":1,"
+    convert_ok("{\"cpu\":{\"shares\":512,\"quota\":50000,\"period\":100000,\"idle\":1,"
                "\"burst\":1000,\"cpus\":\"0-1\",\"mems\":\"0\"}}",
                &w);
-    expect_write(&w, "cpu.weight", "39");
+    expect_write(&w, "cpu.weight", "59");
     expect_write(&w, "cpu.max", "50000 100000");
     expect_write(&w, "cpu.idle", "1");
     expect_write(&w, "cpu.max.burst", "1000");
