@@ -137,6 +137,10 @@ int write_all(int fd, const void *data, size_t len);
 
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
+/* Gives the directory at path exactly mode (a symlink is not followed:
+ * -ELOOP/-ENOTDIR), for directories of the daemon's own that an earlier
+ * version may have made with another. */
+int dir_set_mode(const char *path, int mode);
 
 /* rm -rf of name under dirfd (fs.c) that never follows symlinks and never
  * crosses into another filesystem: a mount left inside the tree fails the

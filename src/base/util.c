@@ -235,6 +235,19 @@ int remove_stale_tmp_files(const char *dir, size_t *ret_removed)
     return r;
 }
 
+int dir_set_mode(const char *path, int mode)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if ((st.st_mode & 07777) != (mode_t)mode && fchmod(fd, (mode_t)mode) < 0)
+        return -errno;
+    return 0;
+}
+
 int mkdir_p(const char *path, int mode)
 {
     char p[PATH_MAX];
