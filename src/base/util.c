@@ -158,7 +158,9 @@ int write_file_atomic(int dirfd, const char *path, const void *data, size_t len,
     if (r == 0 && !named) {
         char proc[64];
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-        if (linkat(AT_FDCWD, proc, dfd, tmpbase, AT_SYMLINK_FOLLOW) < 0)
+        /* without /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
+        if (linkat(AT_FDCWD, proc, dfd, tmpbase, AT_SYMLINK_FOLLOW) < 0 &&
+            (errno != ENOENT || linkat(fd, "", dfd, tmpbase, AT_EMPTY_PATH) < 0))
             r = -errno;
         else
             named = true;
