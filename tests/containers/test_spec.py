@@ -25,7 +25,11 @@ def sh(env, cid, script):
 
 
 def init_status(env, cid):
-    """/proc/1/status of the container's init (a PID namespace of its own)."""
+    """/proc/1/status of the container's init (a PID namespace of its own),
+    once it runs the container's program (StartContainer may answer while
+    the executor is still between its last setup step and the execve)."""
+    wait_for(lambda: "sleep" in sh(env, cid, "cat /proc/1/cmdline")[1],
+             what="the container's program to run")
     code, out, err = sh(env, cid, "cat /proc/1/status")
     assert code == 0, err
     return dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
