@@ -344,8 +344,6 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1, argv);
-    if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
-        return pod_init_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)
