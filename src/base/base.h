@@ -182,7 +182,9 @@ bool exe_is_sealed(void);
  * not sealed already, executes itself again with argv (and the same
  * environment) from a private read-only overlayfs view of its file, or
  * failing that from a sealed memfd copy. 0 when already sealed; never
- * returns otherwise but with -errno (nothing could be made or executed). */
+ * returns otherwise but with -errno: -ELOOP when even the memfd copy it
+ * was executed from does not look sealed, else the errno of what could
+ * not be made or executed. */
 int exe_reexec_sealed(char **argv);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */

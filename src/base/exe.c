@@ -185,12 +185,23 @@ int exe_reexec_sealed(char **argv)
         unsetenv(MARK_ENV);
         return 0;
     }
-    int fd = overlay_view_of_self();
-    if (fd < 0)
+    /* The mark says how we were executed again: "overlay", or "memfd" (a
+     * mark inherited from elsewhere, or an overlay view this process does
+     * not recognise, falls back to the memfd; never loop). */
+    const char *mark = getenv(MARK_ENV);
+    if (mark && strcmp(mark, "memfd") == 0) {
+        unsetenv(MARK_ENV);
+        return -ELOOP;
+    }
+    int fd = mark ? -1 : overlay_view_of_self();
+    const char *how = "overlay";
+    if (fd < 0) {
         fd = memfd_copy_of_self();
+        how = "memfd";
+    }
     if (fd < 0)
         return fd;
-    if (setenv(MARK_ENV, "1", 1) < 0) {
+    if (setenv(MARK_ENV, how, 1) < 0) {
         int e = errno;
         close(fd);
         return -e;
