@@ -357,9 +357,7 @@ static int daemon_main(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
-        return oci_cli_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
-        return pod_init_main(argc - 1, argv + 1);
+        return oci_cli_main(argc - 1, argv + 1, argv);
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
         return image_helper_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
