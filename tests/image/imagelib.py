@@ -193,6 +193,24 @@ def compress(raw, how):
     return raw
 
 
+def gzip_zeros_bomb(size, chunk=64 << 20):
+    """A gzip layer whose tar holds one file of `size` zero bytes: a tar
+    header, then nothing but zeros, as gzip members of `chunk` zeros each
+    (about a thousandth of their size; a 3 GiB file takes 3 MB and a
+    second to build). Returns the blob; its diff_id is not computed."""
+    ti = tarfile.TarInfo("zero.bin")
+    ti.size, ti.mode, ti.mtime = size, 0o644, 1700000000
+    header = ti.tobuf(format=tarfile.USTAR_FORMAT)
+    total = len(header) + size + (-size % 512) + 1024  # data, padding, end blocks
+    full = gzip.compress(bytes(chunk), compresslevel=9, mtime=0)
+    out = [gzip.compress(header + bytes(min(chunk, total) - len(header)), compresslevel=9, mtime=0)]
+    left = total - min(chunk, total)
+    out += [full] * (left // chunk)
+    if left % chunk:
+        out.append(gzip.compress(bytes(left % chunk), compresslevel=9, mtime=0))
+    return b"".join(out)
+
+
 def busybox_layer():
     t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777)
     with open(BUSYBOX, "rb") as f:
@@ -211,7 +229,13 @@ class Image:
 
     def __init__(self, layers, user="", arch="amd64", os_="linux", docker=False, config=None):
         self.layers = []  # (blob, media type, diff_id)
-        for raw, how in layers:
+        for entry in layers:
+            if len(entry) == 3:
+                # an already compressed blob and the diff_id the config states
+                blob, how, diff_id = entry
+                self.layers.append((blob, MT_LAYER[how], diff_id))
+                continue
+            raw, how = entry
             if docker:
                 how = "docker" if how != "none" else "none"
             blob = compress(raw, how)
