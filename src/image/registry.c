@@ -365,7 +365,7 @@ _printf_(3, 4) static int err_plain(struct err *err, int code, const char *fmt, 
     return -code;
 }
 
-static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *what)
+static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *url)
 {
     int code;
     switch (c) {
@@ -397,7 +397,7 @@ static int curl_error(struct err *err, CURLcode c, const char *errbuf, const cha
     default:
         code = EIO;
     }
-    return err_plain(err, code, "%s: %s", what, errbuf[0] ? errbuf : curl_easy_strerror(c));
+    return err_plain(err, code, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(c));
 }
 
 /* An HTTP error status, with what the registry said about it ("GET URL:
@@ -558,7 +558,7 @@ static int http_once(struct reg_session *s, const struct reg_endpoint *ep, const
     if (k.too_big)
         r = err_set(err, EFBIG, "GET %s: response larger than %zu bytes", url, max);
     else if (c != CURLE_OK)
-        r = curl_error(err, c, errbuf, "GET");
+        r = curl_error(err, c, errbuf, url);
     else if (is_redirect(status) && post)
         r = err_plain(err, EPROTO, "POST %s: redirected (HTTP %ld): not followed", url, status);
     else if (is_redirect(status))
@@ -567,8 +567,6 @@ static int http_once(struct reg_session *s, const struct reg_endpoint *ep, const
     if (zh)
         explicit_bzero(zh, strlen(zh));
     curl_easy_cleanup(h);
-    if (r < 0 && r != -EFBIG && !(is_redirect(status) && c == CURLE_OK))
-        err_wrap(err, "%s", url);
     return r;
 }
 
@@ -729,7 +727,9 @@ static int ep_get(struct reg_session *s, size_t i, const char *path, const char 
         if (r == 0 && status == 200)
             return 0;
         if (r == 0) {
-            status_error(err, status, url, body);
+            char what[600];
+            snprintf(what, sizeof(what), "GET %s", url);
+            status_error(err, status, what, body);
             r = refused(s, status, err);
         }
         if (!reg_err_transient(err) || attempt + 1 >= ATTEMPTS)
@@ -915,9 +915,9 @@ static int stream_start(struct reg_session *s, const struct reg_endpoint *ep, co
                                : err_set(err, -r, "GET %s", url);
     }
     if (!st->headers_done && st->result != CURLE_OK) {
-        curl_error(err, st->result, st->errbuf, "GET");
+        int e = curl_error(err, st->result, st->errbuf, url);
         reg_stream_free(st);
-        return err_wrap(err, "%s", url);
+        return e;
     }
     *ret = st;
     return 0;
@@ -993,7 +993,9 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
                 /* wait for the error body, a little */
                 while (!st->done && stream_wait(st) == 0)
                     ;
-                status_error(err, st->status, url, &st->body);
+                char what[600];
+                snprintf(what, sizeof(what), "GET %s", url);
+                status_error(err, st->status, what, &st->body);
                 r = refused(s, st->status, err);
                 reg_stream_free(st);
             }
@@ -1023,8 +1025,11 @@ int reg_stream_read(void *stream, const void **ret_buf, size_t *ret_len, struct 
                 return err_set(err, -r, "download blob");
         }
         if (st->body.len == 0) {
-            if (st->result != CURLE_OK)
-                return curl_error(err, st->result, st->errbuf, "download blob");
+            if (st->result != CURLE_OK) {
+                char *u = NULL;
+                curl_easy_getinfo(st->h, CURLINFO_EFFECTIVE_URL, &u);
+                return curl_error(err, st->result, st->errbuf, u ? u : "blob");
+            }
             *ret_len = 0;
             return 0;
         }
