@@ -761,6 +761,11 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
             tbase = tslash + 1;
         }
         int tfd = open_in_root(x->rootfd, tdir, O_PATH | O_DIRECTORY);
+        if (tfd == -EXDEV || tfd == -ELOOP)
+            return err_set(x->err, EPERM,
+                           "hardlink `%.200s` -> `%.200s` goes through a symlink that leads "
+                           "outside the layer",
+                           path, hardlink);
         if (tfd < 0)
             return err_set(x->err, -tfd, "hardlink `%.200s`: target `%.200s` not in the layer",
                            path, hardlink);
