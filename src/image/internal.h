@@ -101,6 +101,10 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
 
 /* ---- registry protocol parsing (regparse.c, pure) ------------------------ */
 
+/* Sets an error whose message already says everything (a registry's or
+ * curl's words, a refusal): no strerror text appended. Returns -code. */
+int reg_err_plain(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
+
 /* The status of an HTTP status line ("HTTP/1.1 404 Not Found"), or -1. */
 long reg_status_line(const char *line, size_t len);
 /* The trimmed value of header line `line` (len bytes, with or without its

@@ -349,22 +349,6 @@ static void setup_common(CURL *h, const char *url, char *errbuf)
     errbuf[0] = '\0';
 }
 
-/* Sets an error whose message already says everything: no strerror text
- * appended (the registry's words or curl's are the system's text here). */
-_printf_(3, 4) static int err_plain(struct err *err, int code, const char *fmt, ...)
-{
-    if (!err)
-        return -code;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        err->msg[0] = '\0';
-    err->code = code;
-    return -code;
-}
-
 static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *url)
 {
     int code;
@@ -397,7 +381,7 @@ static int curl_error(struct err *err, CURLcode c, const char *errbuf, const cha
     default:
         code = EIO;
     }
-    return err_plain(err, code, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(c));
+    return reg_err_plain(err, code, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(c));
 }
 
 /* An HTTP error status, with what the registry said about it ("GET URL:
@@ -410,7 +394,8 @@ static int status_error(struct err *err, long status, const char *what, const st
                                                 : EPROTO;
     char detail[300];
     reg_error_message(body ? body->data : NULL, body ? body->len : 0, detail, sizeof(detail));
-    return err_plain(err, code, "%s: %s%s(HTTP %ld)", what, detail, detail[0] ? " " : "", status);
+    return reg_err_plain(err, code, "%s: %s%s(HTTP %ld)", what, detail, detail[0] ? " " : "",
+                         status);
 }
 
 static bool is_redirect(long status)
@@ -447,9 +432,9 @@ static int follow_redirect(CURL *h, const struct reg_endpoint *ep, const char *u
 {
     char *loc = NULL;
     if (curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
-        return err_plain(err, EPROTO, "GET %s: redirect without a usable Location", url);
+        return reg_err_plain(err, EPROTO, "GET %s: redirect without a usable Location", url);
     if (hops >= MAX_REDIRECTS)
-        return err_plain(err, EPROTO, "GET %s: more than %d redirects", url, MAX_REDIRECTS);
+        return reg_err_plain(err, EPROTO, "GET %s: more than %d redirects", url, MAX_REDIRECTS);
     bool so = false;
     int r = reg_redirect_check(url, loc, ep->skip_verify, &so, err);
     if (r < 0)
@@ -560,7 +545,7 @@ static int http_once(struct reg_session *s, const struct reg_endpoint *ep, const
     else if (c != CURLE_OK)
         r = curl_error(err, c, errbuf, url);
     else if (is_redirect(status) && post)
-        r = err_plain(err, EPROTO, "POST %s: redirected (HTTP %ld): not followed", url, status);
+        r = reg_err_plain(err, EPROTO, "POST %s: redirected (HTTP %ld): not followed", url, status);
     else if (is_redirect(status))
         r = follow_redirect(h, ep, url, hops, same, ret_next, err);
     curl_slist_free_all(hdrs);

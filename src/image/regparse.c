@@ -5,12 +5,27 @@
  * only the bytes it is given. registry.c does the talking; the fuzz
  * targets feed these directly. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <string.h>
 #include <strings.h>
 
 #include <jansson.h>
 
 #include "image/internal.h"
+
+int reg_err_plain(struct err *err, int code, const char *fmt, ...)
+{
+    if (!err)
+        return -code;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        err->msg[0] = '\0';
+    err->code = code;
+    return -code;
+}
 
 bool reg_err_transient(const struct err *err)
 {
@@ -234,6 +249,14 @@ int reg_url_split(const char *url, struct reg_url *ret)
     size_t hl = (size_t)(hend - host);
     if (hl == 0 || hl >= sizeof(ret->host))
         return -EINVAL;
+    for (size_t i = 0; i < hl && *host != '['; i++) {
+        /* a DNS name or an IPv4 address: no empty label, nothing else */
+        unsigned char ch = (unsigned char)host[i];
+        if (!isalnum(ch) && ch != '-' && ch != '_' && ch != '.')
+            return -EINVAL;
+        if (ch == '.' && (i == 0 || i + 1 == hl || host[i + 1] == '.'))
+            return -EINVAL;
+    }
     for (size_t i = 0; i < hl; i++)
         ret->host[i] = (char)tolower((unsigned char)host[i]);
     ret->host[hl] = '\0';
@@ -262,17 +285,17 @@ int reg_redirect_check(const char *from, const char *to, bool allow_http, bool *
 {
     struct reg_url a, b;
     if (reg_url_split(from, &a) < 0)
-        return err_set(err, EPROTO, "redirect from an unusable URL");
+        return reg_err_plain(err, EPROTO, "redirect from an unusable URL");
     int r = reg_url_split(to, &b);
     if (r == -EPROTONOSUPPORT)
-        return err_set(err, EPROTO, "redirect to a scheme other than http and https refused");
+        return reg_err_plain(err, EPROTO, "redirect to a scheme other than http and https refused");
     if (r < 0)
-        return err_set(err, EPROTO, "redirect to an invalid URL refused");
+        return reg_err_plain(err, EPROTO, "redirect to an invalid URL refused");
     if (a.https && !b.https && !allow_http)
-        return err_set(err, EPROTO,
-                       "redirect from https to plain http (%.200s) refused: only registries "
-                       "configured as insecure may use plain http",
-                       b.host);
+        return reg_err_plain(err, EPROTO,
+                             "redirect from https to plain http (%.200s) refused: only registries "
+                             "configured as insecure may use plain http",
+                             b.host);
     *ret_same_origin = a.https == b.https && a.port == b.port && strcmp(a.host, b.host) == 0;
     return 0;
 }
