@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "fuzz_tmpdir.h"
 #include "image/internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -58,13 +59,10 @@ static char sandbox_path[64];
 static char **allowed; /* directories the fuzzer itself writes to */
 static size_t n_allowed;
 
-static void sandbox_remove(void) { rm_rf_at(AT_FDCWD, sandbox_path); }
-
-/* A finding: says which oracle, removes the sandbox, crashes. */
+/* A finding: says which oracle, crashes (fuzz_tmpdir removes the sandbox). */
 static void fail(const char *why, const struct err *err)
 {
     fprintf(stderr, "fuzz_image_unpack: %s (%s)\n", why, err && err->code ? err->msg : "-");
-    sandbox_remove();
     __builtin_trap();
 }
 
@@ -129,13 +127,11 @@ static void landlock(void)
 static void setup(void)
 {
     snprintf(sandbox_path, sizeof(sandbox_path), "/tmp/kinglet-fuzz-unpack-XXXXXX");
-    if (!mkdtemp(sandbox_path))
-        abort();
+    fuzz_tmpdir(sandbox_path);
     sandbox = open(sandbox_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sandbox < 0 || mkdirat(sandbox, "a", 0755) < 0 || mkdirat(sandbox, "a/b", 0755) < 0 ||
         mkdirat(sandbox, "a/b/c", 0755) < 0 || mkdirat(sandbox, NEST, 0755) < 0)
         abort();
-    atexit(sandbox_remove);
     /* libcrypto is loaded on first use (lazy.c): before the ruleset, so
      * that nothing but the layer happens under it (it restricts writes only) */
     struct hasher *h = hasher_new();
