@@ -421,6 +421,8 @@ static void hop_endpoint(const struct reg_endpoint *ep, const char *url, struct 
         snprintf(hostbuf, 300, "%s:%u", u.host, u.port);
     struct reg_url e;
     bool same_host = ep->base && reg_url_split(ep->base, &e) == 0 && strcmp(e.host, u.host) == 0;
+    if (same_host && e.port == u.port)
+        snprintf(hostbuf, 300, "%s", ep->host); /* certs.d as configured */
     ret->skip_verify = ep->skip_verify && same_host;
 }
 
