@@ -82,6 +82,7 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *s, enum log_level *ret);
 /* "text" (default) or "json" lines; an optional FILE replaces stderr. */
 void log_set_json(bool json);
+bool log_get_json(void);
 void log_set_file(FILE *f);
 void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
 
@@ -106,6 +107,10 @@ uint64_t now_real_ns(void);
  * NUL-terminated. write_file_atomic writes a temporary, fsyncs it, renames it
  * over path and fsyncs the directory. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* As read_file_at, path resolved inside the tree at rootfd as if it were
+ * "/" (symlinks and ".." never leave it, no mount crossed); -EINVAL for
+ * what is not a regular file. For files of a container's image. */
+int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
 
 /* write(2) until everything is written (EINTR retried); -errno. */

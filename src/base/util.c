@@ -1,7 +1,9 @@
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "base.h"
@@ -16,11 +18,8 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
-    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
     struct buf b = {0};
     for (;;) {
         if (buf_reserve(&b, 4096) < 0) {
@@ -52,6 +51,30 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
         *ret_len = b.len;
     *ret = (char *)b.data;
     return 0;
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    return read_fd_all(fd, max, ret, ret_len);
+}
+
+int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    /* O_NONBLOCK: a FIFO planted at the path must not hang the reader */
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    _cleanup_close_ int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    return read_fd_all(fd, max, ret, ret_len);
 }
 
 int write_all(int fd, const void *data, size_t len)

@@ -61,6 +61,12 @@ struct cri {
     struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
 };
 
+/* The pod's cgroup parent (kubelet's pod cgroup), below the cgroup2 mount
+ * ("/kubepods/pod1"), from the absolute path of the sandbox's own cgroup
+ * (a child of it), rewritten in place; false if the path is not below the
+ * mount. */
+bool cri_cgroup_parent_of(struct cri *cri, char *sandbox_cgroup);
+
 /* Recovery at start is over: the RuntimeService calls that waited run. */
 void cri_recovered(struct cri *cri);
 

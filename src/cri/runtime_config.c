@@ -1,6 +1,7 @@
 /* Status, RuntimeConfig and UpdateRuntimeConfig: what the runtime can do
  * and how it is configured. The pod CIDR kubelet sends is persisted under
  * the root directory (off the loop) and reloaded at start. */
+#include <sys/syscall.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -180,6 +181,12 @@ void cri_status(struct cri_call *call)
     status.conditions = condp;
 
     Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;
+    /* recursive read-only binds need mount_setattr (Linux 5.12): it is
+     * there when it refuses a bad fd rather than being unknown */
+    static int rro = -1;
+    if (rro < 0)
+        rro = syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno != ENOSYS;
+    features.recursive_read_only_mounts = rro;
     /* the default handler and the configured ones */
     Runtime__V1__RuntimeHandler hs[65], *handlers[65];
     size_t nh = 0;
@@ -191,6 +198,7 @@ void cri_status(struct cri_call *call)
         nh++;
     }
     Runtime__V1__RuntimeFeatures rf = RUNTIME__V1__RUNTIME_FEATURES__INIT;
+    rf.supplemental_groups_policy = true; /* container_spec.c, ContainerStatus.user */
 
     Runtime__V1__StatusResponse resp = RUNTIME__V1__STATUS_RESPONSE__INIT;
     resp.status = &status;

@@ -114,7 +114,7 @@ struct store_container {
     uint32_t *groups;  /* supplementary groups */
     size_t n_groups;
     int stop_signal;   /* resolved: config, image, SIGTERM */
-    char *cgroup_path; /* absolute cgroup2 path, NULL: none */
+    char *cgroup_path; /* absolute file system path of its cgroup, NULL: none */
 };
 
 int store_ctr_to_json(const struct store_container *c, char **ret, size_t *ret_len,

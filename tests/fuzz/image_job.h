@@ -1,8 +1,8 @@
 /* Shared by the fuzz targets that run a whole pull or import job
  * (fuzz_image_pull, fuzz_image_import): a real store under a private
  * directory of /tmp and the service's shared settings, without the
- * service itself (its loop, index and records are not what is fuzzed).
- * This file defines image_service_shared(), so service.c is not linked. */
+ * service itself (its loop, index and records are not what is fuzzed),
+ * run on the target's thread as the helper process runs them. */
 #pragma once
 
 #include <dirent.h>
@@ -16,12 +16,6 @@
 static char job_root[64];
 static struct store job_store;
 static struct image_service_shared job_shared;
-
-const struct image_service_shared *image_service_shared(struct image_service *svc)
-{
-    (void)svc;
-    return &job_shared;
-}
 
 /* Opens the store once; the limits as a daemon has them by default, or
  * tight ones (64 KiB a layer, 10 times its compressed size). */
@@ -48,7 +42,7 @@ static struct job *job_new(int kind, const char *ref_str)
     struct job *job = calloc(1, sizeof(*job));
     if (!job)
         abort();
-    job->svc = (struct image_service *)&job_shared; /* only passed back to us */
+    job->sh = &job_shared;
     job->kind = kind;
     job->ref_str = strdup(ref_str);
     pthread_mutex_init(&job->mu, NULL);

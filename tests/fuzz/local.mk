@@ -57,8 +57,7 @@ tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 # image: what registries send (challenges, tokens, status lines, headers,
 # error bodies, redirect rules); the whole pull from memory (the target
 # defines the reg_* functions, so registry.c is not linked); archives on
-# import; images.json and snapshot info.json read back at start. The two
-# job targets define image_service_shared(), so service.c is not linked.
+# import; images.json and snapshot info.json read back at start.
 noinst_PROGRAMS += tests/fuzz/fuzz_image_registry tests/fuzz/fuzz_image_pull \
 	tests/fuzz/fuzz_image_import tests/fuzz/fuzz_image_store
 tests_fuzz_fuzz_image_registry_CFLAGS = $(FUZZ_CFLAGS)

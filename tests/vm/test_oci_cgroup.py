@@ -114,14 +114,14 @@ SHOW = "for f in memory.max memory.swap.max pids.max cpu.max cpu.weight cpuset.c
 @needs_controllers
 def test_limits_seen_inside_container(run):
     res = {"memory": {"limit": 64 << 20, "swap": 64 << 20}, "pids": {"limit": 20},
-           "cpu": {"shares": 1024, "quota": 50000, "period": 100000, "cpus": "0"}}
+           "cpu": {"shares": 512, "quota": 50000, "period": 100000, "cpus": "0"}}
     p = run(["sh", "-c", SHOW], res)
     assert p.returncode == 0, p.stderr
     seen = dict(line.split("=", 1) for line in p.stdout.splitlines())
     assert seen["memory.max"] == str(64 << 20)
     assert seen["pids.max"] == "20"
     assert seen["cpu.max"] == "50000 100000"
-    assert seen["cpu.weight"] == "39"
+    assert seen["cpu.weight"] == "59"
     assert seen["cpuset.cpus"] == "0"
     if seen["memory.swap.max"]:
         assert seen["memory.swap.max"] == "0"
