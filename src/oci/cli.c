@@ -573,7 +573,7 @@ static int cmd_features(void)
     return 0;
 }
 
-int oci_cli_main(int argc, char **argv)
+int oci_cli_main(int argc, char **argv, char **full_argv)
 {
     static const struct option lo[] = {
         {"root", required_argument, NULL, 'r'},
@@ -628,6 +628,17 @@ int oci_cli_main(int argc, char **argv)
     char **cargv = argv + optind;
     int cargc = argc - optind;
     const char *cmd = cargv[0];
+    /* Commands that put processes of ours into a container (the init, the
+     * exec relay: what execs the container's program) run from a binary
+     * that nothing there can write (base/exe.c). */
+    if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0 || strcmp(cmd, "exec") == 0) {
+        int r = exe_reexec_sealed(full_argv);
+        if (r < 0) {
+            log_error("oci %s: cannot run from a sealed view of the kinglet binary: %s", cmd,
+                      strerror(-r));
+            return 1;
+        }
+    }
     if (strcmp(cmd, "create") == 0)
         return cmd_create_run(&g, cargc, cargv, false);
     if (strcmp(cmd, "run") == 0)
