@@ -15,7 +15,9 @@ void config_defaults(struct config *cfg)
     cfg->log_level = strdup("info");
     cfg->log_format = strdup("text");
     cfg->shutdown_timeout_s = 10;
-    cfg->image_min_free = IMAGE_MIN_FREE_DEFAULT;
+    cfg->image_min_free = IMAGE_LIMITS_DEFAULT.min_free;
+    cfg->image_min_free_pct = IMAGE_LIMITS_DEFAULT.min_free_pct;
+    cfg->max_layer_ratio = IMAGE_LIMITS_DEFAULT.max_layer_ratio;
 }
 
 static int set_str(char **field, const char *value)
@@ -151,6 +153,15 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         if (parse_size(value, &cfg->max_layer_size) < 0)
             return err_set(err, EINVAL, "max-layer-size: `%s` is not a size (0 = no limit, 64G)",
                            value);
+        return 0;
+    }
+    if (strcmp(key, "max-layer-ratio") == 0) {
+        char *end;
+        unsigned long v = strtoul(value, &end, 10);
+        if (!value[0] || *end || value[0] == '-' || v > 1000000)
+            return err_set(err, EINVAL, "max-layer-ratio: `%s` is not 0..1000000 (0 = no limit)",
+                           value);
+        cfg->max_layer_ratio = (unsigned)v;
         return 0;
     }
     if (strcmp(key, "image-min-free") == 0) {

@@ -26,6 +26,7 @@ struct config {
      * percentage of its size when image_min_free_pct */
     uint64_t image_min_free;
     bool image_min_free_pct;
+    unsigned max_layer_ratio; /* tar bytes per compressed byte of a layer, 0 = no limit */
     /* pod networking */
     char *pod_cidr;        /* NULL = kubelet's (UpdateRuntimeConfig), else 10.88.0.0/16 */
     char *bridge;          /* NULL = kinglet0 */
