@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
@@ -264,5 +265,25 @@ int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct)
     }
     *ret = v;
     *ret_pct = true;
+    return 0;
+}
+
+int fds_set_cloexec(int from)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    int self = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        if (*end || de->d_name[0] == '.' || fd < from || fd == self)
+            continue;
+        int fl = fcntl((int)fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+    closedir(d);
     return 0;
 }
