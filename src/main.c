@@ -6,6 +6,8 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -302,6 +304,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static int daemon_main(int argc, char **argv)
 {
+    /* Whatever the parent left open (a shell's pipe, a supervisor's
+     * sockets) is no business of the daemon's, and would leak into every
+     * child and container it starts. kinglet does not take sockets by
+     * systemd activation, so nothing above stderr is kept. */
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
     struct daemon d = {0};
     struct err err = {0};
     config_defaults(&d.cfg);
