@@ -461,9 +461,11 @@ int grpc_call_send(struct grpc_call *call, const void *msg, size_t len)
     size_t add = len + 5, mine = call->out.len - call->out_off;
     if (mine + add > GRPC_MAX_SEND_MESSAGE + 5)
         return -ENOBUFS;
-    /* A connection with nothing queued may always take one message, so
-     * that a client that reads is served whatever its budget. */
-    if (c->pending > 0 && c->pending + add > srv->opts.max_connection_response_memory)
+    /* A connection under its budget may take one more message, whatever
+     * its size: a client that reads is served whatever its budget, and a
+     * connection holds at most its budget plus one message. Its new calls
+     * wait while it is over (conn_over_budget). */
+    if (c->pending >= srv->opts.max_connection_response_memory)
         return -ENOBUFS;
     if (srv->pending + add > srv->opts.max_response_memory && server_make_room(srv, c, add) < 0)
         return -ENOBUFS;

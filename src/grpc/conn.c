@@ -255,9 +255,12 @@ void conn_flush(struct conn *c)
         }
         c->writing = true;
         conn_timer_update(c);
-        /* The client is not keeping up with its responses: stop taking new
-         * requests until this write completes. */
-        if (c->wbuf.len >= WRITE_BATCH && !c->reading_stopped) {
+        /* The socket is full: the client is not keeping up with its
+         * responses. Stop taking new requests until this write completes;
+         * reading on would dispatch calls whose answers cannot leave, and
+         * their streams would stay open until the client passes the stream
+         * limit without fault of its own. */
+        if (!c->reading_stopped) {
             uv_read_stop(&c->h.stream);
             c->reading_stopped = true;
         }
@@ -480,7 +483,9 @@ static struct conn *idle_victim(struct grpc_server *srv, const struct conn *exce
         if (x == except || x->closing || !link_empty(&x->calls))
             continue;
         if (!best || (best->served && !x->served) ||
-            (best->served == x->served && x->idle_since_ms < best->idle_since_ms))
+            (best->served == x->served &&
+             (x->idle_since_ms < best->idle_since_ms ||
+              (x->idle_since_ms == best->idle_since_ms && x->seq < best->seq))))
             best = x;
     }
     return best;
@@ -505,6 +510,7 @@ static struct conn *conn_new(struct grpc_server *srv, bool tcp)
     uv_timer_init(srv->loop, &c->timer);
     c->timer.data = c;
     c->timer_due = GRPC_NEVER;
+    c->seq = srv->conn_seq++;
     c->created_ms = c->last_read_ms = c->idle_since_ms = c->progress_ms = uv_now(srv->loop);
     c->open_handles = 2;
     link_insert(&srv->conns, &c->node);

@@ -87,10 +87,11 @@ struct grpc_server_options {
      * RESOURCE_EXHAUSTED. */
     uint64_t max_request_memory;
     /* Response bytes queued and not yet taken by clients: per connection
-     * (32 MiB) and all connections together (256 MiB). A connection over
-     * its budget gets no new call dispatched until it drains (its requests
-     * wait, in order); past the daemon-wide budget the connection holding
-     * the most is closed. */
+     * (32 MiB) and all connections together (256 MiB). A connection under
+     * its budget may queue one more message; once over, its new calls
+     * wait, in order, until it drains, and grpc_call_send refuses more.
+     * Past the daemon-wide budget the connections holding more than the
+     * sender are closed, largest first. */
     uint64_t max_connection_response_memory;
     uint64_t max_response_memory;
 };

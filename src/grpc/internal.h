@@ -59,6 +59,7 @@ struct grpc_server {
     size_t pending;             /* response bytes queued by every connection's calls */
     uint64_t refused_logged_ms; /* rate limit for "connection table full" */
     size_t refused;
+    uint64_t conn_seq;
     /* One read buffer for every connection: nghttp2 consumes what was
      * read before on_read returns, and the loop reads one stream at a
      * time. */
@@ -86,6 +87,7 @@ struct conn {
     struct link parked;     /* complete requests waiting for the output budget */
     uint64_t created_ms, last_read_ms, idle_since_ms, progress_ms, ping_ms;
     size_t pending; /* response bytes its calls have queued */
+    uint64_t seq;   /* order of arrival, to break ties of idle_since_ms */
     bool ping_outstanding;
     bool served;   /* a call was dispatched on it once */
     bool evicting; /* closed at the next loop iteration; takes no output */
