@@ -392,15 +392,18 @@ void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
     if (call->in.len >= 5 || len + call->in.len >= 5) {
         uint8_t head[5];
         size_t have = call->in.len < 5 ? call->in.len : 5;
-        memcpy(head, call->in.data, have);
-        memcpy(head + have, data, 5 - have);
+        if (have)
+            memcpy(head, call->in.data, have);
+        if (have < 5)
+            memcpy(head + have, data, 5 - have);
         want = 5 + ((size_t)head[1] << 24 | (size_t)head[2] << 16 | (size_t)head[3] << 8 | head[4]);
     }
     if (in_reserve(&call->in, len, want) < 0) {
         call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
-    memcpy(call->in.data + call->in.len, data, len);
+    if (len)
+        memcpy(call->in.data + call->in.len, data, len);
     call->in.len += len;
     c->buffered += len;
     srv->buffered += len;

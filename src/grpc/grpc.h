@@ -116,6 +116,10 @@ void grpc_server_shutdown(struct grpc_server *srv, uint64_t grace_ms, void (*don
 /* After shutdown's done callback. */
 void grpc_server_free(struct grpc_server *srv);
 size_t grpc_server_connections(const struct grpc_server *srv);
+/* Request bytes buffered and response bytes queued, all connections
+ * together (what the memory limits count; both 0 with no connection). */
+void grpc_server_usage(const struct grpc_server *srv, size_t *ret_request_bytes,
+                       size_t *ret_response_bytes);
 
 /* Queues one response message (copied). Returns -ECANCELED once the call
  * is cancelled or finished, -EMSGSIZE for a message over

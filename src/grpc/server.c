@@ -365,6 +365,13 @@ void grpc_server_shutdown(struct grpc_server *srv, uint64_t grace_ms, void (*don
 
 size_t grpc_server_connections(const struct grpc_server *srv) { return srv->n_conns; }
 
+void grpc_server_usage(const struct grpc_server *srv, size_t *ret_request_bytes,
+                       size_t *ret_response_bytes)
+{
+    *ret_request_bytes = srv->buffered;
+    *ret_response_bytes = srv->pending;
+}
+
 void grpc_server_free(struct grpc_server *srv)
 {
     if (!srv)
