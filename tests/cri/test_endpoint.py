@@ -481,7 +481,11 @@ def test_help_documents_every_flag(kinglet_bin):
     out = subprocess.run([kinglet_bin, "--help"], capture_output=True, text=True,
                          timeout=10).stdout
     for flag in ["--socket", "--root", "--state", "--config", "--log-level", "--log-format",
-                 "--listen-tcp", "--shutdown-timeout", "--help", "--version"]:
+                 "--listen-tcp", "--shutdown-timeout", "--help", "--version",
+                 "--grpc-max-connections", "--grpc-idle-timeout", "--grpc-keepalive-time",
+                 "--grpc-keepalive-timeout", "--grpc-request-timeout", "--grpc-stall-timeout",
+                 "--grpc-request-memory", "--grpc-response-memory",
+                 "--grpc-connection-response-memory"]:
         assert flag in out
     v = subprocess.run([kinglet_bin, "--version"], capture_output=True, text=True, timeout=10)
     assert v.returncode == 0 and "kinglet" in v.stdout
