@@ -362,6 +362,11 @@ static int daemon_main(int argc, char **argv)
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
     mallopt(M_ARENA_MAX, 1);
+    /* Buffers a client makes us hold (requests, responses of megabytes)
+     * are mapped and unmapped on their own: glibc's default raises this
+     * threshold after the first large free, and a burst of large responses
+     * then stays in the heap, resident after the client is gone. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
     uv_loop_init(&d.loop);
     int status = 0;
