@@ -142,7 +142,6 @@ class Frames:
         self.dec = hpack.Decoder()
         self.dec.max_header_list_size = 1 << 24
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
         self.answer_pings = answer_pings
         self.next_sid = 1
         self.streams = {}
@@ -153,7 +152,11 @@ class Frames:
         self.inbuf = b""
         self.hblock = None
         if connect:
+            # A blocking connect: a timeout makes the socket non-blocking,
+            # and a full listen backlog (a slow daemon) would be EAGAIN.
             self.sock.connect(sock_path)
+        self.sock.settimeout(timeout)
+        if connect:
             self.reply(PREFACE + h2frame(SETTINGS, 0, 0, b"".join(
                 struct.pack(">HI", k, v) for k, v in settings)))
 
