@@ -222,6 +222,10 @@ bool exe_is_sealed(void);
  * not be made or executed. */
 int exe_reexec_sealed(char **argv);
 
+/* Reaps the child behind pidfd if it has exited: 1 and its status in the
+ * shell's convention (128+signal when killed), 0 while it runs, -errno. */
+int pidfd_reap(int pidfd, int *ret_status);
+
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 
 struct lazy_lib {
