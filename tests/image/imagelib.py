@@ -8,7 +8,7 @@ with a CA generated here (openssl), htpasswd basic auth. Also usable as a
 script to push the benchmark image: see bench/image-bench.
 """
 import base64
-import crypt
+import bcrypt
 import gzip
 import hashlib
 import http.client
@@ -348,7 +348,10 @@ class Registry:
                     f"    key: {self.pki}/server.key"]
         if variant == "auth":
             with open(f"{workdir}/htpasswd", "w") as f:
-                f.write(f"{user}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+                # bcrypt, the only scheme the registry's htpasswd takes
+                # (Python's crypt module is deprecated).
+                pw = bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()
+                f.write(f"{user}:{pw}\n")
             cfg += ["auth:", "  htpasswd:", "    realm: kinglet-test",
                     f"    path: {workdir}/htpasswd"]
         self.config = f"{workdir}/config.yml"
