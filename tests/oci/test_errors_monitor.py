@@ -2,6 +2,7 @@
 behind; the monitor is small, detached and keeps the exit status."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -196,6 +197,36 @@ def test_spec_and_features(kinglet, tmp_path, rootfs, cid):
     assert "CAP_SYS_ADMIN" in f["linux"]["capabilities"]
     assert "time" in f["linux"]["namespaces"]
     assert "rbind" in f["mountOptions"]
+
+
+@pytest.mark.parametrize("reference", ["runc", "crun"])
+def test_spec_mounts_match_reference(kinglet, tmp_path, rootfs, cid, reference):
+    """`kinglet oci spec` mounts what runc's and crun's default specs mount,
+    /sys/fs/cgroup included, and a container of that spec sees its cgroup
+    there, read-only."""
+    if not shutil.which(reference):
+        pytest.skip(f"{reference} (Debian package) not installed: no reference spec")
+    ours_dir, ref_dir = tmp_path / "ours", tmp_path / "ref"
+    ours_dir.mkdir()
+    ref_dir.mkdir()
+    kinglet("spec", "--bundle", ours_dir, check=True)
+    subprocess.run([reference, "spec"], cwd=ref_dir, check=True, timeout=30)
+    ours = json.loads((ours_dir / "config.json").read_text())
+    ref = json.loads((ref_dir / "config.json").read_text())
+    assert [(m["destination"], m["type"]) for m in ours["mounts"]] == \
+        [(m["destination"], m["type"]) for m in ref["mounts"]]
+    cg = next(m for m in ours["mounts"] if m["destination"] == "/sys/fs/cgroup")
+    assert "ro" in cg["options"]
+
+    ours["root"]["path"] = str(rootfs)
+    ours["process"]["args"] = ["sh", "-c", "grep ' /sys/fs/cgroup ' /proc/self/mountinfo; "
+                               "touch /sys/fs/cgroup/x 2>/dev/null && echo writable; exit 0"]
+    (ours_dir / "config.json").write_text(json.dumps(ours))
+    r = kinglet("run", "--bundle", ours_dir, cid)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.splitlines()[0]
+    assert " - cgroup2 " in line and " ro," in line, r.stdout
+    assert "writable" not in r.stdout
 
 
 def test_log_file_json(kinglet, cid, tmp_path):
