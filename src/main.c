@@ -20,6 +20,7 @@ static const char usage_text[] =
     "Usage: kinglet [daemon] [OPTIONS]\n"
     "       kinglet oci [--root DIR] COMMAND ...    OCI runtime (runc-compatible)\n"
     "       kinglet image COMMAND ...               image store tools\n"
+    "       kinglet help [COMMAND [SUBCOMMAND]]     the help of a command\n"
     "\n"
     "Runs the CRI v1 runtime daemon that kubelet talks to:\n"
     "  kubelet --container-runtime-endpoint=unix:///run/kinglet/kinglet.sock\n"
@@ -340,8 +341,51 @@ static int daemon_main(int argc, char **argv)
     return status;
 }
 
+static const char pod_init_usage[] =
+    "Usage: kinglet pod-init\n"
+    "\n"
+    "The PID 1 of a pod that shares its PID namespace: reaps orphans and waits for\n"
+    "a signal. The daemon starts it; it takes no options.\n";
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* `kinglet help [COMMAND [SUBCOMMAND]]`: the same text as `--help` of that
+ * command, on stdout. */
+static int help_main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "daemon") == 0 || strcmp(argv[1], "help") == 0 ||
+        is_help(argv[1])) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "pod-init") == 0) {
+        fputs(pod_init_usage, stdout);
+        return 0;
+    }
+    if (argc > 3) {
+        fprintf(stderr, "kinglet: help: expected a command and at most one subcommand\n");
+        return 2;
+    }
+    /* kinglet help oci [CMD] -> kinglet oci help [CMD], the same for image. */
+    char *v[] = {argv[1], "help", argc > 2 ? argv[2] : NULL, NULL};
+    int n = argc > 2 ? 3 : 2;
+    if (strcmp(argv[1], "oci") == 0)
+        return oci_cli_main(n, v);
+    if (strcmp(argv[1], "image") == 0)
+        return cri_image_cli(n, v);
+    fprintf(stderr, "kinglet: unknown command `%s`; see `kinglet help`\n", argv[1]);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "help") == 0)
+        return help_main(argc - 1, argv + 1);
+    /* The pod init takes no arguments: -h must not make a pause process. */
+    if (argc > 2 && strcmp(argv[1], "pod-init") == 0 && is_help(argv[2])) {
+        fputs(pod_init_usage, stdout);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "pod-init") == 0)

@@ -201,6 +201,9 @@ char *image_blob_path(struct image_service *svc, const char *digest);
 
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);
+/* The usage of one command of `kinglet image` (NULL: of them all) on
+ * stdout; 0, or 2 (and a line on stderr) for an unknown command. */
+int image_cli_help(const char *cmd);
 /* True for the global options of `kinglet image` that take a value
  * ("--root", "--registry-mirror", ...). */
 bool image_cli_opt_has_arg(const char *arg);
