@@ -34,8 +34,20 @@ def image_commands(srcdir):
 
 
 def run(kinglet_bin, *args):
+    # From an empty directory: a command that ran instead of showing its
+    # help (`oci spec` writes ./config.json) leaves its trace there.
+    cwd = os.environ.get("KINGLET_HELP_CWD", "/nonexistent")
     return subprocess.run([kinglet_bin, *args], capture_output=True, text=True, timeout=10,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, cwd=cwd)
+
+
+@pytest.fixture(autouse=True)
+def empty_cwd(tmp_path, monkeypatch):
+    d = tmp_path / "cwd"
+    d.mkdir()
+    monkeypatch.setenv("KINGLET_HELP_CWD", str(d))
+    yield
+    assert not os.listdir(d), f"a help run left {os.listdir(d)}"
 
 
 def assert_usage(r, *words):

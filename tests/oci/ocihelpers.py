@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 __all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
-           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS"]
+           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup"]
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
@@ -72,6 +72,28 @@ def base_config(rootfs, args):
             "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"],
         },
     }
+
+
+def cgroup2_root():
+    """Where the cgroup2 hierarchy is mounted here, from the real layout:
+    /sys/fs/cgroup on a pure v2 host, /sys/fs/cgroup/unified on a hybrid
+    one; None without one."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup2":
+                return fields[4]
+    return None
+
+
+def proc_cgroup(pid):
+    """The cgroup2 path of a process, relative to cgroup2_root()."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return line[3:].strip()
+    return None
 
 
 class Runtime:

@@ -67,10 +67,12 @@ def test_setup_failure_in_the_init_is_reported_and_cleaned(kinglet, make_bundle,
                             "source": str(tmp_path / "missing"), "options": ["rbind"]})
         c["linux"]["cgroupsPath"] = f"/kinglet-test/{cid}"
     b = make_bundle(["true"], edit=edit)
+    root = cgroup2_root()
+    assert root and os.path.exists(f"{root}/cgroup.procs"), "no cgroup2 hierarchy"
     r = kinglet("create", "--bundle", b, cid)
     one_line_error(r, "`mounts[7].source`", "missing")
     assert not (kinglet.root / cid).exists()
-    assert not os.path.exists(f"/sys/fs/cgroup/unified/kinglet-test/{cid}")
+    assert not os.path.exists(f"{root}/kinglet-test/{cid}")
 
 
 def test_missing_executable_fails_create(runtime, make_bundle, cid):
@@ -284,6 +286,10 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
             assert time.monotonic() < deadline and p.poll() is None
             time.sleep(0.01)
         st = json.loads((kinglet.root / cid / "state.json").read_text())
+        # The cgroup, where the host mounts cgroup2 (not a hard-coded path).
+        root = cgroup2_root()
+        assert st["cgroup"] == f"{root}/kinglet-test/{cid}", st["cgroup"]
+        assert os.path.isdir(st["cgroup"])
         p.kill()
         p.wait(timeout=10)
         assert kinglet.state(cid)["status"] in ("creating", "stopped")
@@ -291,7 +297,7 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
             assert kinglet("delete", cid).returncode != 0
         kinglet("delete", "--force", cid, check=True)
         assert not (kinglet.root / cid).exists()
-        assert not os.path.exists(f"/sys/fs/cgroup/unified/kinglet-test/{cid}")
+        assert not os.path.exists(st["cgroup"])
         for pid in (st["pid"], st["monitor"]):
             while os.path.exists(f"/proc/{pid}"):
                 s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]

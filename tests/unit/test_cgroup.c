@@ -302,6 +302,9 @@ static void test_unified(void **state)
     assert_int_equal(oci_cgroup_unified_key_check("memory", ctrl, sizeof(ctrl)), -EINVAL);
     assert_int_equal(oci_cgroup_unified_key_check("", ctrl, sizeof(ctrl)), -EINVAL);
     assert_int_equal(oci_cgroup_unified_key_check("cgroup.procs", ctrl, sizeof(ctrl)), -EPERM);
+    /* Would freeze the init before it runs: create would wait for good. */
+    assert_int_equal(oci_cgroup_unified_key_check("cgroup.freeze", ctrl, sizeof(ctrl)), -EPERM);
+    convert_fails("{\"unified\":{\"cgroup.freeze\":\"1\"}}", "pause and resume");
 
     convert_fails("{\"unified\":{\"../../etc/passwd\":\"x\"}}", "linux.resources.unified");
     convert_fails("{\"unified\":{\"memory.high\":5}}", "linux.resources.unified.memory.high");
