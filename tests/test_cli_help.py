@@ -93,9 +93,11 @@ def test_oci(kinglet_bin, srcdir, tmp_path, flag):
         r2 = run(kinglet_bin, "oci", "--root", str(tmp_path), cmd, flag)
         assert r2.stdout == r.stdout and r2.returncode == 0
     # Among a command's options, not only first.
-    r = run(kinglet_bin, "oci", "create", "--bundle", str(tmp_path), flag)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    r = run(kinglet_bin, "oci", "create", "--bundle", str(bundle), flag)
     assert_usage(r, "oci create")
-    assert not os.listdir(tmp_path)
+    assert not os.listdir(bundle)
     # An operand after the id is the container's command line, not ours.
     r = run(kinglet_bin, "oci", "--root", str(tmp_path), "exec", "nosuch", "sh", flag)
     assert r.returncode != 0 and "nosuch" in r.stderr
