@@ -312,7 +312,7 @@ static int daemon_main(int argc, char **argv)
         return 0;
     }
     if (r < 0) {
-        fprintf(stderr, "kinglet: %s\n", err.msg);
+        fprintf(stderr, "kinglet: %s\n", err_str(&err));
         config_free(&d.cfg);
         return 2;
     }
@@ -329,7 +329,7 @@ static int daemon_main(int argc, char **argv)
     uv_loop_init(&d.loop);
     int status = 0;
     if (daemon_start(&d, &err) < 0) {
-        log_error("cannot start: %s", err.msg);
+        log_error("cannot start: %s", err_str(&err));
         status = 1;
         uv_walk(&d.loop, close_walk, NULL);
     }

@@ -67,7 +67,7 @@ static int call(const char *sock, const char *method, const ProtobufCMessage *re
     int r = grpc_client_call(sock, method, data, len, CALL_TIMEOUT_MS, &resp, &resp_len, &status,
                              &message, &err);
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         return r;
     }
     if (status != 0) {

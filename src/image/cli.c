@@ -103,7 +103,7 @@ static void pull_done(void *data, int r, const struct err *err, const char *imag
     struct cli *c = data;
     c->pending--;
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err->msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(err));
         c->failures++;
         return;
     }
@@ -116,7 +116,7 @@ static void rm_done(void *data, int r, const struct err *err)
     struct cli *c = data;
     c->pending--;
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err->msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(err));
         c->failures++;
     }
 }
@@ -221,7 +221,7 @@ static int cmd_fsinfo(struct cli *c)
     struct image_fs_usage u;
     struct err err = {0};
     if (image_fs_info(c->svc, &u, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         return 1;
     }
     printf("{\"mountpoint\": \"%s\", \"used_bytes\": %llu, \"inodes_used\": %llu}\n", u.mountpoint,
@@ -387,7 +387,7 @@ int image_cli_main(int argc, char **argv)
     struct cli c = {0};
     struct err err = {0};
     if (image_service_new(&loop, &cfg, &c.svc, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         uv_loop_close(&loop);
         rc = 1;
         goto out;
@@ -408,7 +408,7 @@ int image_cli_main(int argc, char **argv)
         for (int i = first; i < argc && rc == 0; i++) {
             err_clear(&err);
             if (image_pull(c.svc, argv[i], &po.auth, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 c.failures++;
             } else {
                 c.pending++;
@@ -426,7 +426,7 @@ int image_cli_main(int argc, char **argv)
             int r = hold ? image_hold(c.svc, argv[1], argv[2], rm_done, &c, &err)
                          : image_release(c.svc, argv[1], rm_done, &c, &err);
             if (r < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 rc = 1;
             } else {
                 c.pending++;
@@ -438,7 +438,7 @@ int image_cli_main(int argc, char **argv)
         for (int i = 1; i < argc; i++) {
             err_clear(&err);
             if (image_remove(c.svc, argv[i], rm_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 c.failures++;
             } else {
                 c.pending++;
@@ -466,7 +466,7 @@ int image_cli_main(int argc, char **argv)
         }
         if (rc == 0) {
             if (image_import(c.svc, path, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 rc = 1;
             } else {
                 c.pending++;

@@ -20,7 +20,7 @@ struct gopts {
 
 static int fail(struct err *err)
 {
-    log_error("%s", err->msg);
+    log_error("%s", err_str(err));
     return 1;
 }
 

@@ -693,7 +693,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
             if (st &&
                 oci_hooks_run(c.spec->hooks.list[OCI_HOOK_POSTSTART],
                               c.spec->hooks.n[OCI_HOOK_POSTSTART], st, "poststart", &herr) < 0)
-                log_warn("container `%s`: %s", o->id, herr.msg);
+                log_warn("container `%s`: %s", o->id, err_str(&herr));
         }
     }
     if (ret_init)
@@ -732,7 +732,7 @@ static int run_poststart(int dirfd, const struct oci_record *rec, struct err *er
         state_json_for_hooks(rec->id, "running", rec->pid, rec->bundle, spec->annotations);
     if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTART], spec->hooks.n[OCI_HOOK_POSTSTART], st,
                       "poststart", err) < 0)
-        log_warn("container `%s`: %s", rec->id, err->msg);
+        log_warn("container `%s`: %s", rec->id, err_str(err));
     return 0;
 }
 
@@ -912,7 +912,7 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
     log_debug("run `%s`: exit status %d", opts->id, status);
     struct err derr = {0};
     if (oci_container_delete(opts->root, opts->id, true, &derr) < 0)
-        log_warn("%s", derr.msg);
+        log_warn("%s", err_str(&derr));
     if (ret_status)
         *ret_status = status;
     return 0;
@@ -1087,7 +1087,7 @@ static void run_poststop(int dirfd, const struct oci_record *rec)
         state_json_for_hooks(rec->id, "stopped", 0, rec->bundle, spec->annotations);
     if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTOP], spec->hooks.n[OCI_HOOK_POSTSTOP], st,
                       "poststop", &err) < 0)
-        log_warn("container `%s`: %s", rec->id, err.msg);
+        log_warn("container `%s`: %s", rec->id, err_str(&err));
 }
 
 int oci_container_delete(const char *root, const char *id, bool force, struct err *err)

@@ -71,6 +71,10 @@ def test_setup_failure_in_the_init_is_reported_and_cleaned(kinglet, make_bundle,
     assert root and os.path.exists(f"{root}/cgroup.procs"), "no cgroup2 hierarchy"
     r = kinglet("create", "--bundle", b, cid)
     one_line_error(r, "`mounts[7].source`", "missing")
+    # The init's message crosses to the creator: the system's text once,
+    # at the end, not once per process it went through.
+    assert r.stderr.count("No such file or directory") == 1, r.stderr
+    assert r.stderr.rstrip().endswith(": No such file or directory"), r.stderr
     assert not (kinglet.root / cid).exists()
     assert not os.path.exists(f"{root}/kinglet-test/{cid}")
 
