@@ -2,10 +2,11 @@
 bundles made from a Python dict, and the runtime under test.
 
 Every test that says it works for "any runtime" takes the `runtime` fixture,
-parametrized over kinglet and crun (Debian's crun is the reference: a
-disagreement shows up as one of the two failing). crun 1.8 refuses to run on
-a hybrid cgroup host, so it is run inside a private mount namespace where
-the cgroup2 hierarchy is mounted on /sys/fs/cgroup.
+parametrized over kinglet, crun and runc (Debian's crun and runc are the
+references: a disagreement shows up as one of them failing). crun 1.8
+refuses to run on a hybrid cgroup host, so both references run inside a
+private mount namespace where the cgroup2 hierarchy is mounted on
+/sys/fs/cgroup: the three runtimes see the same cgroup layout.
 
 The fixtures live here, not in a conftest.py: test modules import them
 (`from ocihelpers import *`), so that no second module named `conftest`
@@ -21,7 +22,8 @@ import uuid
 import pytest
 
 __all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
-           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup"]
+           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup",
+           "skip_for_runc"]
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
@@ -72,6 +74,13 @@ def base_config(rootfs, args):
             "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"],
         },
     }
+
+
+def skip_for_runc(runtime, why):
+    """Debian 12's runc is 1.1.5: features of the runtime spec that came
+    with runc 1.2 are missing there. The reason names what."""
+    if runtime.name == "runc":
+        pytest.skip(f"runc 1.1.5 (Debian 12): {why}")
 
 
 def cgroup2_root():
@@ -129,15 +138,20 @@ class Runtime:
             time.sleep(0.01)
 
 
-def crun_wrapper(tmp):
-    script = tmp / "crun-v2"
+def v2_wrapper(tmp, name):
+    script = tmp / f"{name}-v2"
     script.write_text(
         "#!/bin/sh\n"
-        "# crun 1.8 refuses hybrid cgroup hosts: give it a pure cgroup2 view.\n"
+        "# crun 1.8 refuses hybrid cgroup hosts: give it (and runc) a pure\n"
+        "# cgroup2 view.\n"
         "exec unshare -m sh -c 'mount --make-rprivate / && "
-        "mount -t cgroup2 none /sys/fs/cgroup && exec crun \"$@\"' crun \"$@\"\n")
+        f"mount -t cgroup2 none /sys/fs/cgroup && exec {name} \"$@\"' {name} \"$@\"\n")
     script.chmod(0o755)
     return [str(script)]
+
+
+def crun_wrapper(tmp):
+    return v2_wrapper(tmp, "crun")
 
 
 def cleanup(rt):
@@ -170,15 +184,15 @@ def rootfs(tmp_path_factory):
     return root
 
 
-@pytest.fixture(params=["kinglet", "crun"])
+@pytest.fixture(params=["kinglet", "crun", "runc"])
 def runtime(request, kinglet_bin, tmp_path):
     root = tmp_path / "state"
     if request.param == "kinglet":
         rt = Runtime("kinglet", [kinglet_bin, "oci"], root)
     else:
-        if not shutil.which("crun"):
-            pytest.skip("crun (Debian package) not installed: no reference run")
-        rt = Runtime("crun", crun_wrapper(tmp_path), root)
+        if not shutil.which(request.param):
+            pytest.skip(f"{request.param} (Debian package) not installed: no reference run")
+        rt = Runtime(request.param, v2_wrapper(tmp_path, request.param), root)
     yield rt
     cleanup(rt)
 

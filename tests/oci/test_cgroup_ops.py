@@ -13,6 +13,13 @@ import pytest
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
 
 
+def wait_for(cond, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def running(runtime, make_bundle, cid, tmp_path):
     def start(args=("sleep", "1000"), edit=None):
@@ -57,18 +64,26 @@ def test_pause_resume(runtime, running, cid):
 
 def test_ps_lists_the_container_processes(runtime, running, cid):
     st = running(args=("sh", "-c", "sleep 1000 & sleep 1000"))
-    r = runtime("ps", "--format", "json", cid, check=True)
-    pids = json.loads(r.stdout)
-    assert st["pid"] in pids
-    # busybox sh execs its last command: the init and the background sleep.
-    assert len(pids) == 2
+
+    def pids():
+        return json.loads(runtime("ps", "--format", "json", cid, check=True).stdout)
+    # busybox sh execs its last command: the init and the background sleep
+    # (once the fork is done), never more.
+    wait_for(lambda: len(pids()) >= 2, "the init and the background sleep")
+    assert st["pid"] in pids()
+    assert len(pids()) == 2
 
 
 def test_ps_table_runs_ps_with_options(runtime, running, cid):
     if runtime.name == "crun":
         pytest.skip("crun 1.8.1's ps prints only PIDs and takes no ps(1) options (runc does)")
     st = running(args=("sh", "-c", "sleep 1000 & sleep 1001"))
-    pids = set(json.loads(runtime("ps", "--format", "json", cid, check=True).stdout))
+
+    def json_pids():
+        return set(json.loads(runtime("ps", "--format", "json", cid, check=True).stdout))
+    # The init execs sleep 1001 after forking sleep 1000: wait for both.
+    wait_for(lambda: len(json_pids()) == 2, "both sleeps")
+    pids = json_pids()
     # Default: ps -ef, filtered to the container's processes, header kept.
     lines = runtime("ps", cid, check=True).stdout.splitlines()
     assert lines[0].split()[1] == "PID"
@@ -79,13 +94,6 @@ def test_ps_table_runs_ps_with_options(runtime, running, cid):
     assert {int(l.split()[0]) for l in lines[1:]} == pids
     assert any("sleep 1001" in l for l in lines[1:])
     assert st["pid"] in pids
-
-
-def wait_for(cond, what, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_kill_all(runtime, running, cid):
