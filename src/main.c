@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -56,7 +57,8 @@ static const char usage_text[] =
     "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
     "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
-    "      --mtu N                 pod interface MTU (default 1500)\n"
+    "      --mtu N                 pod interface MTU (default: the MTU of the\n"
+    "                              interface holding the default route)\n"
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
@@ -321,6 +323,11 @@ static int daemon_main(int argc, char **argv)
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
     signal(SIGPIPE, SIG_IGN);
+    /* The modes the daemon asks for are the modes it gets, whatever the
+     * umask of the shell that started it: state directories 0700, records
+     * 0600, and the files pods see (resolv.conf, hosts) readable. A umask
+     * of 0177 once made <root>/net a directory without x. */
+    umask(022);
     /* One malloc arena for every thread: glibc gives each worker thread an
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
@@ -390,6 +397,8 @@ int main(int argc, char **argv)
         return oci_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
         return pod_init_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
+        return image_helper_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)

@@ -96,8 +96,15 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *s, enum log_level *ret);
 /* "text" (default) or "json" lines; an optional FILE replaces stderr. */
 void log_set_json(bool json);
+bool log_get_json(void);
 void log_set_file(FILE *f);
 void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
+/* Appends s to b as log_msg prints it: control characters (C0, DEL, C1)
+ * and bytes that are not well-formed UTF-8 escaped (text: \n \r \t \xNN
+ * \u00NN; json: the body of a JSON string, with \ufffd for a bad byte).
+ * 0 or -ENOMEM. */
+struct buf;
+int log_escape(struct buf *b, const char *s, bool json);
 
 #define log_enabled(l) ((l) <= log_get_level())
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
@@ -120,13 +127,35 @@ uint64_t now_real_ns(void);
  * NUL-terminated. write_file_atomic writes a temporary, fsyncs it, renames it
  * over path and fsyncs the directory. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* As read_file_at, path resolved inside the tree at rootfd as if it were
+ * "/" (symlinks and ".." never leave it, no mount crossed); -EINVAL for
+ * what is not a regular file. For files of a container's image. */
+int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
+/* The temporary is written unnamed (O_TMPFILE) and named
+ * PATH.tmp.PID.SEQ only once complete, just before the rename (a named
+ * temporary from the start on filesystems without O_TMPFILE): each call has
+ * its own, so concurrent writers never truncate each other's; the last
+ * rename wins, so callers serialize writes of one record themselves. The
+ * file gets exactly mode (umask ignored). */
+#define ATOMIC_TMP_INFIX ".tmp."
+int atomic_tmp_name(const char *path, char *buf, size_t size);
+/* Whether a directory entry is a temporary of write_file_atomic (NAME.tmp.PID
+ * or NAME.tmp.PID.SEQ) whose writer is dead. */
+bool atomic_tmp_stale(const char *name);
+/* Removes the stale temporaries of dead writers in dir (not recursive; a
+ * missing dir is fine). Blocking. 0 or the first -errno. */
+int remove_stale_tmp_files(const char *dir, size_t *ret_removed);
 
 /* write(2) until everything is written (EINTR retried); -errno. */
 int write_all(int fd, const void *data, size_t len);
 
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
+/* Gives the directory at path exactly mode (a symlink is not followed:
+ * -ELOOP/-ENOTDIR), for directories of the daemon's own that an earlier
+ * version may have made with another. */
+int dir_set_mode(const char *path, int mode);
 
 /* rm -rf of name under dirfd (fs.c) that never follows symlinks and never
  * crosses into another filesystem: a mount left inside the tree fails the

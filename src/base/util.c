@@ -1,7 +1,13 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "base.h"
@@ -16,11 +22,8 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
-    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
     struct buf b = {0};
     for (;;) {
         if (buf_reserve(&b, 4096) < 0) {
@@ -54,6 +57,30 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
     return 0;
 }
 
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    return read_fd_all(fd, max, ret, ret_len);
+}
+
+int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    /* O_NONBLOCK: a FIFO planted at the path must not hang the reader */
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    _cleanup_close_ int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    return read_fd_all(fd, max, ret, ret_len);
+}
+
 int write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
@@ -70,36 +97,156 @@ int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* The directory part of path ("." for none), opened. */
+static int open_parent(int dirfd, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char dir[PATH_MAX];
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof(dir))
+        return -1;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+int atomic_tmp_name(const char *path, char *buf, size_t size)
+{
+    /* pid + a per-process sequence: two writers, in one process or in
+     * two, never share a temporary (ATOMIC_TMP_INFIX is what start-up
+     * cleanup looks for). */
+    static atomic_uint seq;
+    unsigned n = atomic_fetch_add(&seq, 1);
+    int len = snprintf(buf, size, "%s" ATOMIC_TMP_INFIX "%d.%u", path, (int)getpid(), n);
+    return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
+}
+
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return -ENAMETOOLONG;
-    _cleanup_close_ int fd =
-        openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
+    int r = atomic_tmp_name(path, tmp, sizeof(tmp));
+    if (r < 0)
+        return r;
+    _cleanup_close_ int dfd = open_parent(dirfd, path);
+    if (dfd < 0)
         return -errno;
-    int r = write_all(fd, data, len);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *tmpbase = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+    /* An unnamed file first: a writer that dies while writing leaves
+     * nothing behind. It gets its name only once complete, and the name
+     * is unique, so that concurrent writers never share a file. */
+    _cleanup_close_ int fd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+    bool named = false;
+    if (fd < 0) {
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            return -errno;
+        /* a filesystem without O_TMPFILE: a named temporary */
+        fd = openat(dfd, tmpbase, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+            return -errno;
+        named = true;
+    }
+    /* the mode as asked, whatever the umask */
+    if (fchmod(fd, (mode_t)mode) < 0)
+        r = -errno;
+    if (r == 0)
+        r = write_all(fd, data, len);
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
-    if (r == 0 && renameat(dirfd, tmp, dirfd, path) < 0)
+    if (r == 0 && !named) {
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        /* without /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
+        if (linkat(AT_FDCWD, proc, dfd, tmpbase, AT_SYMLINK_FOLLOW) < 0 &&
+            (errno != ENOENT || linkat(fd, "", dfd, tmpbase, AT_EMPTY_PATH) < 0))
+            r = -errno;
+        else
+            named = true;
+    }
+    if (r == 0 && renameat(dfd, tmpbase, dfd, base) < 0)
         r = -errno;
     if (r < 0) {
-        unlinkat(dirfd, tmp, 0);
+        if (named)
+            unlinkat(dfd, tmpbase, 0);
         return r;
     }
     /* Make the rename itself durable. */
-    const char *slash = strrchr(path, '/');
-    _cleanup_close_ int dfd = -1;
-    if (slash) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path);
-        dfd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    } else {
-        dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fsync(dfd);
+    return 0;
+}
+
+static bool pid_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+bool atomic_tmp_stale(const char *name)
+{
+    const char *p = strstr(name, ATOMIC_TMP_INFIX);
+    if (!p || p == name)
+        return false;
+    p += strlen(ATOMIC_TMP_INFIX);
+    /* PID, then (since the per-call suffix) .SEQ */
+    char *end;
+    errno = 0;
+    long pid = strtol(p, &end, 10);
+    if (errno || end == p || pid <= 0 || pid > INT_MAX || *p == '-' || *p == '+')
+        return false;
+    if (*end == '.') {
+        const char *q = end + 1;
+        if (!*q)
+            return false;
+        for (; *q; q++)
+            if (*q < '0' || *q > '9')
+                return false;
+    } else if (*end) {
+        return false;
     }
-    if (dfd >= 0)
-        fsync(dfd);
+    return pid != getpid() && !pid_alive((pid_t)pid);
+}
+
+int remove_stale_tmp_files(const char *dir, size_t *ret_removed)
+{
+    if (ret_removed)
+        *ret_removed = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    int r = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+            continue;
+        if (!atomic_tmp_stale(de->d_name))
+            continue;
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlinkat(fd, de->d_name, 0) < 0) {
+            if (errno != ENOENT && r == 0)
+                r = -errno;
+        } else if (ret_removed) {
+            (*ret_removed)++;
+        }
+    }
+    closedir(d);
+    return r;
+}
+
+int dir_set_mode(const char *path, int mode)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if ((st.st_mode & 07777) != (mode_t)mode && fchmod(fd, (mode_t)mode) < 0)
+        return -errno;
     return 0;
 }
 

@@ -9,17 +9,22 @@
  *
  * The worker gets copies of everything it reads (the record to write, the
  * serialized configs, paths) in its job and touches nothing of the loop's. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <jansson.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "cri/container_spec.h"
 #include "cri/containers.h"
+#include "cri/validate.h"
 #include "oci/oci.h"
 
 #define CTR_LAYERS_MAX 256
@@ -46,7 +51,9 @@ struct create_job {
     uint8_t *pod_config; /* serialized PodSandboxConfig */
     size_t pod_config_len;
     bool pod_host_network, pod_host_ipc;
-    char *pod_cgroup; /* NULL: none */
+    char *cgroup_parent; /* the container cgroup's parent, NULL: none */
+    char *target_pid_ns; /* PID mode TARGET: /proc/PID/ns/pid of the target */
+    char *cgroup_mount;  /* the cgroup2 mount, with cgroup_parent */
     /* out */
     int monitor_fd;
     pid_t pid;
@@ -65,7 +72,9 @@ static void create_job_free(struct create_job *j)
     free(j->lowers);
     free(j->image_config);
     free(j->pod_config);
-    free(j->pod_cgroup);
+    free(j->cgroup_parent);
+    free(j->target_pid_ns);
+    free(j->cgroup_mount);
     if (j->monitor_fd >= 0)
         close(j->monitor_fd);
     free(j);
@@ -116,151 +125,163 @@ out:
     return r;
 }
 
-/* ---- the OCI spec (a first translation; see container_spec.c) ---- */
+/* ---- facts for the spec (container_spec.c), gathered in the worker ---- */
 
-/* Appends the strings of v to a. */
-static void strv_append(json_t *a, char **v, size_t n)
+#define DEVICES_MAX 4096
+
+struct facts {
+    json_t *image;         /* the image's config blob */
+    char *passwd, *group;  /* the container's /etc files */
+    char *seccomp_profile; /* Localhost */
+    struct ctr_device *devices, *host_devices;
+    size_t n_devices, n_host_devices;
+};
+
+static void facts_clear(struct facts *f)
 {
-    for (size_t i = 0; a && i < n; i++)
-        json_array_append_new(a, json_string(v[i]));
+    json_decref(f->image);
+    free(f->passwd);
+    free(f->group);
+    free(f->seccomp_profile);
+    for (size_t i = 0; i < f->n_devices; i++)
+        free(f->devices[i].path);
+    for (size_t i = 0; i < f->n_host_devices; i++)
+        free(f->host_devices[i].path);
+    free(f->devices);
+    free(f->host_devices);
 }
 
-static int build_spec(struct create_job *j, const Runtime__V1__ContainerConfig *cfg,
-                      const char *rootfs, json_t **ret, struct err *err)
+/* Adds the device node at host (seen in the container at ctr). Not a
+ * device: -ENODEV. */
+static int device_add(struct ctr_device **v, size_t *n, const char *host, const char *ctr,
+                      const char *perms)
 {
-    _cleanup_free_ char *imgtext = NULL;
-    size_t imglen = 0;
-    int r = read_file_at(AT_FDCWD, j->image_config, 4u << 20, &imgtext, &imglen);
-    if (r < 0)
-        return err_set(err, -r, "read the image's config");
-    json_t *img = json_loadb(imgtext, imglen, 0, NULL);
-    json_t *ic = json_object_get(img, "config");
-    json_t *args = json_array(), *env = json_array();
-    json_t *ep = json_object_get(ic, "Entrypoint"), *cmd = json_object_get(ic, "Cmd");
-    if (cfg->n_command) {
-        strv_append(args, cfg->command, cfg->n_command);
-        if (cfg->n_args)
-            strv_append(args, cfg->args, cfg->n_args);
-    } else {
-        if (json_is_array(ep))
-            json_array_extend(args, ep);
-        if (cfg->n_args)
-            strv_append(args, cfg->args, cfg->n_args);
-        else if (json_is_array(cmd))
-            json_array_extend(args, cmd);
+    struct stat st;
+    if (stat(host, &st) < 0)
+        return -errno;
+    if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
+        return -ENODEV;
+    if (*n >= DEVICES_MAX)
+        return -E2BIG;
+    if (*n % 64 == 0) {
+        struct ctr_device *nv = realloc(*v, (*n + 64) * sizeof(**v));
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
     }
-    json_t *ienv = json_object_get(ic, "Env");
-    if (json_is_array(ienv))
-        json_array_extend(env, ienv);
-    for (size_t i = 0; i < cfg->n_envs; i++) {
-        char *kv;
-        if (asprintf(&kv, "%s=%s", cfg->envs[i]->key, cfg->envs[i]->value) >= 0) {
-            json_array_append_new(env, json_string(kv));
-            free(kv);
+    struct ctr_device *d = &(*v)[*n];
+    *d = (struct ctr_device){.type = S_ISCHR(st.st_mode) ? 'c' : 'b',
+                             .major = major(st.st_rdev),
+                             .minor = minor(st.st_rdev),
+                             .mode = st.st_mode & 07777,
+                             .perms = perms};
+    if (!(d->path = strdup(ctr)))
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+/* Every device node below dir (host), as ctr below the container's path;
+ * what is not a device is skipped. */
+static int devices_walk(struct ctr_device **v, size_t *n, const char *dir, const char *ctr,
+                        const char *perms, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int r = 0;
+    for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char h[4096], c[4096];
+        if (snprintf(h, sizeof(h), "%s/%s", dir, de->d_name) >= (int)sizeof(h) ||
+            snprintf(c, sizeof(c), "%s/%s", ctr, de->d_name) >= (int)sizeof(c))
+            continue;
+        if (de->d_type == DT_DIR) {
+            /* the pty and shm mounts are the container's own */
+            if (depth < 4 && strcmp(h, "/dev/pts") && strcmp(h, "/dev/shm") &&
+                strcmp(h, "/dev/mqueue"))
+                r = devices_walk(v, n, h, c, perms, depth + 1);
+        } else if (de->d_type == DT_CHR || de->d_type == DT_BLK) {
+            r = device_add(v, n, h, c, perms);
+            if (r == -ENOENT || r == -ENODEV)
+                r = 0;
         }
     }
-    const char *cwd = cfg->working_dir && *cfg->working_dir
-                          ? cfg->working_dir
-                          : json_string_value(json_object_get(ic, "WorkingDir"));
-    if (!json_array_size(args)) {
-        json_decref(img);
-        json_decref(args);
-        json_decref(env);
-        return err_set(err, EINVAL, "no command: the config and the image give none");
-    }
+    closedir(d);
+    return r;
+}
+
+static int gather_facts(const struct create_job *j, const Runtime__V1__ContainerConfig *cfg,
+                        int rootfd, struct facts *f, struct err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = read_file_at(AT_FDCWD, j->image_config, 4u << 20, &text, &len);
+    if (r < 0)
+        return err_set(err, -r, "read the image's config");
+    if (!(f->image = json_loadb(text, len, 0, NULL)))
+        return err_set(err, EINVAL, "the image's config is not JSON");
+    /* the image's own user database; missing files are fine */
+    r = read_file_in_root(rootfd, "/etc/passwd", 1u << 20, &f->passwd, NULL);
+    if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+        return err_set(err, -r, "read the image's /etc/passwd");
+    r = read_file_in_root(rootfd, "/etc/group", 1u << 20, &f->group, NULL);
+    if (r < 0 && r != -ENOENT && r != -ENOTDIR)
+        return err_set(err, -r, "read the image's /etc/group");
     const Runtime__V1__LinuxContainerSecurityContext *sc =
         cfg->linux ? cfg->linux->security_context : NULL;
-    int64_t uid = sc && sc->run_as_user ? sc->run_as_user->value : 0;
-    int64_t gid = sc && sc->run_as_group ? sc->run_as_group->value : 0;
-    j->rec.uid = (uint32_t)uid;
-    j->rec.gid = (uint32_t)gid;
-    const char *stopsig = json_string_value(json_object_get(ic, "StopSignal"));
-    j->rec.stop_signal = SIGTERM;
-    if (cfg->stop_signal)
-        j->rec.stop_signal = cri_signal_from_enum(cfg->stop_signal);
-    else if (stopsig && !strcmp(stopsig, "SIGQUIT"))
-        j->rec.stop_signal = SIGQUIT;
-    json_decref(img);
-
-    static const char *const caps[] = {
-        "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
-        "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
-        "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-        "CAP_KILL",    "CAP_AUDIT_WRITE"};
-    json_t *capv = json_array();
-    for (size_t i = 0; i < ARRAY_SIZE(caps); i++)
-        json_array_append_new(capv, json_string(caps[i]));
-    json_t *spec = json_pack(
-        "{s:s, s:{s:b, s:o, s:o, s:s, s:{s:I, s:I}, s:{s:O, s:O, s:O, s:o}, s:b}, s:{s:s, s:b}}",
-        "ociVersion", "1.2.0", "process", "terminal", cfg->tty, "args", args, "env", env, "cwd",
-        cwd && *cwd ? cwd : "/", "user", "uid", (json_int_t)uid, "gid", (json_int_t)gid,
-        "capabilities", "bounding", capv, "effective", capv, "permitted", capv, "inheritable",
-        json_array(), "noNewPrivileges", 0, "root", "path", rootfs, "readonly",
-        sc && sc->readonly_rootfs);
-    json_decref(capv);
-    if (!spec)
-        return err_set(err, ENOMEM, "spec");
-    char path[4400];
-    json_t *mounts = json_array();
-#define MNT(dst, type, src, fmt, ...)                                                              \
-    json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[" fmt "]}", "destination", dst,       \
-                                            "type", type, "source", src, "options", __VA_ARGS__))
-    MNT("/proc", "proc", "proc", "s,s,s", "nosuid", "noexec", "nodev");
-    MNT("/dev", "tmpfs", "tmpfs", "s,s,s,s", "nosuid", "strictatime", "mode=755", "size=65536k");
-    MNT("/dev/pts", "devpts", "devpts", "s,s,s,s,s", "nosuid", "noexec", "newinstance",
-        "ptmxmode=0666", "mode=0620");
-    MNT("/dev/mqueue", "mqueue", "mqueue", "s,s,s", "nosuid", "noexec", "nodev");
-    MNT("/sys", "sysfs", "sysfs", "s,s,s,s", "nosuid", "noexec", "nodev", "ro");
-    MNT("/sys/fs/cgroup", "cgroup", "cgroup", "s,s,s,s,s", "nosuid", "noexec", "nodev", "relatime",
-        "ro");
-    static const char *const files[][2] = {{"shm", "/dev/shm"},
-                                           {"hosts", "/etc/hosts"},
-                                           {"hostname", "/etc/hostname"},
-                                           {"resolv.conf", "/etc/resolv.conf"}};
-    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-        bool taken = false;
-        for (size_t k = 0; k < cfg->n_mounts; k++)
-            taken |= !strcmp(cfg->mounts[k]->container_path, files[i][1]);
-        if (taken)
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", j->pod_dir, files[i][0]);
-        MNT(files[i][1], "bind", path, "s,s", "rbind", i == 0 ? "rw" : "rw");
+    if (sc && sc->seccomp &&
+        sc->seccomp->profile_type == RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost &&
+        !sc->privileged) {
+        r = read_file_at(AT_FDCWD, sc->seccomp->localhost_ref, 1u << 20, &f->seccomp_profile, NULL);
+        if (r < 0)
+            return err_set(err, -r, "seccomp Localhost profile `%.200s`",
+                           sc->seccomp->localhost_ref);
     }
-    for (size_t k = 0; k < cfg->n_mounts; k++) {
-        const Runtime__V1__Mount *m = cfg->mounts[k];
-        MNT(m->container_path, "bind", m->host_path, "s,s,s", "rbind", m->readonly ? "ro" : "rw",
-            "rprivate");
+    for (size_t i = 0; i < cfg->n_devices; i++) {
+        const Runtime__V1__Device *d = cfg->devices[i];
+        struct stat st;
+        if (stat(d->host_path, &st) < 0)
+            return err_set(err, errno, "devices[%zu]: `%.200s`", i, d->host_path);
+        r = S_ISDIR(st.st_mode) ? devices_walk(&f->devices, &f->n_devices, d->host_path,
+                                               d->container_path, d->permissions, 0)
+                                : device_add(&f->devices, &f->n_devices, d->host_path,
+                                             d->container_path, d->permissions);
+        if (r < 0)
+            return err_set(err, -r, "devices[%zu]: `%.200s`", i, d->host_path);
     }
-#undef MNT
-    json_object_set_new(spec, "mounts", mounts);
-    json_t *ns = json_array();
-    json_array_append_new(ns, json_pack("{s:s}", "type", "mount"));
-    static const char *const kinds[][2] = {{"network", "net"}, {"ipc", "ipc"}, {"uts", "uts"}};
-    for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-        if ((i == 0 && j->pod_host_network) || (i == 1 && j->pod_host_ipc))
-            continue;
-        snprintf(path, sizeof(path), "%s/ns/%s", j->pod_dir, kinds[i][1]);
-        json_array_append_new(ns, json_pack("{s:s,s:s}", "type", kinds[i][0], "path", path));
-    }
-    snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
-    if (access(path, F_OK) == 0)
-        json_array_append_new(ns, json_pack("{s:s,s:s}", "type", "pid", "path", path));
-    else
-        json_array_append_new(ns, json_pack("{s:s}", "type", "pid"));
-    json_t *lx = json_pack(
-        "{s:o, s:[s,s,s,s,s,s,s,s,s], s:[s,s,s,s,s,s]}", "namespaces", ns, "maskedPaths",
-        "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-        "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "readonlyPaths",
-        "/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger");
-    if (j->pod_cgroup) {
-        snprintf(path, sizeof(path), "%s/%s", j->pod_cgroup, j->rec.id);
-        json_object_set_new(lx, "cgroupsPath", json_string(path));
-        free(j->rec.cgroup_path);
-        j->rec.cgroup_path = strdup(path);
-    }
-    json_object_set_new(spec, "linux", lx);
-    *ret = spec;
+    if (sc && sc->privileged &&
+        (r = devices_walk(&f->host_devices, &f->n_host_devices, "/dev", "/dev", NULL, 0)) < 0)
+        return err_set(err, -r, "list the host's devices");
     return 0;
+}
+
+static void host_facts(struct ctr_host_facts *h)
+{
+    h->apparmor = access("/sys/kernel/security/apparmor", F_OK) == 0;
+    h->selinux = access("/sys/fs/selinux/enforce", F_OK) == 0;
+    /* mount_setattr exists when it refuses bad flags rather than being
+     * unknown */
+    h->rro = syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno != ENOSYS;
+    /* Without CAP_SYS_RESOURCE nothing we start may go below our own
+     * value. */
+    h->oom_score_adj_min = -1000;
+    _cleanup_free_ char *status = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/self/status", 1 << 16, &status, NULL) == 0) {
+        const char *b = strstr(status, "\nCapBnd:");
+        if (b)
+            h->caps = strtoull(b + 9, NULL, 16);
+    }
+    _cleanup_free_ char *v = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/self/oom_score_adj", 64, &v, NULL) == 0) {
+        int own = atoi(v);
+        struct __user_cap_header_struct hd = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct d[2] = {0};
+        if (syscall(SYS_capget, &hd, d) == 0 &&
+            !(d[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))))
+            h->oom_score_adj_min = own;
+    }
 }
 
 /* mkdir -p of path inside the tree at rootfd, never leaving it. */
@@ -335,7 +356,9 @@ static void create_work(uv_work_t *req)
     snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
     Runtime__V1__ContainerConfig *cfg = (Runtime__V1__ContainerConfig *)protobuf_c_message_unpack(
         &runtime__v1__container_config__descriptor, NULL, j->rec.config_len, j->rec.config);
-    json_t *spec = NULL;
+    json_t *spec = NULL; /* cs's */
+    struct facts facts = {0};
+    struct ctr_spec cs = {0};
     int r;
     if (!cfg) {
         j->r = err_set(&j->err, ENOMEM, "unpack the container config");
@@ -365,8 +388,55 @@ static void create_work(uv_work_t *req)
     }
     if ((j->r = mount_rootfs(j, layer, rootfs, &j->err)) < 0)
         goto fail;
-    if ((j->r = build_spec(j, cfg, rootfs, &spec, &j->err)) < 0)
+    {
+        _cleanup_close_ int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rfd < 0) {
+            j->r = err_set(&j->err, errno, "open the rootfs");
+            goto fail;
+        }
+        if ((j->r = gather_facts(j, cfg, rfd, &facts, &j->err)) < 0)
+            goto fail;
+    }
+    struct ctr_spec_input in = {
+        .id = id,
+        .cfg = cfg,
+        .image_config = json_object_get(facts.image, "config"),
+        .passwd = facts.passwd,
+        .group = facts.group,
+        .rootfs = rootfs,
+        .pod_dir = j->pod_dir,
+        .pod_host_network = j->pod_host_network,
+        .pod_host_ipc = j->pod_host_ipc,
+        .target_pid_ns = j->target_pid_ns,
+        .cgroup_parent = j->cgroup_parent,
+        .seccomp_profile = facts.seccomp_profile,
+        .devices = facts.devices,
+        .n_devices = facts.n_devices,
+        .host_devices = facts.host_devices,
+        .n_host_devices = facts.n_host_devices,
+    };
+    snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
+    in.pod_pid_ns = access(path, F_OK) == 0;
+    host_facts(&in.host);
+    if ((j->r = ctr_spec_build(&in, &cs, &j->err)) < 0)
         goto fail;
+    spec = cs.spec;
+    j->rec.uid = cs.uid;
+    j->rec.gid = cs.gid;
+    j->rec.groups = TAKE_PTR(cs.groups);
+    j->rec.n_groups = cs.n_groups;
+    j->rec.stop_signal = cs.stop_signal;
+    if (cs.cgroup_path &&
+        asprintf(&j->rec.cgroup_path, "%s%s", strcmp(j->cgroup_mount, "/") ? j->cgroup_mount : "",
+                 cs.cgroup_path) < 0) {
+        j->rec.cgroup_path = NULL;
+        j->r = err_set(&j->err, ENOMEM, "cgroup path");
+        goto fail;
+    }
+    if (cs.warnings.len) {
+        log_warn("container `%s`: %s", id, (char *)cs.warnings.data);
+        j->rec.message = strdup((char *)cs.warnings.data);
+    }
     /* Missing bind sources become directories, as kubelet expects. */
     for (size_t i = 0; i < cfg->n_mounts; i++) {
         const char *src = cfg->mounts[i]->host_path;
@@ -458,11 +528,13 @@ static void create_work(uv_work_t *req)
             (j->r = store_record_write(j->records_dir, id, json, len, &j->err)) < 0)
             goto fail;
     }
-    json_decref(spec);
+    ctr_spec_clear(&cs);
+    facts_clear(&facts);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return;
 fail:
-    json_decref(spec);
+    ctr_spec_clear(&cs);
+    facts_clear(&facts);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     if (j->monitor_fd >= 0) {
         close(j->monitor_fd);
@@ -622,9 +694,8 @@ void cri_create_container(struct cri_call *call)
     Runtime__V1__CreateContainerRequest *req = (Runtime__V1__CreateContainerRequest *)call->req;
     Runtime__V1__ContainerConfig *cfg = req->config;
     struct err err = {0};
-    if (!cfg || !cfg->metadata || !*cfg->metadata->name) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "CreateContainer: config.metadata needs a name");
+    if (cri_container_metadata_check(cfg ? cfg->metadata : NULL, &err) < 0) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "CreateContainer: %s", err_str(&err));
         return;
     }
     if (!cfg->image || !*cfg->image->image) {
@@ -651,6 +722,26 @@ void cri_create_container(struct cri_call *call)
                  "`%s`",
                  cfg->metadata->name, cfg->metadata->attempt, sb->rec.id, holder);
         return;
+    }
+    if (ctr_config_check(cfg, &err) < 0) {
+        err_wrap(&err, "CreateContainer");
+        cri_fail_err(call, &err);
+        return;
+    }
+    const Runtime__V1__LinuxContainerSecurityContext *sc =
+        cfg->linux ? cfg->linux->security_context : NULL;
+    const Runtime__V1__NamespaceOption *cns = sc ? sc->namespace_options : NULL;
+    const struct container *target = NULL;
+    if (cns && cns->pid == RUNTIME__V1__NAMESPACE_MODE__TARGET) {
+        bool amb;
+        target = container_find(cri, cns->target_id, &amb);
+        if (!target || strcmp(target->rec.pod_id, sb->rec.id) || !target->pid) {
+            cri_fail(call, GRPC_STATUS_NOT_FOUND,
+                     "CreateContainer: namespace_options.target_id `%.64s` is no running "
+                     "container of pod `%s`",
+                     cns->target_id, sb->rec.id);
+            return;
+        }
     }
     const struct image_info *img = image_lookup(cri->images, cfg->image->image);
     if (!img) {
@@ -691,10 +782,26 @@ void cri_create_container(struct cri_call *call)
         !(j->oci_root = strdup(cs->oci_root)) || !(j->bundles_dir = strdup(cs->bundles_dir)) ||
         !(j->records_dir = strdup(cs->records_dir)) ||
         !(j->image_config = image_blob_path(cri->images, img->id)) ||
-        (sb->rec.cgroup_path && !(j->pod_cgroup = strdup(sb->rec.cgroup_path))) ||
+        (sb->rec.cgroup_path && !(j->cgroup_parent = strdup(sb->rec.cgroup_path))) ||
         !(j->pod_config = malloc(sb->rec.config_len ? sb->rec.config_len : 1)) ||
         !(p->name = strdup(cfg->metadata->name)) ||
         !(j->lowers = calloc(img->n_layers + 1, sizeof(char *)))) {
+        err_set(&err, ENOMEM, "CreateContainer");
+        goto fail;
+    }
+    if (target && asprintf(&j->target_pid_ns, "/proc/%d/ns/pid", (int)target->pid) < 0) {
+        j->target_pid_ns = NULL;
+        err_set(&err, ENOMEM, "CreateContainer");
+        goto fail;
+    }
+    /* The container's cgroup is a sibling of the sandbox's own, below the
+     * pod's cgroup parent (kubelet's pod cgroup): cgroup v2 lets only
+     * leaves hold processes, and the sandbox's cgroup holds its init. */
+    if (j->cgroup_parent && !cri_cgroup_parent_of(cri, j->cgroup_parent)) {
+        free(j->cgroup_parent);
+        j->cgroup_parent = NULL;
+    }
+    if (j->cgroup_parent && !(j->cgroup_mount = strdup(cri->cgroup2_mount))) {
         err_set(&err, ENOMEM, "CreateContainer");
         goto fail;
     }

@@ -199,14 +199,14 @@ void cri_update_pod_sandbox_resources(struct cri_call *call)
                  "UpdatePodSandboxResources: pod `%s` has no cgroup", sb->rec.id);
         return;
     }
-    /* The pod's cgroup holds its containers: their sum is its limit. */
+    /* The sandbox's own cgroup: kubelet sets the limits of the pod's cgroup
+     * (the parent) itself; this one holds what the sandbox runs. */
     struct update_job *j = job_for(call, req->resources);
     if (!j)
         return;
     j->pod = true;
     memcpy(j->id, sb->rec.id, sizeof(j->id));
-    if (asprintf(&j->cgroup, "%s%s", call->cri->cgroup2_mount, sb->rec.cgroup_path) < 0) {
-        j->cgroup = NULL;
+    if (!(j->cgroup = strdup(sb->rec.cgroup_path))) {
         update_job_free(j);
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;

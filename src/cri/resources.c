@@ -2,6 +2,7 @@
  * oci_cgroup_create applies (pure). cpu_shares goes through as OCI shares;
  * oci converts shares to cgroup v2 weight as runc does. */
 #include <jansson.h>
+#include <string.h>
 
 #include "cri/internal.h"
 
@@ -56,4 +57,21 @@ json_t *cri_resources_to_oci(const Runtime__V1__LinuxContainerResources *r)
         return NULL;
     }
     return o;
+}
+
+bool cri_cgroup_parent_of(struct cri *cri, char *path)
+{
+    const char *m = cri->cgroup2_mount;
+    if (!m)
+        return false;
+    size_t len = strcmp(m, "/") ? strlen(m) : 0;
+    if (strncmp(path, m, len) != 0 || path[len] != '/')
+        return false;
+    memmove(path, path + len, strlen(path + len) + 1);
+    char *slash = strrchr(path, '/');
+    if (slash == path)
+        path[1] = '\0';
+    else
+        *slash = '\0';
+    return true;
 }

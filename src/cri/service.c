@@ -85,6 +85,7 @@ int cri_status_from_errno(int code)
         return GRPC_STATUS_DATA_LOSS;
     case ENOTEMPTY:
     case EALREADY:
+    case EADDRINUSE: /* a host port another pod holds */
         return GRPC_STATUS_FAILED_PRECONDITION;
     default:
         return GRPC_STATUS_INTERNAL;
@@ -340,6 +341,7 @@ void cri_shutdown(struct cri *cri)
         cri_fail(call, GRPC_STATUS_UNAVAILABLE, "kinglet is shutting down");
         call = next;
     }
+    cri_runtime_config_shutdown(cri);
     cri_events_shutdown(cri->events);
     /* pulls in flight end now (their calls fail CANCELLED) */
     image_service_free(cri->images);

@@ -197,18 +197,11 @@ static void stats_job_free(struct stats_job *j)
     free(j);
 }
 
-static char *cgroup_abs(struct cri *cri, const char *rel)
-{
-    char *p;
-    if (!rel || !cri->cgroup2_mount || asprintf(&p, "%s%s", cri->cgroup2_mount, rel) < 0)
-        return NULL;
-    return p;
-}
-
 static int ctr_sample(struct cri *cri, struct container *c, struct sample *s)
 {
     memcpy(s->id, c->rec.id, sizeof(s->id));
-    s->cgroup = cgroup_abs(cri, c->rec.cgroup_path);
+    if (c->rec.cgroup_path && !(s->cgroup = strdup(c->rec.cgroup_path)))
+        return -ENOMEM;
     if (now_real_ns() - c->du_ns >= STATS_DU_TTL_NS) {
         char layer[4200];
         container_dirs(cri, c->rec.id, NULL, 0, layer, sizeof(layer));
@@ -221,7 +214,16 @@ static int ctr_sample(struct cri *cri, struct container *c, struct sample *s)
 static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 {
     memcpy(s->id, sb->rec.id, sizeof(s->id));
-    s->cgroup = cgroup_abs(cri, sb->rec.cgroup_path);
+    /* A pod with a cgroup parent (kubelet's pod cgroup) is measured there:
+     * its containers' cgroups are siblings of the sandbox's own. */
+    if (sb->rec.cgroup_path && !(s->cgroup = strdup(sb->rec.cgroup_path)))
+        return -ENOMEM;
+    const Runtime__V1__LinuxPodSandboxConfig *lx = sb->config ? sb->config->linux : NULL;
+    if (s->cgroup && lx && lx->cgroup_parent && *lx->cgroup_parent) {
+        char *slash = strrchr(s->cgroup, '/');
+        if (slash && slash != s->cgroup)
+            *slash = '\0';
+    }
     if (!sb->host_network && sandbox_state(sb) == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
         char dir[4200];
         sandbox_dir(cri, sb->rec.id, dir, sizeof(dir));

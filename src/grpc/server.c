@@ -158,10 +158,12 @@ int grpc_server_listen_unix(struct grpc_server *srv, const char *path, int mode,
         return err_set(err, ENOMEM, "listener");
     uv_pipe_init(srv->loop, p, 0);
     p->data = srv;
-    /* Create the socket with its final mode: no window where it is wider. */
-    mode_t old = umask((mode_t)(~mode & 0777));
+    /* No umask switch around the bind: the umask belongs to the whole
+     * process, and worker threads creating state directories meanwhile
+     * got it (a 0117 umask made <root>/net a 0600 directory). The daemon's
+     * umask (022, set at start) lets nobody but the owner write to, that
+     * is connect to, the new socket before the chmod below. */
     r = uv_pipe_bind(p, bind_path);
-    umask(old);
     if (r == 0 && chmod(bind_path, (mode_t)mode) < 0)
         r = -errno;
     if (r == 0)

@@ -50,6 +50,7 @@ struct oci_mount {
     unsigned long propagation; /* MS_PRIVATE... (with MS_REC for r-variants) */
     bool bind;
     bool idmap;
+    bool rro;   /* "rro": read-only recursively (mount_setattr, Linux 5.12) */
     char *data; /* remaining filesystem options, comma-joined */
     /* The mount's own id mappings (OCI 1.1); without them an idmap mount
      * uses the container's user namespace. */
@@ -188,7 +189,6 @@ int oci_ns_clone_flag(enum oci_ns_kind k);
 /* Parses a mount option list into m (flags, propagation, data). */
 int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *field,
                             struct err *err);
-int oci_signal_parse(const char *s, int *ret);
 
 /* state.c: the per-container state directory <root>/<id>/. */
 struct oci_record {

@@ -265,6 +265,17 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
             return err_set(err, errno, "`mounts[%zu]`: mount %s on `%s`", idx, fstype,
                            m->destination);
     }
+    if (m->rro) {
+        /* every mount below too, which a remount cannot reach */
+        _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        if (nfd < 0)
+            return err_wrap(err, "`mounts[%zu]`", idx);
+        if (syscall(SYS_mount_setattr, nfd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) <
+            0)
+            return err_set(err, errno, "`mounts[%zu]`: make `%s` read-only recursively", idx,
+                           m->destination);
+    }
     if (m->propagation) {
         _cleanup_close_ int nfd = oci_path_open_in_root(rootfd, m->destination, false, false, err);
         if (nfd < 0)

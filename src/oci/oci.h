@@ -118,3 +118,6 @@ int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err)
 
 /* `kinglet oci ...` command line; returns the process exit status. */
 int oci_cli_main(int argc, char **argv);
+
+/* A signal by name (SIGTERM, TERM, RTMIN+3, any case) or number; -EINVAL. */
+int oci_signal_parse(const char *s, int *ret);

@@ -472,6 +472,10 @@ int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *fi
             /* Hints some tools add for other runtimes (crun's tmpfs
              * copy-up, SELinux relabelling): not filesystem options. */
             done = true;
+        } else if (strcmp(s, "rro") == 0) {
+            m->rro = true;
+            m->flags |= MS_RDONLY;
+            done = true;
         } else if (strcmp(s, "idmap") == 0 || strcmp(s, "ridmap") == 0) {
             m->idmap = true;
             if (s[0] == 'r')

@@ -60,7 +60,7 @@ static int write_proc_sys(const char *key, const char *value)
 }
 
 static int proc_start_time(pid_t pid, uint64_t *ret);
-static int write_file(const char *dir, const char *name, const void *data, size_t len,
+static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err);
 #define ORPHAN_CGROUP ".cgroup"
 #define ORPHAN_INIT   ".init"
@@ -154,7 +154,7 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
             goto fail;
         char text[64];
         int len = snprintf(text, sizeof(text), "%d %llu", (int)pid, (unsigned long long)start);
-        if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, NULL) < 0)
+        if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, 0600, NULL) < 0)
             goto fail;
     }
     for (size_t i = 0; i < ARRAY_SIZE(ns_kinds); i++) {
@@ -252,13 +252,15 @@ static int proc_start_time(pid_t pid, uint64_t *ret)
     return 0;
 }
 
-static int write_file(const char *dir, const char *name, const void *data, size_t len,
+/* mode: 0644 for what containers see through bind mounts (any user must
+ * read it), 0600 for the daemon's own notes. */
+static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     _cleanup_close_ int fd =
-        open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return err_set(err, errno, "create `%s`", path);
     const char *p = data;
@@ -286,7 +288,7 @@ static int copy_file(const char *src, const char *dir, const char *name, struct 
     } else if (r < 0) {
         return err_set(err, -r, "read `%s`", src);
     }
-    return write_file(dir, name, text ? text : "", len, err);
+    return write_file(dir, name, text ? text : "", len, 0644, err);
 }
 
 static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostname,
@@ -295,14 +297,14 @@ static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostnam
     struct buf b = {0};
     int r = buf_printf(&b, "%s\n", hostname) < 0
                 ? err_set(err, ENOMEM, "hostname")
-                : write_file(s->dir, "hostname", b.data, b.len, err);
+                : write_file(s->dir, "hostname", b.data, b.len, 0644, err);
     buf_free(&b);
     if (r < 0)
         return r;
     if (s->n_dns_servers || s->n_dns_searches || s->n_dns_options) {
         r = pod_resolv_conf_build(s, &b, err);
         if (r == 0)
-            r = write_file(s->dir, "resolv.conf", b.data, b.len, err);
+            r = write_file(s->dir, "resolv.conf", b.data, b.len, 0644, err);
         buf_free(&b);
     } else {
         r = copy_file(s->host_resolv_conf ? s->host_resolv_conf : "/etc/resolv.conf", s->dir,
@@ -316,7 +318,7 @@ static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostnam
         buf_free(&b);
         return err_set(err, ENOMEM, "hosts");
     }
-    r = write_file(s->dir, "hosts", b.data, b.len, err);
+    r = write_file(s->dir, "hosts", b.data, b.len, 0644, err);
     buf_free(&b);
     return r;
 }
@@ -375,7 +377,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
     snprintf(predicted + pl, sizeof(predicted) - pl, "%s%s", cgpath ? "" : "/kinglet/",
              cgpath ? cgpath : s->id);
     if (s->cgroup_root) {
-        r = write_file(s->dir, ORPHAN_CGROUP, predicted, strlen(predicted), err);
+        r = write_file(s->dir, ORPHAN_CGROUP, predicted, strlen(predicted), 0600, err);
         if (r < 0)
             goto fail;
     }
@@ -391,7 +393,8 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         goto fail;
     }
     if (strcmp(predicted, ret->cgroup_path) != 0) {
-        r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), err);
+        r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), 0600,
+                       err);
         if (r < 0)
             goto fail;
     }

@@ -139,6 +139,11 @@ int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *dat
                       struct err *err)
 {
     *ret_bad = 0;
+    /* Scans run at start: temporaries of writes that a crash cut short
+     * (their writer is dead) go first. */
+    size_t stale = 0;
+    if (remove_stale_tmp_files(dir, &stale) == 0 && stale)
+        log_debug("removed %zu unfinished record write(s) in `%s`", stale, dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : err_set(err, errno, "open `%s`", dir);

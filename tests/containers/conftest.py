@@ -192,10 +192,10 @@ class Env:
     def cgroup_dir(self, cid):
         import json
         info = json.loads(self.status(cid, verbose=True).info["info"])
-        root = "/sys/fs/cgroup/unified"
-        if not os.path.exists(root + "/cgroup.procs"):
-            root = "/sys/fs/cgroup"
-        return root + info["cgroupPath"]
+        path = info["cgroupPath"]
+        # a sibling of the sandbox's own cgroup, below the pod's parent
+        assert path.endswith(self.cgroup_parent + "/" + cid), path
+        return path
 
     def wait_procs(self, cid, n, timeout=10):
         """Waits until the container's cgroup holds at least n processes (a

@@ -66,9 +66,14 @@ class Daemon:
                 "--state", self.state, "--log-level", "debug", *self.default_args,
                 *self.extra_args]
 
+    umask = None  # the umask the daemon inherits (None: the test's)
+
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args(), stdout=self.log, stderr=self.log)
+        mask = self.umask
+        self.proc = subprocess.Popen(self.args(), stdout=self.log, stderr=self.log,
+                                     preexec_fn=(lambda: os.umask(mask)) if mask is not None
+                                     else None)
         if wait:
             wait_for(self.connectable, what="the daemon's socket")
         return self
@@ -190,6 +195,9 @@ class PodDaemon(Daemon):
     def __init__(self, binary, workdir, extra_args=()):
         super().__init__(binary, workdir, extra_args)
         self.holder = None
+        # commands run in the new namespaces before the first start (an
+        # uplink with a default route, say)
+        self.setup = []
 
     def start(self, wait=True):
         if self.holder is None:
@@ -201,6 +209,8 @@ class PodDaemon(Daemon):
             line = self.holder.stdout.readline()
             if line.strip() != b"ready":
                 raise AssertionError("could not create the daemon's namespaces")
+            for cmd in self.setup:
+                self.run(*cmd)
         self.prefix = ("nsenter", "-t", str(self.holder.pid), "--net", "--mount", "--")
         return super().start(wait)
 

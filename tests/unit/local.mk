@@ -21,7 +21,7 @@ tests_unit_test_cri_LDADD = $(KUNIT_LIBS_ALL)
 check_PROGRAMS += tests/unit/test_cgroup tests/unit/test_seccomp
 TESTS += tests/unit/test_cgroup tests/unit/test_seccomp
 tests_unit_test_cgroup_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL)
+tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL) -lm
 tests_unit_test_seccomp_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_seccomp_LDADD = $(KUNIT_LIBS_ALL)
 
@@ -63,3 +63,9 @@ TESTS += tests/unit/test_monitor
 tests_unit_test_monitor_SOURCES = tests/unit/test_monitor.c src/monitor/logfmt.c
 tests_unit_test_monitor_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_monitor_LDADD = $(KUNIT_LIBS_ALL)
+
+# cri/container_spec: ContainerConfig → OCI spec.
+check_PROGRAMS += tests/unit/test_container_spec
+TESTS += tests/unit/test_container_spec
+tests_unit_test_container_spec_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_container_spec_LDADD = $(KUNIT_LIBS_ALL)

@@ -5,6 +5,8 @@
 #include "harness.h"
 #include "failalloc.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -78,11 +80,21 @@ static void test_shares_to_weight(void **state)
     (void)state;
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(0), 0);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(2), 1);
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 39); /* docker's default */
-    assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 20);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(1024), 100); /* the default weight */
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(512), 59);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(2048), 174);
+    assert_int_equal(oci_cgroup_cpu_shares_to_weight(3), 2);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(262144), 10000);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);           /* clamped */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1000000), 10000); /* clamped */
+    /* every value in range as runc computes it, with libm */
+    for (uint64_t s = 3; s < 262144; s++) {
+        double l = log2((double)s);
+        uint64_t want = (uint64_t)ceil(pow(10, (l * l + 125 * l) / 612.0 - 7.0 / 34.0));
+        if (oci_cgroup_cpu_shares_to_weight(s) != want)
+            fail_msg("shares %" PRIu64 ": weight %" PRIu64 ", runc's %" PRIu64, s,
+                     oci_cgroup_cpu_shares_to_weight(s), want);
+    }
 }
 
 static void test_blkio_weight(void **state)
@@ -116,10 +128,10 @@ static void test_cpu(void **state)
 {
     (void)state;
     struct cg_writes w = {0};
-    convert_ok("{\"cpu\":{\"shares\":1024,\"quota\":50000,\"period\":100000,\"idle\":1,"
+    convert_ok("{\"cpu\":{\"shares\":512,\"quota\":50000,\"period\":100000,\"idle\":1,"
                "\"burst\":1000,\"cpus\":\"0-1\",\"mems\":\"0\"}}",
                &w);
-    expect_write(&w, "cpu.weight", "39");
+    expect_write(&w, "cpu.weight", "59");
     expect_write(&w, "cpu.max", "50000 100000");
     expect_write(&w, "cpu.idle", "1");
     expect_write(&w, "cpu.max.burst", "1000");

@@ -66,10 +66,10 @@ def test_memory_swap_is_memory_plus_swap(cgroups):
 
 
 def test_cpu_max_throttles_and_weight(cgroups, busybox):
-    res = {"cpu": {"shares": 1024, "quota": 10000, "period": 100000}}
+    res = {"cpu": {"shares": 512, "quota": 10000, "period": 100000}}
     abs_path = cgroups.create("cpu", res).stdout.strip()
     assert read(abs_path + "/cpu.max").strip() == "10000 100000"
-    assert read(abs_path + "/cpu.weight").strip() == "39"
+    assert read(abs_path + "/cpu.weight").strip() == "59"
     cgroups.spawn(abs_path, busybox, "sh", "-c", "while :; do :; done")
     wait_for(lambda: int(keyed(abs_path + "/cpu.stat").get("nr_throttled", "0")) > 0,
              "cpu.stat nr_throttled > 0")
@@ -169,7 +169,7 @@ def test_kubelet_cgroupfs_layout(cgroups, busybox):
         assert {"cpu", "memory", "pids"} <= enabled, (sub, enabled)
     assert read(abs_path + "/cgroup.subtree_control").strip() == ""
     assert read(abs_path + "/memory.max").strip() == str(64 << 20)
-    assert read(abs_path + "/cpu.weight").strip() == "20"
+    assert read(abs_path + "/cpu.weight").strip() == "59"  # runc 1.3's curve, as above
     proc = cgroups.spawn(abs_path, busybox, "sleep", "1000")
     wait_for(lambda: stats(cgroups, abs_path).get("pids_current") == 1, "pids.current == 1")
     st = stats(cgroups, abs_path)

@@ -1,0 +1,330 @@
+"""What a ContainerConfig asks for, seen from inside the running container:
+the user and groups, capabilities, seccomp, no_new_privs, read-only and
+masked paths, privileged, mounts, devices, working directory, PID modes,
+and what a host without AppArmor or CAP_SYS_RESOURCE cannot give."""
+import json
+import os
+import subprocess
+
+import grpc
+import pytest
+
+from .conftest import wait_for
+
+DEFAULT_CAPS = 0xa80425fb  # containerd's (Docker's) default set
+
+
+def exec_sync(env, cid, cmd, timeout=0):
+    return env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=timeout),
+                           timeout=60)
+
+
+def sh(env, cid, script):
+    r = exec_sync(env, cid, ["/bin/sh", "-c", script])
+    return r.exit_code, r.stdout.decode(), r.stderr.decode()
+
+
+def init_status(env, cid):
+    """/proc/1/status of the container's init (a PID namespace of its own)."""
+    code, out, err = sh(env, cid, "cat /proc/1/status")
+    assert code == 0, err
+    return dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
+
+
+def sleeper(env, pod, name, image="busybox", **kw):
+    return env.run(pod, name, ["/bin/sleep", "100000"], image=image, **kw)
+
+
+def sc(env, **kw):
+    pb = env.pb
+    return pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(**kw))
+
+
+def test_user_and_groups_from_the_image(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "u", ["/bin/sleep", "100000"], image="entrypoint")
+    code, out, _ = sh(env, cid, "id")
+    assert out.strip() == "uid=1000(app) gid=1000(app) groups=1000(app),2000(extra)"
+    st = env.status(cid).status
+    assert (st.user.linux.uid, st.user.linux.gid) == (1000, 1000)
+    assert list(st.user.linux.supplemental_groups) == [1000, 2000]
+    # the image's working directory, created
+    assert sh(env, cid, "pwd")[1].strip() == "/work/dir"
+    # the image's StopSignal (SIGUSR1) is what StopContainer sends
+    trap = env.run(pod, "trap", ["/bin/sh", "-c", "trap 'exit 7' USR1; sleep 1000 & wait"],
+                   image="entrypoint")
+    env.wait_procs(trap, 2)
+    env.stop(trap, timeout=30)
+    assert env.status(trap).status.exit_code == 7
+
+
+def test_run_as_user_group_and_policies(env):
+    pb = env.pb
+    pod = env.pod()
+    i64 = pb.Int64Value
+    merge = sleeper(env, pod, "merge", linux=sc(env, run_as_user=i64(value=1000),
+                                                run_as_group=i64(value=3000),
+                                                supplemental_groups=[4000]))
+    assert sh(env, merge, "id -u; id -g; id -G")[1].split() == ["1000", "3000", "3000", "2000",
+                                                                 "4000"]
+    strict = sleeper(env, pod, "strict", linux=sc(
+        env, run_as_user=i64(value=1000), run_as_group=i64(value=3000),
+        supplemental_groups=[4000], supplemental_groups_policy=pb.Strict))
+    assert sh(env, strict, "id -G")[1].split() == ["3000", "4000"]
+    st = env.status(strict).status
+    assert list(st.user.linux.supplemental_groups) == [3000, 4000]
+    named = sleeper(env, pod, "named", linux=sc(env, run_as_username="nobody"))
+    assert sh(env, named, "id -u")[1].strip() == "65534"
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "ghost", linux=sc(env, run_as_username="ghost"))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "`ghost` is not in the image's /etc/passwd" in e.value.details()
+    st = env.rs.Status(pb.StatusRequest(), timeout=10)
+    assert st.features.supplemental_groups_policy
+
+
+def test_capabilities(env):
+    pb = env.pb
+    pod = env.pod()
+    plain = sleeper(env, pod, "plain")
+    s = init_status(env, plain)
+    assert int(s["CapEff"], 16) == DEFAULT_CAPS
+    assert int(s["CapBnd"], 16) == DEFAULT_CAPS
+    some = sleeper(env, pod, "some", linux=sc(env, capabilities=pb.Capability(
+        drop_capabilities=["ALL"], add_capabilities=["NET_ADMIN", "CAP_SYS_TIME"])))
+    s = init_status(env, some)
+    assert int(s["CapEff"], 16) == (1 << 12) | (1 << 25)
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "bad", linux=sc(env, capabilities=pb.Capability(
+            add_capabilities=["CAP_FLY"])))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "CAP_FLY" in e.value.details()
+    # ambient: a non-root process keeps NET_BIND_SERVICE
+    amb = sleeper(env, pod, "amb", linux=sc(
+        env, run_as_user=pb.Int64Value(value=1000),
+        capabilities=pb.Capability(add_ambient_capabilities=["NET_BIND_SERVICE"])))
+    s = init_status(env, amb)
+    assert int(s["CapAmb"], 16) == 1 << 10
+    assert int(s["CapEff"], 16) == 1 << 10
+
+
+def userns_works(env, cid):
+    """unshare -U needs no capability: only seccomp can refuse it."""
+    return sh(env, cid, "unshare -U true")[0] == 0
+
+
+def test_seccomp_runtime_default_and_unconfined(env):
+    pb = env.pb
+    if subprocess.run(["unshare", "-U", "true"]).returncode != 0:
+        pytest.skip("this host refuses unprivileged user namespaces")
+    pod = env.pod()
+    unconfined = sleeper(env, pod, "unconfined")
+    assert init_status(env, unconfined)["Seccomp"].strip() == "0"
+    assert userns_works(env, unconfined)
+    rd = sleeper(env, pod, "rd", linux=sc(env, seccomp=pb.SecurityProfile(
+        profile_type=pb.SecurityProfile.RuntimeDefault)))
+    assert init_status(env, rd)["Seccomp"].strip() == "2"
+    code, _, err = sh(env, rd, "unshare -U true")
+    assert code != 0 and "Operation not permitted" in err
+    assert sh(env, rd, "echo ok; ls / >/dev/null")[:2] == (0, "ok\n")
+    # privileged: unconfined whatever the profile
+    priv = sleeper(env, pod, "priv", linux=sc(env, privileged=True, seccomp=pb.SecurityProfile(
+        profile_type=pb.SecurityProfile.RuntimeDefault)))
+    assert init_status(env, priv)["Seccomp"].strip() == "0"
+
+
+def test_seccomp_localhost(env, tmp_path):
+    pb = env.pb
+    pod = env.pod()
+    profile = tmp_path / "no-mkdir.json"
+    profile.write_text(json.dumps({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                      "errnoRet": 13}]}))
+    cid = sleeper(env, pod, "lh", linux=sc(env, seccomp=pb.SecurityProfile(
+        profile_type=pb.SecurityProfile.Localhost, localhost_ref=str(profile))))
+    code, _, err = sh(env, cid, "mkdir /tmp/x")
+    assert code != 0 and "Permission denied" in err
+    assert sh(env, cid, "touch /tmp/y")[0] == 0
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "missing", linux=sc(env, seccomp=pb.SecurityProfile(
+            profile_type=pb.SecurityProfile.Localhost, localhost_ref=str(tmp_path / "nope"))))
+    assert str(tmp_path / "nope") in e.value.details()
+    profile.write_text("{not json")
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "broken", linux=sc(env, seccomp=pb.SecurityProfile(
+            profile_type=pb.SecurityProfile.Localhost, localhost_ref=str(profile))))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_no_new_privs_readonly_rootfs_masked_paths(env):
+    pod = env.pod()
+    cid = sleeper(env, pod, "locked", linux=sc(env, no_new_privs=True, readonly_rootfs=True))
+    assert init_status(env, cid)["NoNewPrivs"].strip() == "1"
+    code, _, err = sh(env, cid, "touch /x")
+    assert code != 0 and "Read-only file system" in err
+    assert sh(env, cid, "touch /tmp/x")[0] != 0  # /tmp is the image's, read-only too
+    assert sh(env, cid, "echo hi > /dev/shm/x")[0] == 0  # the pod's shm stays writable
+    # masked: a default masked file reads as empty; /proc/sys is read-only
+    masked = [p for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list") if os.path.exists(p)]
+    assert masked
+    assert sh(env, cid, f"wc -c < {masked[0]}")[1].strip() == "0"
+    assert sh(env, cid, "cat /proc/keys /proc/timer_list 2>/dev/null | wc -c")[1].strip() == "0"
+    code, _, err = sh(env, cid, "echo x > /proc/sys/kernel/domainname")
+    assert code != 0
+    # the config's lists replace the defaults
+    own = sleeper(env, pod, "own", linux=sc(env, masked_paths=["/proc/cmdline"],
+                                            readonly_paths=["/proc/bus"]))
+    assert sh(env, own, "wc -c < /proc/cmdline")[1].strip() == "0"
+
+
+def test_privileged(env):
+    pod = env.pod()
+    cid = sleeper(env, pod, "priv", linux=sc(env, privileged=True))
+    s = init_status(env, cid)
+    assert int(s["CapEff"], 16) == int(s["CapBnd"], 16)
+    assert int(s["CapEff"], 16) & (1 << 21)  # CAP_SYS_ADMIN
+    # the host's devices, writable sysfs
+    host_devs = {d for d in os.listdir("/dev") if os.path.exists("/dev/" + d) and
+                 (os.stat("/dev/" + d).st_mode & 0o170000) in (0o020000, 0o060000)}
+    seen = set(sh(env, cid, "ls /dev")[1].split())
+    assert host_devs - {"console", "ptmx", "tty"} <= seen
+    mounts = sh(env, cid, "cat /proc/mounts")[1]
+    sys_line = [l for l in mounts.splitlines() if l.split()[1] == "/sys"][0]
+    assert " rw," in sys_line
+    plain = sleeper(env, pod, "plain")
+    mounts = sh(env, plain, "cat /proc/mounts")[1]
+    assert " ro," in [l for l in mounts.splitlines() if l.split()[1] == "/sys"][0]
+    assert "kmsg" not in sh(env, plain, "ls /dev")[1].split()
+
+
+def test_bind_mounts(env, tmp_path):
+    pb = env.pb
+    pod = env.pod()
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "f").write_text("from the host\n")
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    missing = tmp_path / "made" / "by" / "kinglet"
+    cid = sleeper(env, pod, "m", mounts=[
+        pb.Mount(container_path="/ro", host_path=str(ro), readonly=True),
+        pb.Mount(container_path="/rw", host_path=str(rw)),
+        pb.Mount(container_path="/made", host_path=str(missing))])
+    assert sh(env, cid, "cat /ro/f")[1] == "from the host\n"
+    code, _, err = sh(env, cid, "touch /ro/g")
+    assert code != 0 and "Read-only file system" in err
+    assert sh(env, cid, "echo hi > /rw/g")[0] == 0
+    assert (rw / "g").read_text() == "hi\n"
+    assert missing.is_dir()
+
+
+def test_recursive_read_only(env, tmp_path):
+    pb = env.pb
+    st = env.rs.Status(pb.StatusRequest(), timeout=10)
+    if not st.runtime_handlers[0].features.recursive_read_only_mounts:
+        pytest.skip("the kernel lacks mount_setattr")
+    top = tmp_path / "top"
+    (top / "sub").mkdir(parents=True)
+    # a mount below the bind's source, in the daemon's mount namespace
+    env.d.run("mount", "-t", "tmpfs", "tmpfs", str(top / "sub"))
+    try:
+        pod = env.pod()
+        plain = sleeper(env, pod, "ro", mounts=[
+            pb.Mount(container_path="/top", host_path=str(top), readonly=True)])
+        rro = sleeper(env, pod, "rro", mounts=[
+            pb.Mount(container_path="/top", host_path=str(top), readonly=True,
+                     recursive_read_only=True)])
+        assert sh(env, plain, "touch /top/sub/x")[0] == 0  # plain ro leaves submounts writable
+        code, _, err = sh(env, rro, "touch /top/sub/y")
+        assert code != 0 and "Read-only file system" in err
+        with pytest.raises(grpc.RpcError) as e:
+            sleeper(env, pod, "bad", mounts=[pb.Mount(container_path="/top", host_path=str(top),
+                                                      recursive_read_only=True)])
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        for c in (plain, rro):
+            env.stop(c)
+            env.remove(c)
+    finally:
+        env.d.run("umount", "-l", str(top / "sub"), check=False)
+
+
+def test_devices(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = sleeper(env, pod, "dev", devices=[
+        pb.Device(container_path="/dev/mynull", host_path="/dev/null", permissions="rw")])
+    assert sh(env, cid, "echo x > /dev/mynull && echo ok")[1] == "ok\n"
+    assert sh(env, cid, "ls -l /dev/mynull")[1].startswith("c")
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "nodev", devices=[
+            pb.Device(container_path="/dev/x", host_path="/nonexistent/dev", permissions="rw")])
+    assert "/nonexistent/dev" in e.value.details()
+
+
+def test_working_dir_and_env(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = sleeper(env, pod, "wd", image="entrypoint", working_dir="/new/deep/dir",
+                  envs=[pb.KeyValue(key="OVERRIDE", value="config"),
+                        pb.KeyValue(key="EXTRA", value="a=b")])
+    assert sh(env, cid, "pwd")[1].strip() == "/new/deep/dir"
+    env_out = sh(env, cid, "env")[1].splitlines()
+    assert "OVERRIDE=config" in env_out and "OVERRIDE=image" not in env_out
+    assert "FROM_IMAGE=1" in env_out and "EXTRA=a=b" in env_out
+
+
+def test_pid_modes(env):
+    pb = env.pb
+    shared = env.pod("shared", pid=pb.POD)
+    a = sleeper(env, shared, "a")
+    b = env.run(shared, "b", ["/bin/sleep", "200000"])
+    # one PID namespace for the pod: b sees a's sleep
+    assert "100000" in sh(env, b, "ps -o args")[1]
+    own = env.pod("own")
+    c = sleeper(env, own, "c")
+    target = env.run(own, "t", ["/bin/sleep", "300000"], linux=sc(
+        env, namespace_options=pb.NamespaceOption(pid=pb.TARGET, target_id=c)))
+    assert "100000" in sh(env, target, "ps -o args")[1]
+    assert "300000" in sh(env, c, "ps -o args")[1]  # one namespace, both ways
+    with pytest.raises(grpc.RpcError) as e:
+        env.run(own, "t2", ["/bin/true"], linux=sc(
+            env, namespace_options=pb.NamespaceOption(pid=pb.TARGET, target_id="nope")))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        env.run(own, "t3", ["/bin/true"], linux=sc(
+            env, namespace_options=pb.NamespaceOption(pid=9)))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_image_volumes_unimplemented(env):
+    pb = env.pb
+    pod = env.pod()
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "iv", mounts=[pb.Mount(container_path="/iv", host_path="/",
+                                                 image=pb.ImageSpec(image="busybox"))])
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_what_the_host_cannot_give_is_reported(env):
+    pb = env.pb
+    pod = env.pod()
+    cid = sleeper(env, pod, "aa", linux=pb.LinuxContainerConfig(
+        security_context=pb.LinuxContainerSecurityContext(
+            apparmor=pb.SecurityProfile(profile_type=pb.SecurityProfile.RuntimeDefault)),
+        resources=pb.LinuxContainerResources(oom_score_adj=-999)))
+    st = env.status(cid).status
+    have_aa = os.path.exists("/sys/kernel/security/apparmor")
+    if not have_aa:
+        assert "AppArmor" in st.message
+    own = int(open(f"/proc/{env.d.proc.pid}/oom_score_adj").read())
+    seen = int(sh(env, cid, "cat /proc/1/oom_score_adj")[1])
+    caps = int([l for l in open(f"/proc/{env.d.proc.pid}/status")
+                if l.startswith("CapEff")][0].split()[1], 16)
+    if not caps & (1 << 24):  # no CAP_SYS_RESOURCE: clamped, with a warning
+        assert seen == own
+        assert "oom_score_adj -999 raised" in st.message
+        assert "oom_score_adj -999 raised" in env.d.logtext()
+    else:
+        assert seen == -999
