@@ -348,11 +348,29 @@ static int daemon_main(int argc, char **argv)
     return status;
 }
 
-static const char pod_init_usage[] =
-    "Usage: kinglet pod-init\n"
-    "\n"
-    "The PID 1 of a pod that shares its PID namespace: reaps orphans and waits for\n"
-    "a signal. The daemon starts it; it takes no options.\n";
+/* The daemon's internal commands: started by the daemon, never by hand, but
+ * they answer --help like the others. */
+static const struct {
+    const char *name, *usage;
+} internal_cmds[] = {
+    {"pod-init", "Usage: kinglet pod-init\n"
+                 "\n"
+                 "The PID 1 of a pod that shares its PID namespace: reaps orphans and waits\n"
+                 "for a signal. The daemon starts it; it takes no options.\n"},
+    {"image-pull", "Usage: kinglet image-pull\n"
+                   "\n"
+                   "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
+                   "its request on fd 3 and answers there. The daemon starts it; it takes\n"
+                   "no options.\n"},
+};
+
+static const char *internal_usage(const char *cmd)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(internal_cmds); i++)
+        if (strcmp(internal_cmds[i].name, cmd) == 0)
+            return internal_cmds[i].usage;
+    return NULL;
+}
 
 static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
@@ -365,8 +383,8 @@ static int help_main(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    if (strcmp(argv[1], "pod-init") == 0) {
-        fputs(pod_init_usage, stdout);
+    if (internal_usage(argv[1])) {
+        fputs(internal_usage(argv[1]), stdout);
         return 0;
     }
     if (argc > 3) {
@@ -388,9 +406,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "help") == 0)
         return help_main(argc - 1, argv + 1);
-    /* The pod init takes no arguments: -h must not make a pause process. */
-    if (argc > 2 && strcmp(argv[1], "pod-init") == 0 && is_help(argv[2])) {
-        fputs(pod_init_usage, stdout);
+    /* The internal commands take no arguments: -h must not start a pod
+     * init (a pause process) or a pull helper. */
+    if (argc > 2 && internal_usage(argv[1]) && is_help(argv[2])) {
+        fputs(internal_usage(argv[1]), stdout);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
