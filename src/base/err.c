@@ -6,7 +6,7 @@
 
 #include "base.h"
 
-static int set(struct err *err, int code, bool no_sys, const char *fmt, va_list ap)
+_printf_(4, 0) static int set(struct err *err, int code, bool no_sys, const char *fmt, va_list ap)
 {
     if (code < 0)
         code = -code;
