@@ -150,9 +150,9 @@ struct create_ctx {
     bool dir_made;
 };
 
-/* Waits until fd is readable, or cancel_fd (a signalfd) is: then -EINTR,
- * with the signal's text in err, so that `run` stops creating when told
- * to (SIGTERM, SIGINT) instead of waiting with those signals blocked. */
+/* Waits until fd is readable, or cancel_fd (a signalfd) says stop: then
+ * -EINTR (oci_cancel_read), so that `run` stops creating when told to
+ * (SIGTERM, SIGINT) instead of waiting with those signals blocked. */
 static int wait_or_cancel(int fd, int cancel_fd, struct err *err)
 {
     if (cancel_fd < 0)
@@ -166,13 +166,8 @@ static int wait_or_cancel(int fd, int cancel_fd, struct err *err)
             return err_set(err, errno, "poll");
         if (p[0].revents)
             return 0;
-        struct signalfd_siginfo si = {0};
-        if (read(cancel_fd, &si, sizeof(si)) != sizeof(si))
-            continue;
-        /* Only these end the wait; the others are for the container. */
-        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP ||
-            si.ssi_signo == SIGQUIT)
-            return err_set(err, EINTR, "interrupted by %s", strsignal((int)si.ssi_signo));
+        if ((r = oci_cancel_read(cancel_fd, err)) < 0)
+            return r;
     }
 }
 
@@ -420,11 +415,12 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
                     state_json_for_hooks(o->id, "creating", c->init, bundle, c->spec->annotations);
                 if (!st)
                     return err_set(err, ENOMEM, "hook state");
-                r = oci_hooks_run(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
-                                  "prestart", err);
+                r = oci_hooks_run_cancel(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
+                                         "prestart", c->cancel_fd, err);
                 if (r == 0)
-                    r = oci_hooks_run(h->list[OCI_HOOK_CREATE_RUNTIME],
-                                      h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime", err);
+                    r = oci_hooks_run_cancel(h->list[OCI_HOOK_CREATE_RUNTIME],
+                                             h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime",
+                                             c->cancel_fd, err);
                 if (r < 0) {
                     oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
                     return r;

@@ -292,6 +292,14 @@ int oci_fd_recv(int sock, bool nonblock, int *ret_fd);
 /* hooks.c */
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
                   struct err *err);
+/* The same, ended early (-EINTR, the hook killed) when cancel_fd, a
+ * signalfd, delivers a stop signal (oci_cancel_read); -1 for none. */
+int oci_hooks_run_cancel(const struct oci_hook *hooks, size_t n, const char *state_json,
+                         const char *what, int cancel_fd, struct err *err);
+/* Reads one signal from the signalfd cancel_fd: -EINTR with the signal
+ * named in err for SIGTERM, SIGINT, SIGHUP or SIGQUIT (stop waiting), 0
+ * for any other (dropped) or when nothing could be read. */
+int oci_cancel_read(int cancel_fd, struct err *err);
 
 /* init.c: the container's init, in the cloned child. */
 struct oci_init_args {

@@ -9,6 +9,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -273,6 +275,17 @@ const char *oci_status_name(enum oci_status s)
 {
     static const char *const names[] = {"creating", "created", "running", "paused", "stopped"};
     return names[s];
+}
+
+int oci_cancel_read(int cancel_fd, struct err *err)
+{
+    struct signalfd_siginfo si = {0};
+    if (read(cancel_fd, &si, sizeof(si)) != sizeof(si))
+        return 0;
+    int sig = (int)si.ssi_signo;
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
+        return err_set(err, EINTR, "interrupted by %s", strsignal(sig));
+    return 0;
 }
 
 /* ---- sync messages ------------------------------------------------------ */

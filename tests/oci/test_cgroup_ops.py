@@ -242,3 +242,36 @@ def test_update_rejects_bad_json(kinglet, make_bundle, cid, tmp_path):
     r = kinglet("update", "--resources", tmp_path / "res.json", cid)
     assert r.returncode != 0
     assert "resources" in r.stderr
+
+
+def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
+    # A prestart hook without a timeout that never ends: SIGTERM to run
+    # kills it, undoes the create and ends run promptly.
+    hook_pid = tmp_path / "hook.pid"
+    script = tmp_path / "hook.sh"
+    script.write_text(f"#!/bin/sh\necho $$ > {hook_pid}\nexec sleep 1000\n")
+    script.chmod(0o755)
+    b = make_bundle(["true"], edit=lambda c: c.__setitem__(
+        "hooks", {"prestart": [{"path": str(script)}]}))
+    p = run_in_background(kinglet, b, cid, tmp_path)
+    pid = None
+    try:
+        wait_for(lambda: hook_pid.exists() and hook_pid.read_text().strip(), "the hook")
+        pid = int(hook_pid.read_text())
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) != 0
+        out = (tmp_path / "run.out").read_text()
+        assert "interrupted" in out and "hooks.prestart[0]" in out, out
+        assert not (kinglet.root / cid).exists()
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+                 "the hook to be killed")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if pid and os.path.exists(f"/proc/{pid}"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
