@@ -275,3 +275,25 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.parametrize("n", [24, 1024])
+def test_many_device_rules(kinglet, make_bundle, cid, n):
+    # Each of these rules emits the most instructions (type, access, major,
+    # minor): 24 of them overflowed the device program's buffer, 1,024 (the
+    # most accepted) by 8 KB; the ASan build of the suite aborts on that.
+    # The program is built and loaded; the rules and the defaults decide.
+    rule = {"allow": True, "type": "c", "major": 1, "minor": 1, "access": "r"}
+
+    def edit(c):
+        c["linux"]["resources"] = {"devices": [dict(rule) for _ in range(n)]}
+    b = make_bundle(["sh", "-c", "echo ok > /dev/null && echo null-ok"], edit=edit)
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["null-ok"], r.stderr
+    assert "AddressSanitizer" not in r.stderr
+    # One more than the limit is refused, naming it.
+    def edit_over(c):
+        c["linux"]["resources"] = {"devices": [dict(rule) for _ in range(1025)]}
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit_over), cid)
+    assert r.returncode == 1 and "more than 1024 rules" in r.stderr, r.stderr
