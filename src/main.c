@@ -353,10 +353,6 @@ static int daemon_main(int argc, char **argv)
 static const struct {
     const char *name, *usage;
 } internal_cmds[] = {
-    {"pod-init", "Usage: kinglet pod-init\n"
-                 "\n"
-                 "The PID 1 of a pod that shares its PID namespace: reaps orphans and waits\n"
-                 "for a signal. The daemon starts it; it takes no options.\n"},
     {"image-pull", "Usage: kinglet image-pull\n"
                    "\n"
                    "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
@@ -395,7 +391,7 @@ static int help_main(int argc, char **argv)
     char *v[] = {argv[1], "help", argc > 2 ? argv[2] : NULL, NULL};
     int n = argc > 2 ? 3 : 2;
     if (strcmp(argv[1], "oci") == 0)
-        return oci_cli_main(n, v);
+        return oci_cli_main(n, v, v); /* help: never executes itself again */
     if (strcmp(argv[1], "image") == 0)
         return cri_image_cli(n, v);
     fprintf(stderr, "kinglet: unknown command `%s`; see `kinglet help`\n", argv[1]);
@@ -406,16 +402,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "help") == 0)
         return help_main(argc - 1, argv + 1);
-    /* The internal commands take no arguments: -h must not start a pod
-     * init (a pause process) or a pull helper. */
+    /* The internal commands take no arguments: -h must not start a pull
+     * helper. */
     if (argc > 2 && internal_usage(argv[1]) && is_help(argv[2])) {
         fputs(internal_usage(argv[1]), stdout);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
-        return oci_cli_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
-        return pod_init_main(argc - 1, argv + 1);
+        return oci_cli_main(argc - 1, argv + 1, argv);
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
         return image_helper_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)

@@ -203,6 +203,28 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
                 int errfd, int extra, pid_t *ret_pid);
 
+/* ---- programs nothing can write through /proc/PID/exe (exe.c) ----------- */
+
+/* A sealed memfd (no write, growth or shrinking, ever) holding len bytes
+ * of data, for execveat(fd, "", ..., AT_EMPTY_PATH); name is what
+ * /proc/PID/exe shows ("/memfd:NAME (deleted)"). Close-on-exec. The fd or
+ * -errno (memfd_create, write). */
+int memfd_sealed(const char *name, const void *data, size_t len);
+
+/* Whether the running binary is one that nothing can write: a sealed memfd,
+ * or the read-only overlay view exe_reexec_sealed makes. */
+bool exe_is_sealed(void);
+
+/* Makes sure the running binary cannot be written through /proc/PID/exe by
+ * anything this process or its children let into a container: if it is
+ * not sealed already, executes itself again with argv (and the same
+ * environment) from a private read-only overlayfs view of its file, or
+ * failing that from a sealed memfd copy. 0 when already sealed; never
+ * returns otherwise but with -errno: -ELOOP when even the memfd copy it
+ * was executed from does not look sealed, else the errno of what could
+ * not be made or executed. */
+int exe_reexec_sealed(char **argv);
+
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 
 struct lazy_lib {

@@ -698,7 +698,7 @@ static int cmd_features(void)
     return 0;
 }
 
-int oci_cli_main(int argc, char **argv)
+int oci_cli_main(int argc, char **argv, char **full_argv)
 {
     static const struct option lo[] = {
         {"root", required_argument, NULL, 'r'},
@@ -764,6 +764,17 @@ int oci_cli_main(int argc, char **argv)
      * argument (the others see it in their option loops). */
     if (cargc >= 2 && is_help(cargv[1]))
         return help(cmd);
+    /* Commands that put processes of ours into a container (the init, the
+     * exec relay: what execs the container's program) run from a binary
+     * that nothing there can write (base/exe.c). */
+    if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0 || strcmp(cmd, "exec") == 0) {
+        int r = exe_reexec_sealed(full_argv);
+        if (r < 0) {
+            log_error("oci %s: cannot run from a sealed view of the kinglet binary: %s", cmd,
+                      strerror(-r));
+            return 1;
+        }
+    }
     if (strcmp(cmd, "create") == 0)
         return cmd_create_run(&g, cargc, cargv, false);
     if (strcmp(cmd, "run") == 0)

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "oci/cgroup.h"
+#include "pod/init_proto.h"
 #include "pod/pod.h"
 
 #ifndef NSFS_MAGIC
@@ -65,23 +66,51 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 #define ORPHAN_CGROUP ".cgroup"
 #define ORPHAN_INIT   ".init"
 
-static _Noreturn void init_exec(void)
+/* The pod init's side of the fork: stdio on /dev/null, the report pipe as
+ * fd 3, nothing else; then the program (pod_init_exec). */
+static _Noreturn void init_exec(int report)
 {
     setsid();
+    /* dup2 clears close-on-exec; an fd already in place keeps it. */
+    if (report == POD_INIT_REPORT_FD ? fcntl(report, F_SETFD, 0) < 0
+                                     : dup2(report, POD_INIT_REPORT_FD) < 0 || close(report) < 0)
+        _exit(127);
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
         dup2(null, 0);
         dup2(null, 1);
         dup2(null, 2);
     }
-    syscall(SYS_close_range, 3U, ~0U, 0U);
+    syscall(SYS_close_range, POD_INIT_REPORT_FD + 1U, ~0U, 0U);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char *argv[] = {"kinglet", "pod-init", NULL};
-    char *envp[] = {NULL};
-    execve("/proc/self/exe", argv, envp);
+    int r = pod_init_exec();
+    struct pod_init_report rep = {.code = -r};
+    snprintf(rep.step, sizeof(rep.step), "execute the pod init");
+    (void)!write(POD_INIT_REPORT_FD, &rep, sizeof(rep));
     _exit(127);
+}
+
+/* What the pod init says once set up (or why it could not be). */
+static int init_wait_ready(int report, struct child_report *rep)
+{
+    struct pod_init_report r;
+    ssize_t n;
+    do
+        n = read(report, &r, sizeof(r));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(r) && r.code == 0)
+        return 0;
+    if (n != (ssize_t)sizeof(r)) {
+        errno = EIO;
+        snprintf(rep->msg, sizeof(rep->msg), "the pod init died while setting up");
+    } else {
+        errno = r.code;
+        r.step[sizeof(r.step) - 1] = '\0';
+        snprintf(rep->msg, sizeof(rep->msg), "pod init: %s", r.step);
+    }
+    return -1;
 }
 
 /* Closes every fd from 3 up except the two given: a forked child must not
@@ -129,11 +158,20 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
     }
     if (flags & CLONE_NEWPID) {
         step = "fork the pod init";
-        pid_t pid = fork();
+        int rp[2];
+        if (pipe2(rp, O_CLOEXEC) < 0)
+            goto fail;
+        /* A bare clone, not fork(): the daemon's atfork handlers (libuv's
+         * reopens its signal lock pipe) would close fds that are ours by
+         * now, the report pipe among them. */
+        pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
         if (pid < 0)
             goto fail;
-        if (pid == 0)
-            init_exec();
+        if (pid == 0) {
+            close(rp[0]);
+            init_exec(rp[1]);
+        }
+        close(rp[1]);
         rep.init_pid = pid;
         /* Into the pod cgroup at once: from here on, killing the cgroup
          * kills the init, whatever becomes of the daemon. */
@@ -145,6 +183,14 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
             goto fail;
         if (cfd >= 0)
             close(cfd);
+        /* Set up (own mount namespace, no privilege, seccomp) and in its
+         * cgroup before anything can join the PID namespace. */
+        int ready = init_wait_ready(rp[0], &rep);
+        close(rp[0]);
+        if (ready < 0) {
+            step = NULL;
+            goto fail;
+        }
         /* Recorded here, not by the caller: this child finishes its work
          * even if the daemon dies meanwhile, and the next start must be
          * able to find the init (pod_sandbox_remove_orphan). */

@@ -1,7 +1,8 @@
-/* src/base: the error object, size parsing, du_path and rm_rf_at. */
+/* src/base: the error object, size parsing, du_path, rm_rf_at and sealed memfds. */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -229,6 +230,38 @@ static void errors_show_the_system_text_once(void **state)
     assert_int_equal(err_set(NULL, EPERM, "nothing"), -EPERM);
 }
 
+/* What memfd_sealed hands out holds the data and refuses every change. */
+static void memfd_sealed_cannot_change(void **state)
+{
+    (void)state;
+    static const char data[] = "#!/bin/false\nsome program";
+    int fd = memfd_sealed("kinglet-test", data, sizeof(data));
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    int want = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    assert_int_equal(fcntl(fd, F_GET_SEALS) & want, want);
+    char buf[sizeof(data)];
+    assert_int_equal(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(data));
+    assert_memory_equal(buf, data, sizeof(data));
+    assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(ftruncate(fd, 1), -1);
+    assert_int_equal(ftruncate(fd, 4096), -1);
+    /* Reopened for writing through /proc, as an attacker would. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    int w = open(path, O_WRONLY | O_CLOEXEC);
+    if (w >= 0) {
+        assert_int_equal(write(w, "x", 1), -1);
+        assert_int_equal(errno, EPERM);
+        close(w);
+    }
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, 0), -1); /* F_SEAL_SEAL */
+    close(fd);
+    /* The test program runs from a file of the build: not sealed. */
+    assert_false(exe_is_sealed());
+}
+
 static char *escaped(const char *s, bool json)
 {
     static char out[512];
@@ -327,5 +360,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(du_counts_like_du),
     cmocka_unit_test(du_stays_on_one_filesystem),
     cmocka_unit_test(rm_rf_stays_in_the_tree),
+    cmocka_unit_test(memfd_sealed_cannot_change),
 };
 UNIT_MAIN(tests)
