@@ -647,14 +647,16 @@ static int sandbox_seccomp(struct err *err)
                              SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    /* sockets: unix, IPv4, IPv6, and rtnetlink (getaddrinfo) only */
+    /* sockets: unix, IPv4, IPv6, and rtnetlink (getaddrinfo) only (datum_b
+     * spelled out: clang's -Wmissing-field-initializers, in the fuzz build) */
     for (int f = 0; f < AF_MAX && r == 0; f++)
         if (f != AF_UNIX && f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
             r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f));
+                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
-                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                             SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
     if (r == 0)
         r = seccomp_load(ctx);
     seccomp_release(ctx);
