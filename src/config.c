@@ -15,7 +15,9 @@ void config_defaults(struct config *cfg)
     cfg->log_level = strdup("info");
     cfg->log_format = strdup("text");
     cfg->shutdown_timeout_s = 10;
-    cfg->image_min_free = IMAGE_MIN_FREE_DEFAULT;
+    cfg->image_min_free = IMAGE_LIMITS_DEFAULT.min_free;
+    cfg->image_min_free_pct = IMAGE_LIMITS_DEFAULT.min_free_pct;
+    cfg->max_layer_ratio = IMAGE_LIMITS_DEFAULT.max_layer_ratio;
 }
 
 static int set_str(char **field, const char *value)
@@ -153,6 +155,15 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
                            value);
         return 0;
     }
+    if (strcmp(key, "max-layer-ratio") == 0) {
+        char *end;
+        unsigned long v = strtoul(value, &end, 10);
+        if (!value[0] || *end || value[0] == '-' || v > 1000000)
+            return err_set(err, EINVAL, "max-layer-ratio: `%s` is not 0..1000000 (0 = no limit)",
+                           value);
+        cfg->max_layer_ratio = (unsigned)v;
+        return 0;
+    }
     if (strcmp(key, "image-min-free") == 0) {
         if (parse_size_or_percent(value, &cfg->image_min_free, &cfg->image_min_free_pct) < 0)
             return err_set(err, EINVAL,
@@ -172,6 +183,12 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
             strcmp(value, ".") == 0 || strcmp(value, "..") == 0)
             return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
         return set_str(&cfg->bridge, value);
+    }
+    if (strcmp(key, "stream-address") == 0) {
+        const char *colon = strrchr(value, ':');
+        if (!colon || colon == value || !colon[1])
+            return err_set(err, EINVAL, "stream-address: `%s` is not HOST:PORT", value);
+        return set_str(&cfg->stream_address, value);
     }
     if (strcmp(key, "mtu") == 0) {
         char *end;
@@ -300,6 +317,7 @@ void config_free(struct config *cfg)
     free(cfg->registry_certs_dir);
     free(cfg->pod_cidr);
     free(cfg->bridge);
+    free(cfg->stream_address);
     for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
         free(cfg->runtime_handlers[i]);
     free(cfg->runtime_handlers);

@@ -51,15 +51,21 @@ static const char usage_text[] =
     "      --pull-concurrency N    layers downloaded at once per pull (default 3)\n"
     "      --max-layer-size SIZE   refuse layers that unpack to more than SIZE\n"
     "                              (e.g. 64G; default 0 = no limit)\n"
+    "      --max-layer-ratio N     refuse layers whose tar grows past N times their\n"
+    "                              compressed size, at least 64M (default 100;\n"
+    "                              0 = no limit)\n"
     "      --image-min-free SIZE|N%  free space a pull never goes below on the image\n"
-    "                              filesystem (default 128M; 0 = none); free inodes\n"
-    "                              are kept at N% too (5% for a SIZE)\n"
+    "                              filesystem (default 15%, kubelet's imagefs.available\n"
+    "                              eviction threshold; 0 = none); free inodes are kept\n"
+    "                              at N% too (5% for a SIZE)\n"
     "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
     "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
     "      --mtu N                 pod interface MTU (default: the MTU of the\n"
     "                              interface holding the default route)\n"
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
+    "      --stream-address HOST:PORT  the streaming server of exec, attach and\n"
+    "                              port-forward (default 127.0.0.1:0, a free port)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
     "  -h, --help                  show this help\n"
@@ -121,11 +127,13 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"pull-concurrency", required_argument, NULL, 'P'},
         {"max-layer-size", required_argument, NULL, 'L'},
         {"image-min-free", required_argument, NULL, 'F'},
+        {"max-layer-ratio", required_argument, NULL, 'R'},
         {"pod-cidr", required_argument, NULL, 'D'},
         {"bridge", required_argument, NULL, 'B'},
         {"mtu", required_argument, NULL, 'U'},
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
+        {"stream-address", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -195,6 +203,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'F':
             key = "image-min-free";
             break;
+        case 'R':
+            key = "max-layer-ratio";
+            break;
         case 'D':
             key = "pod-cidr";
             break;
@@ -209,6 +220,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             break;
         case 'H':
             key = "runtime-handler";
+            break;
+        case 'A':
+            key = "stream-address";
             break;
         case 'c':
             continue;
@@ -243,7 +257,8 @@ static int daemon_start(struct daemon *d, struct err *err)
         .pull_concurrency = d->cfg.pull_concurrency,
         .limits = {.max_layer_size = d->cfg.max_layer_size,
                    .min_free = d->cfg.image_min_free,
-                   .min_free_pct = d->cfg.image_min_free_pct},
+                   .min_free_pct = d->cfg.image_min_free_pct,
+                   .max_layer_ratio = d->cfg.max_layer_ratio},
         .mirrors = (const char *const *)d->cfg.registry_mirrors,
         .n_mirrors = d->cfg.n_registry_mirrors,
         .insecure = (const char *const *)d->cfg.insecure_registries,
@@ -261,6 +276,7 @@ static int daemon_start(struct daemon *d, struct err *err)
         .bridge = d->cfg.bridge,
         .mtu = d->cfg.mtu,
         .network_disabled = d->cfg.network_disabled,
+        .stream_address = d->cfg.stream_address,
         .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
         .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };

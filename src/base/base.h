@@ -147,6 +147,11 @@ bool atomic_tmp_stale(const char *name);
  * missing dir is fine). Blocking. 0 or the first -errno. */
 int remove_stale_tmp_files(const char *dir, size_t *ret_removed);
 
+/* Base64 with padding: a malloc'd string (NULL: no memory); decoding
+ * refuses anything but canonical input (-EINVAL), -ENOMEM. */
+char *b64_encode(const uint8_t *in, size_t len);
+int b64_decode(const char *in, uint8_t **ret, size_t *ret_len);
+
 /* write(2) until everything is written (EINTR retried); -errno. */
 int write_all(int fd, const void *data, size_t len);
 
@@ -199,9 +204,10 @@ int buf_append_json_string(struct buf *b, const char *s);
 int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out, int errfd,
                int *ret_status);
 /* The same without the wait: the child's pid, for the caller to reap.
- * extra (-1: none) becomes the child's fd 3. */
+ * extra[i] becomes the child's fd 3 + i (each must be above 2 + n_extra,
+ * or already at its place). */
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
-                int errfd, int extra, pid_t *ret_pid);
+                int errfd, const int *extra, size_t n_extra, pid_t *ret_pid);
 
 /* ---- programs nothing can write through /proc/PID/exe (exe.c) ----------- */
 

@@ -62,7 +62,8 @@ struct cri {
      * (service.c) */
     bool recovered;
     struct cri_call *pending, *pending_tail;
-    struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
+    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
+    struct stream_server *streams; /* streaming.c: exec, attach, port-forward */
 };
 
 /* The pod's cgroup parent (kubelet's pod cgroup), below the cgroup2 mount

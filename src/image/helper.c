@@ -388,7 +388,7 @@ void job_helper_run(struct job *job)
     }
     p.fd = sv[0];
     char *argv[] = {"kinglet", "image-pull", NULL};
-    int r = spawn_start("/proc/self/exe", argv, environ, -1, -1, STDERR_FILENO, sv[1], &p.pid);
+    int r = spawn_start("/proc/self/exe", argv, environ, -1, -1, STDERR_FILENO, &sv[1], 1, &p.pid);
     close(sv[1]);
     if (r < 0) {
         close(p.fd);

@@ -90,7 +90,8 @@ static const struct cmd_help helps[] = {
      "  -e, --env NAME=VALUE     set a variable (repeatable)\n"
      "  --cwd DIR                working directory\n"
      "  --pid-file FILE, --pid-fd FD   report its pid\n"
-     "  --console-socket SOCK, --preserve-fds N   as for create\n"},
+     "  --console-socket SOCK, --preserve-fds N   as for create\n"
+     "  --console-fd FD          as --console-socket, on a connected socket fd\n"},
     {"ps", "list the container's processes",
      "ps [--format table|json] ID [PS OPTIONS]\n"
      "  --format json            the pids as a JSON array\n"},
@@ -528,14 +529,21 @@ static int cmd_update(const struct gopts *g, int argc, char **argv)
 static int cmd_exec(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"process", required_argument, NULL, 'p'}, {"tty", no_argument, NULL, 't'},
-        {"detach", no_argument, NULL, 'd'},        {"pid-file", required_argument, NULL, 'P'},
-        {"pid-fd", required_argument, NULL, 'F'},  {"console-socket", required_argument, NULL, 'c'},
-        {"cwd", required_argument, NULL, 'w'},     {"env", required_argument, NULL, 'e'},
-        {"user", required_argument, NULL, 'u'},    {"preserve-fds", required_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"process", required_argument, NULL, 'p'},
+        {"tty", no_argument, NULL, 't'},
+        {"detach", no_argument, NULL, 'd'},
+        {"pid-file", required_argument, NULL, 'P'},
+        {"pid-fd", required_argument, NULL, 'F'},
+        {"console-socket", required_argument, NULL, 'c'},
+        {"console-fd", required_argument, NULL, 'C'},
+        {"cwd", required_argument, NULL, 'w'},
+        {"env", required_argument, NULL, 'e'},
+        {"user", required_argument, NULL, 'u'},
+        {"preserve-fds", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
-    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1};
+    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1, .console_fd = -1};
     const char *process_file = NULL;
     char *envs[65] = {NULL};
     size_t n_env = 0;
@@ -566,6 +574,15 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         case 'c':
             o.console_socket = optarg;
             break;
+        case 'C': {
+            /* a connected unix socket, as --console-socket would give */
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 3 || n > 65535 || fcntl((int)n, F_GETFD) < 0)
+                return usage_error("exec", "--console-fd: expected an open fd above 2");
+            o.console_fd = (int)n;
+            break;
+        }
         case 'w':
             o.cwd = optarg;
             break;

@@ -104,7 +104,8 @@ struct oci_exec_opts {
     bool tty;
     bool detach;
     const char *pid_file;
-    int pid_fd; /* the process's pid, as text, is written here and the fd closed; -1 */
+    int pid_fd;     /* the process's pid, as text, is written here and the fd closed; -1 */
+    int console_fd; /* a connected socket to send the terminal's master over; -1 */
     const char *console_socket;
     const char *cwd;  /* overrides, may be NULL */
     char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */

@@ -29,7 +29,7 @@ IMPLEMENTED = {"Version", "Status", "RuntimeConfig", "UpdateRuntimeConfig",
                "ReopenContainerLog", "ExecSync", "UpdateContainerResources",
                "UpdatePodSandboxResources", "ContainerStats", "ListContainerStats",
                "PodSandboxStats", "ListPodSandboxStats", "ListMetricDescriptors",
-               "ListPodSandboxMetrics"}
+               "ListPodSandboxMetrics", "Exec", "Attach", "PortForward"}
 
 
 def runtime(cri, d, **opts):

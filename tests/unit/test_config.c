@@ -13,7 +13,9 @@ static void defaults(void **state)
     assert_null(c.listen_tcp);
     assert_int_equal(c.shutdown_timeout_s, 10);
     assert_true(c.max_layer_size == 0);
-    assert_true(c.image_min_free == 128u << 20 && !c.image_min_free_pct);
+    /* kubelet's imagefs.available eviction threshold, and bombs stopped */
+    assert_true(c.image_min_free == 15 && c.image_min_free_pct);
+    assert_int_equal(c.max_layer_ratio, 100);
     config_free(&c);
 }
 
@@ -31,7 +33,8 @@ static void parse_file(void **state)
                        "listen-tcp = \"[::1]:9000\"\n"
                        "shutdown-timeout = 3\n"
                        "max-layer-size = 64G\n"
-                       "image-min-free = 10%\n";
+                       "image-min-free = 10%\n"
+                       "max-layer-ratio = 0\n";
     assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
     assert_string_equal(c.socket_path, "/tmp/a b.sock");
     assert_string_equal(c.root_dir, "/srv/kinglet");
@@ -41,6 +44,7 @@ static void parse_file(void **state)
     assert_int_equal(c.shutdown_timeout_s, 3);
     assert_true(c.max_layer_size == 64ULL << 30);
     assert_true(c.image_min_free == 10 && c.image_min_free_pct);
+    assert_int_equal(c.max_layer_ratio, 0);
     assert_int_equal(config_set(&c, "image-min-free", "256M", &err), 0);
     assert_true(c.image_min_free == 256u << 20 && !c.image_min_free_pct);
     config_free(&c);
@@ -64,6 +68,7 @@ static void errors_name_the_line(void **state)
         {" = /a\n", "f.conf:1: expected"},
         {"max-layer-size = lots\n", "f.conf:1: max-layer-size: `lots` is not a size"},
         {"image-min-free = 100%\n", "f.conf:1: image-min-free"},
+        {"max-layer-ratio = -1\n", "f.conf:1: max-layer-ratio: `-1` is not 0..1000000"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct config c;
