@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -68,6 +70,22 @@ static const char usage_text[] =
     "                              port-forward (default 127.0.0.1:0, a free port)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
+    "gRPC endpoint limits (timeouts in seconds, 0 = never):\n"
+    "      --grpc-max-connections N  connections at once (default 1024); when full, a\n"
+    "                              new one replaces the connection idle the longest\n"
+    "      --grpc-idle-timeout SEC  close a connection without calls (default 300)\n"
+    "      --grpc-keepalive-time SEC  ping a client silent this long (default 120)\n"
+    "      --grpc-keepalive-timeout SEC  close it if the ping is not answered (default 20)\n"
+    "      --grpc-request-timeout SEC  a started request must be complete within SEC\n"
+    "                              (default 60)\n"
+    "      --grpc-stall-timeout SEC  close a connection whose client takes none of its\n"
+    "                              queued responses for SEC (default 60)\n"
+    "      --grpc-request-memory SIZE  request bytes buffered, all connections together\n"
+    "                              (default 128M; at most 64M per connection)\n"
+    "      --grpc-response-memory SIZE  responses queued for clients, all connections\n"
+    "                              together (default 256M)\n"
+    "      --grpc-connection-response-memory SIZE  responses queued per connection\n"
+    "                              before its new calls wait (default 32M)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -134,6 +152,16 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
         {"stream-address", required_argument, NULL, 'A'},
+        /* long-only options (>= 256): the setting is the option's name */
+        {"grpc-max-connections", required_argument, NULL, 256},
+        {"grpc-idle-timeout", required_argument, NULL, 256},
+        {"grpc-keepalive-time", required_argument, NULL, 256},
+        {"grpc-keepalive-timeout", required_argument, NULL, 256},
+        {"grpc-request-timeout", required_argument, NULL, 256},
+        {"grpc-stall-timeout", required_argument, NULL, 256},
+        {"grpc-request-memory", required_argument, NULL, 256},
+        {"grpc-response-memory", required_argument, NULL, 256},
+        {"grpc-connection-response-memory", required_argument, NULL, 256},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -157,10 +185,13 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             return r;
     }
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, NULL)) != -1) {
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, &idx)) != -1) {
         const char *key = NULL;
         switch (c) {
+        case 256:
+            key = opts[idx].name;
+            break;
         case 's':
             key = "socket";
             break;
@@ -283,7 +314,7 @@ static int daemon_start(struct daemon *d, struct err *err)
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)
         return r;
-    r = grpc_server_new(&d->loop, NULL, &d->srv);
+    r = grpc_server_new(&d->loop, &d->cfg.grpc, &d->srv);
     if (r < 0)
         return err_set(err, -r, "create the gRPC server");
     r = cri_register(d->cri, d->srv, err);
@@ -321,6 +352,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static int daemon_main(int argc, char **argv)
 {
+    /* Whatever the parent left open (a shell's pipe, a supervisor's
+     * sockets) is no business of the daemon's, and would leak into every
+     * child and container it starts. kinglet does not take sockets by
+     * systemd activation, so nothing above stderr is kept. */
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
     struct daemon d = {0};
     struct err err = {0};
     config_defaults(&d.cfg);
@@ -348,6 +386,11 @@ static int daemon_main(int argc, char **argv)
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
     mallopt(M_ARENA_MAX, 1);
+    /* Buffers a client makes us hold (requests, responses of megabytes)
+     * are mapped and unmapped on their own: glibc's default raises this
+     * threshold after the first large free, and a burst of large responses
+     * then stays in the heap, resident after the client is gone. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
     uv_loop_init(&d.loop);
     int status = 0;

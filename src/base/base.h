@@ -195,6 +195,11 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
+/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
+ * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
+ * cannot be read. */
+int fds_set_cloexec(int from);
+
 /* Runs path with argv (envp NULL: an empty environment) and waits for it
  * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
  * /dev/null; every other fd of ours stays out of it only if it is
