@@ -591,7 +591,7 @@ static void exec_done(uv_work_t *w, int status)
         s->r = err_set(&s->err, ECANCELED, "cancelled");
     if (s->r < 0) {
         char why[600];
-        snprintf(why, sizeof(why), "exec: %s", s->err.msg);
+        snprintf(why, sizeof(why), "exec: %s", err_str(&s->err));
         finish(s, 0, why);
         unref(s);
         return;
@@ -670,7 +670,7 @@ static void attach_done(uv_work_t *w, int status)
         s->r = err_set(&s->err, ECANCELED, "cancelled");
     if (s->r < 0) {
         char why[600];
-        snprintf(why, sizeof(why), "attach: %s", s->err.msg);
+        snprintf(why, sizeof(why), "attach: %s", err_str(&s->err));
         finish(s, 0, why);
     } else {
         open_pipe(s, &s->mon, s->fd_mon, true);
