@@ -6,7 +6,7 @@ Test modules import the fixtures from here (there is no conftest.py in
 tests/vm: a second module named `conftest` would shadow the one that other
 test directories import from). Tests that need cgroup v2 controllers carry
 `needs_controllers`; tests/vm/run-cgroup-tests runs them directly where the
-host has the controllers and inside ../shared/vm/run otherwise."""
+host has the controllers and inside a VM (tests/vm/run-in-vm) otherwise."""
 import json
 import os
 import pathlib

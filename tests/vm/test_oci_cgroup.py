@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from cghelpers import SRCDIR, cgroup2_mount, needs_controllers, needs_root
+from cghelpers import SRCDIR, cgroup2_mount, needs_controllers, needs_root, wait_for
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "cat", "dd", "mknod", "sleep", "grep", "echo", "true", "head"]
@@ -83,8 +83,13 @@ def config(rootfs, args, resources, cgroups_path):
 @pytest.fixture
 def run(kinglet_oci, rootfs, tmp_path):
     made = []
+    state_root = str(tmp_path / "state")
 
-    def go(args, resources, timeout=180, devices=None):
+    def oci(*args, **kw):
+        return subprocess.run([kinglet_oci, "oci", "--root", state_root, *args], capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, **kw)
+
+    def go(args, resources, timeout=180, devices=None, detach=False):
         cid = "cg-" + uuid.uuid4().hex[:10]
         bundle = tmp_path / cid
         bundle.mkdir()
@@ -94,14 +99,31 @@ def run(kinglet_oci, rootfs, tmp_path):
             cfg["linux"]["devices"] = devices
         (bundle / "config.json").write_text(json.dumps(cfg))
         made.append(cid)
-        return subprocess.run([kinglet_oci, "oci", "--root", str(tmp_path / "state"), "run",
-                               "--bundle", str(bundle), cid],
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if detach:  # the container keeps the run's stdout and stderr: not pipes
+            with open(bundle / "out", "w") as out:
+                p = subprocess.run([kinglet_oci, "oci", "--root", state_root, "run", "--detach",
+                                    "--bundle", str(bundle), cid], stdout=out, stderr=out,
+                                   stdin=subprocess.DEVNULL, timeout=timeout)
+            assert p.returncode == 0, (bundle / "out").read_text()
+            return cid
+        return oci("run", "--bundle", str(bundle), cid, timeout=timeout)
 
+    def stopped(cid, timeout=180):
+        """The state of a detached container once it has stopped, and its
+        monitor's exit record."""
+        def st():
+            p = oci("state", cid, timeout=60)
+            assert p.returncode == 0, p.stderr
+            s = json.loads(p.stdout)
+            return s if s["status"] == "stopped" else None
+        s = wait_for(st, f"container {cid} to stop", timeout)
+        rec = json.loads((tmp_path / "state" / cid / "exit.json").read_text())
+        return s, rec
+
+    go.oci, go.stopped = oci, stopped
     yield go
     for cid in made:
-        subprocess.run([kinglet_oci, "oci", "--root", str(tmp_path / "state"), "delete", "--force", cid],
-                       capture_output=True, timeout=60)
+        oci("delete", "--force", cid, timeout=60)
     parent = pathlib.Path((cgroup2_mount() or "/nonexistent") + "/kinglet-oci-test")
     if parent.is_dir() and not any(p.is_dir() for p in parent.iterdir()):
         parent.rmdir()
@@ -129,9 +151,27 @@ def test_limits_seen_inside_container(run):
 
 @needs_controllers
 def test_oom_kill_inside_container(run):
-    p = run(["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"],
-            {"memory": {"limit": 32 << 20, "swap": 32 << 20}})
+    mem = {"memory": {"limit": 32 << 20, "swap": 32 << 20}}
+    p = run(["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], mem)
     assert p.returncode == 137, (p.returncode, p.stderr)  # SIGKILL by the OOM killer
+    # Any SIGKILL gives 137: the monitor's record says it was the OOM killer.
+    cid = run(["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"], mem, detach=True)
+    st, rec = run.stopped(cid)
+    assert st["exitCode"] == 137 and st.get("exitSignal") == 9, st
+    assert st.get("oomKilled") is True, st
+    assert rec["oomKilled"] is True and rec["signal"] == 9, rec
+
+
+@needs_controllers
+def test_sigkill_is_not_an_oom_kill(run):
+    # The same limit, a process well within it, killed from outside.
+    cid = run(["sleep", "600"], {"memory": {"limit": 32 << 20, "swap": 32 << 20}}, detach=True)
+    p = run.oci("kill", cid, "KILL", timeout=60)
+    assert p.returncode == 0, p.stderr
+    st, rec = run.stopped(cid)
+    assert st["exitCode"] == 137 and st.get("exitSignal") == 9, st
+    assert "oomKilled" not in st, st
+    assert rec["oomKilled"] is False, rec
 
 
 @needs_controllers
