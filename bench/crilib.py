@@ -123,7 +123,7 @@ def run_isolated(name, script, args, cgroups, sets=("test", "bench"), kinglet=No
             if got and got[-1] != signal.SIGINT:
                 p.send_signal(signal.SIGTERM)
             try:
-                rc = p.wait(60)
+                rc = p.wait(120)
             except (subprocess.TimeoutExpired, KeyboardInterrupt):
                 pass
             rc = 130
@@ -209,12 +209,14 @@ def wait_socket(path, proc, log, timeout=60):
     raise RuntimeError(f"no socket {path}")
 
 
-def start_containerd(d, sandbox_image, subnet="10.98.0.0/16"):
+def start_containerd(d, sandbox_image, subnet="10.98.0.0/16", state=None):
     """containerd 1.6 + CRI plugin + runc (io.containerd.runc.v2), overlayfs,
-    Debian's CNI plugins (bridge cni0 + host-local + portmap), its root,
-    state and sockets under d; the registry of `sandbox_image` over plain
+    Debian's CNI plugins (bridge cni0 + host-local + portmap), its root and
+    sockets under d, its state in `state` (default d/state; in production
+    it is on /run, a tmpfs); the registry of `sandbox_image` over plain
     HTTP. Returns (proc, socket path, log path)."""
     d = pathlib.Path(d)
+    state = state or d / "state"
     (d / "cni").mkdir(parents=True)
     (d / "cni" / "10-bench.conflist").write_text(json.dumps({
         "cniVersion": "1.0.0", "name": "bench",
@@ -229,7 +231,7 @@ def start_containerd(d, sandbox_image, subnet="10.98.0.0/16"):
     host = sandbox_image.split("/")[0]
     (d / "config.toml").write_text(f'''version = 2
 root = "{d}/root"
-state = "{d}/state"
+state = "{state}"
 # would create /opt/containerd on the host; nothing here installs into it
 disabled_plugins = ["io.containerd.internal.v1.opt"]
 [grpc]
@@ -255,21 +257,25 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
     log = d / "containerd.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],
-                                stdout=f, stderr=subprocess.STDOUT)
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     wait_socket(str(d / "containerd.sock"), proc, log)
     return proc, str(d / "containerd.sock"), log
 
 
-def start_kinglet(binary, d, *extra):
-    """kinglet's daemon with its root, state and socket under d."""
+def start_kinglet(binary, d, *extra, state=None):
+    """kinglet's daemon with its root, state and socket under d. Both
+    daemons run in a session of their own, so that a Ctrl-C reaches the
+    benchmark only, which removes its pods and then stops them. Its state
+    goes to `state` (default d/state; in production it is on /run)."""
     d = pathlib.Path(d)
+    state = state or d / "state"
     d.mkdir(parents=True)
     log = d / "kinglet.log"
     sock = d / "kinglet.sock"
     with open(log, "wb") as f:
         proc = subprocess.Popen([binary, "daemon", "--socket", str(sock), "--root", str(d / "root"),
-                                 "--state", str(d / "state"), "--log-level", "error", *extra],
-                                stdout=f, stderr=subprocess.STDOUT)
+                                 "--state", str(state), "--log-level", "error", *extra],
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     wait_socket(str(sock), proc, log)
     return proc, str(sock), log
 
