@@ -346,6 +346,8 @@ int main(int argc, char **argv)
         return oci_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
         return pod_init_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
+        return image_helper_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)

@@ -82,6 +82,7 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *s, enum log_level *ret);
 /* "text" (default) or "json" lines; an optional FILE replaces stderr. */
 void log_set_json(bool json);
+bool log_get_json(void);
 void log_set_file(FILE *f);
 void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
 

@@ -12,6 +12,7 @@ static const char *const level_names[] = {"error", "warning", "info", "debug"};
 void log_set_level(enum log_level level) { current_level = level; }
 enum log_level log_get_level(void) { return current_level; }
 void log_set_json(bool json) { json_lines = json; }
+bool log_get_json(void) { return json_lines; }
 void log_set_file(FILE *f) { log_file = f; }
 
 int log_level_parse(const char *s, enum log_level *ret)

@@ -173,7 +173,7 @@ struct status_work {
 static void status_work(uv_work_t *req)
 {
     struct status_work *w = req->data;
-    if (net_status(&w->net, &w->ready, w->reason, sizeof(w->reason)) < 0) {
+    if (net_status_deferred(&w->net, &w->ready, w->reason, sizeof(w->reason)) < 0) {
         w->ready = false;
         snprintf(w->reason, sizeof(w->reason), "cannot check the pod network");
     }
@@ -251,11 +251,16 @@ static void start_work(uv_work_t *req)
     struct start_work *w = req->data;
     struct err err = {0};
     if (w->network) {
-        if (net_node_setup(&w->net, &err) < 0)
-            log_warn("pod network: %s", err.msg);
+        /* The nftables table (and libnftables with it) only when a pod needs
+         * it: running pods keep their masquerade and host ports, leftovers
+         * lose theirs; a daemon without pods leaves it to the first one. */
         char **ids = NULL;
         size_t n = 0;
-        if (net_pod_ids(&w->net, &ids, &n, &err) == 0) {
+        bool listed = net_pod_ids(&w->net, &ids, &n, &err) == 0;
+        if ((w->nkeep || (listed && n) ? net_node_setup(&w->net, &err)
+                                       : net_node_prepare(&w->net, &err)) < 0)
+            log_warn("pod network: %s", err.msg);
+        if (listed) {
             for (size_t i = 0; i < n; i++) {
                 if (kept(w, ids[i]))
                     continue;
@@ -287,7 +292,7 @@ static void start_work(uv_work_t *req)
     if (d)
         closedir(d);
     if (w->network)
-        net_status(&w->net, &w->ready, w->reason, sizeof(w->reason));
+        net_status_deferred(&w->net, &w->ready, w->reason, sizeof(w->reason));
 }
 
 static void start_done(uv_work_t *req, int status)
@@ -335,7 +340,8 @@ void cri_sandboxes_start(struct cri *cri)
         w->net = s->net;
     }
     for (struct sandbox *sb = s->head; sb; sb = sb->next)
-        if (sb->rec.state == STORE_POD_READY && (w->keep[w->nkeep] = strdup(sb->rec.id)))
+        if (sb->rec.state == STORE_POD_READY && !sb->host_network &&
+            (w->keep[w->nkeep] = strdup(sb->rec.id)))
             w->nkeep++;
     w->req.data = w;
     s->net_checking = w->network;

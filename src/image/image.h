@@ -199,6 +199,10 @@ char *image_snapshot_path(struct image_service *svc, const char *chain_id);
  * for an invalid digest. Read it off the loop. */
 char *image_blob_path(struct image_service *svc, const char *digest);
 
+/* `kinglet image-pull`: the helper process a pull or an import runs in
+ * (helper.c); internal, started by the image service only. */
+int image_helper_main(int argc, char **argv);
+
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);
 /* True for the global options of `kinglet image` that take a value

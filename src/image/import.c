@@ -266,7 +266,7 @@ static int import_image(struct job *job, int dirfd, const char *config, size_t c
                         size_t manifest_len, char **tags, size_t n_tags, char **digests,
                         size_t n_digests, struct err *err)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
+    const struct image_service_shared *sh = job->sh;
     struct image_config_info ci = {0};
     char **chain = NULL;
     int r = image_config_parse(config, config_len, &ci, err);
@@ -474,7 +474,7 @@ static int read_blob(int dirfd, const char *digest, size_t max, char **ret, size
 
 static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
+    const struct image_service_shared *sh = job->sh;
     json_t *mans = json_object_get(index, "manifests");
     if (!json_is_array(mans) || json_array_size(mans) > IMPORT_IMAGES_MAX)
         return err_set(err, EINVAL, "index.json has no manifests");
@@ -567,7 +567,7 @@ static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err
 
 void job_import_run(struct job *job)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
+    const struct image_service_shared *sh = job->sh;
     struct err *err = &job->err;
     char tmp[64] = "";
     int dirfd = -1;

@@ -1,6 +1,7 @@
 /* image module internals: shared between the files of src/image only. */
 #pragma once
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -170,10 +171,18 @@ struct store {
 };
 
 int store_open(struct store *st, const char *root, struct err *err);
+/* Opens the store at image_root (<root>/image) for the helper process: no
+ * lock (the daemon holds it), no cleanup, no scan of the snapshots. */
+int store_attach(struct store *st, const char *image_root, struct err *err);
+/* Non-blocking store_snap_acquire: 1 present, 0 build it, -EAGAIN while
+ * another job builds it (no reference taken then), -ENOMEM. */
+int store_snap_try_acquire(struct store *st, const char *chain_id);
 void store_close(struct store *st);
 /* Unique temporary directory under tmp/; returns its name (relative to
  * root_fd) in ret. */
 int store_tmpdir(struct store *st, char ret[64], struct err *err);
+/* Removes what process pid left under tmp/ (a helper that died). */
+void store_tmp_remove_pid(struct store *st, pid_t pid);
 int store_blob_write(struct store *st, const char *digest, const void *data, size_t len,
                      struct err *err);
 int store_blob_read(struct store *st, const char *digest, size_t max, char **ret, size_t *ret_len);
@@ -211,6 +220,9 @@ struct image_hold {
 void image_hold_free(struct image_hold *h);
 int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n,
                        struct image_hold ***ret_holds, size_t *ret_n_holds, struct err *err);
+/* One record as JSON, and back (validated: digests, layers). */
+json_t *store_record_to_json(const struct image_info *img);
+struct image_info *store_record_from_json(json_t *o);
 char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_hold *const *holds,
                          size_t n_holds);
 int store_records_write(struct store *st, const char *json, struct err *err);
@@ -220,8 +232,12 @@ void image_info_free(struct image_info *img);
 
 struct layer_job_ctx;
 
+struct helper_chan;
+
 struct job {
-    struct image_service *svc;
+    struct image_service *svc; /* NULL in the helper process */
+    const struct image_service_shared *sh;
+    struct helper_chan *remote; /* in the helper: the daemon's end of the snapshot table */
     enum { JOB_PULL, JOB_IMPORT } kind;
     char *ref_str; /* pull: the reference as given; import: the path */
     struct image_ref ref;
@@ -264,6 +280,20 @@ void job_thread_background(void);
 void job_pull_run(struct job *job);
 void job_import_run(struct job *job);
 int job_hold(struct job *job, const char *chain_id);
+/* The snapshot table (store_snap_acquire, store_snap_built) of the daemon,
+ * directly or, in the helper process, over its channel. */
+int job_snap_acquire(struct job *job, const char *chain_id);
+void job_snap_built(struct job *job, const char *chain_id, bool ok, uint64_t bytes,
+                    uint64_t inodes);
+/* Runs a pull or an import in a short-lived helper process (helper.c) and
+ * fills job->r, job->err, job->results and job->held as job_pull_run or
+ * job_import_run would. Blocking: the job's thread. */
+void job_helper_run(struct job *job);
+/* The helper's side of the snapshot table: the same answers as
+ * store_snap_acquire (-EPIPE when the daemon is gone). Thread-safe. */
+int helper_snap_acquire(struct helper_chan *c, const char *chain_id);
+void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
+                       uint64_t inodes);
 int job_add_result(struct job *job, struct image_info *img);
 
 /* Builds (or reuses) the snapshot of chain_id from the source that open()

@@ -46,24 +46,43 @@ int job_add_result(struct job *job, struct image_info *img)
     return 0;
 }
 
-int layer_build(struct job *job, const char *chain_id, const struct layer_expect *expect_in,
-                const struct layer_opener *op, unsigned attempts, struct layer_stats *ret_stats,
-                struct err *err)
+int job_snap_acquire(struct job *job, const char *chain_id)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
-    struct store *st = sh->st;
-    struct layer_expect lim = *expect_in;
-    lim.limits = &sh->limits;
-    const struct layer_expect *expect = &lim;
+    if (job->remote)
+        return helper_snap_acquire(job->remote, chain_id);
+    struct store *st = job->sh->st;
     int a = store_snap_acquire(st, chain_id);
     if (a < 0)
-        return err_set(err, -a, "layer %s", chain_id);
+        return a;
     if (job_hold(job, chain_id) < 0) {
         if (a == 0)
             store_snap_built(st, chain_id, false, 0, 0);
         store_snap_release(st, chain_id);
-        return err_set(err, ENOMEM, "layer %s", chain_id);
+        return -ENOMEM;
     }
+    return a;
+}
+
+void job_snap_built(struct job *job, const char *chain_id, bool ok, uint64_t bytes, uint64_t inodes)
+{
+    if (job->remote)
+        helper_snap_built(job->remote, chain_id, ok, bytes, inodes);
+    else
+        store_snap_built(job->sh->st, chain_id, ok, bytes, inodes);
+}
+
+int layer_build(struct job *job, const char *chain_id, const struct layer_expect *expect_in,
+                const struct layer_opener *op, unsigned attempts, struct layer_stats *ret_stats,
+                struct err *err)
+{
+    const struct image_service_shared *sh = job->sh;
+    struct store *st = sh->st;
+    struct layer_expect lim = *expect_in;
+    lim.limits = &sh->limits;
+    const struct layer_expect *expect = &lim;
+    int a = job_snap_acquire(job, chain_id);
+    if (a < 0)
+        return err_set(err, -a, "layer %s", chain_id);
     if (a == 1)
         return 0; /* already unpacked, by us earlier or by a concurrent pull */
     int r = 0;
@@ -91,7 +110,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         if (r == 0)
             r = store_snap_commit(st, tmp, chain_id, &stats, err);
         if (r == 0) {
-            store_snap_built(st, chain_id, true, stats.bytes, stats.inodes);
+            job_snap_built(job, chain_id, true, stats.bytes, stats.inodes);
             if (ret_stats)
                 *ret_stats = stats;
             return 0;
@@ -102,7 +121,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         log_debug("layer %s: %s; retrying", chain_id, err->msg);
         usleep(200000u << attempt);
     }
-    store_snap_built(st, chain_id, false, 0, 0);
+    job_snap_built(job, chain_id, false, 0, 0);
     return r;
 }
 
@@ -177,7 +196,7 @@ static void *layer_worker(void *arg)
 static int fetch_layers(struct job *job, struct reg_session *sess, const struct image_manifest *man,
                         char **diff_ids, char **chain_ids, struct err *err)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
+    const struct image_service_shared *sh = job->sh;
     struct layer_work w = {
         .job = job, .sess = sess, .man = man, .diff_ids = diff_ids, .chain_ids = chain_ids};
     pthread_mutex_init(&w.mu, NULL);
@@ -227,7 +246,7 @@ static int get_verified_manifest(struct reg_session *sess, const char *reference
 
 void job_pull_run(struct job *job)
 {
-    const struct image_service_shared *sh = image_service_shared(job->svc);
+    const struct image_service_shared *sh = job->sh;
     struct err *err = &job->err;
     struct reg_endpoint *eps = NULL;
     size_t n_eps = 0;

@@ -398,10 +398,7 @@ static void job_thread(void *arg)
 {
     struct job *job = arg;
     job_thread_background();
-    if (job->kind == JOB_PULL)
-        job_pull_run(job);
-    else
-        job_import_run(job);
+    job_helper_run(job);
     struct image_service *svc = job->svc;
     pthread_mutex_lock(&svc->mu);
     /* move from active to done */
@@ -480,6 +477,7 @@ static void on_async(uv_async_t *a)
 static int job_start(struct image_service *svc, struct job *job, struct err *err)
 {
     job->svc = svc;
+    job->sh = &svc->sh;
     pthread_mutex_lock(&svc->mu);
     job->next = svc->active;
     svc->active = job;

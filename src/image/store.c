@@ -152,6 +152,19 @@ int store_open(struct store *st, const char *root, struct err *err)
     return 0;
 }
 
+int store_attach(struct store *st, const char *image_root, struct err *err)
+{
+    *st = (struct store){.root_fd = -1, .lock_fd = -1};
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cond, NULL);
+    if (!(st->root = strdup(image_root)))
+        return err_set(err, ENOMEM, "open image store");
+    st->root_fd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->root_fd < 0)
+        return err_set(err, errno, "open `%s`", st->root);
+    return 0;
+}
+
 void store_close(struct store *st)
 {
     for (size_t i = 0; i < st->n_snaps; i++)
@@ -172,7 +185,31 @@ static void tmp_name(char ret[64], const char *kind)
     uint32_t rnd = 0;
     if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
         rnd = (uint32_t)now_mono_ns();
-    snprintf(ret, 64, "tmp/%s%u-%08x", kind, atomic_fetch_add(&tmp_counter, 1), rnd);
+    /* the pid first: the daemon removes what a helper that died left */
+    snprintf(ret, 64, "tmp/%s%d.%u-%08x", kind, (int)getpid(), atomic_fetch_add(&tmp_counter, 1),
+             rnd);
+}
+
+void store_tmp_remove_pid(struct store *st, pid_t pid)
+{
+    int fd = openat(st->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%d.", (int)pid);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *p = de->d_name;
+        while (*p >= 'a' && *p <= 'z')
+            p++;
+        if (p != de->d_name && str_has_prefix(p, prefix))
+            rm_rf_at(dirfd(d), de->d_name);
+    }
+    closedir(d);
 }
 
 int store_tmpdir(struct store *st, char ret[64], struct err *err)
@@ -257,6 +294,19 @@ int store_snap_acquire(struct store *st, const char *chain_id)
         pthread_mutex_unlock(&st->mu);
         return r;
     }
+}
+
+int store_snap_try_acquire(struct store *st, const char *chain_id)
+{
+    pthread_mutex_lock(&st->mu);
+    struct snap_ref *s = snap_find(st, chain_id, true);
+    int r = !s ? -ENOMEM : s->busy ? -EAGAIN : s->present ? 1 : 0;
+    if (r >= 0)
+        s->refs++;
+    if (r == 0)
+        s->busy = true;
+    pthread_mutex_unlock(&st->mu);
+    return r;
 }
 
 void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t bytes,
@@ -448,7 +498,7 @@ static int strv_from_json(json_t *a, char ***ret, size_t *ret_n, bool digests)
     return 0;
 }
 
-static struct image_info *record_from_json(json_t *o)
+struct image_info *store_record_from_json(json_t *o)
 {
     struct image_info *img = calloc(1, sizeof(*img));
     if (!img)
@@ -539,7 +589,7 @@ int store_records_load(struct store *st, struct image_info ***ret, size_t *ret_n
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        struct image_info *img = record_from_json(json_array_get(a, i));
+        struct image_info *img = store_record_from_json(json_array_get(a, i));
         if (img)
             v[k++] = img;
     }
@@ -564,25 +614,27 @@ static json_t *strv_to_json(char *const *v, size_t n)
     return a;
 }
 
+json_t *store_record_to_json(const struct image_info *img)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(img->id));
+    json_object_set_new(o, "manifest", json_string(img->manifest));
+    json_object_set_new(o, "repo_tags", strv_to_json(img->repo_tags, img->n_repo_tags));
+    json_object_set_new(o, "repo_digests", strv_to_json(img->repo_digests, img->n_repo_digests));
+    json_object_set_new(o, "size", json_integer((json_int_t)img->size));
+    json_object_set_new(o, "user", json_string(img->user));
+    json_object_set_new(o, "pinned", json_boolean(img->pinned));
+    json_object_set_new(o, "created_ns", json_integer((json_int_t)img->created_ns));
+    json_object_set_new(o, "layers", strv_to_json(img->chain_ids, img->n_layers));
+    return o;
+}
+
 char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_hold *const *holds,
                          size_t n_holds)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) {
-        const struct image_info *img = imgs[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_string(img->id));
-        json_object_set_new(o, "manifest", json_string(img->manifest));
-        json_object_set_new(o, "repo_tags", strv_to_json(img->repo_tags, img->n_repo_tags));
-        json_object_set_new(o, "repo_digests",
-                            strv_to_json(img->repo_digests, img->n_repo_digests));
-        json_object_set_new(o, "size", json_integer((json_int_t)img->size));
-        json_object_set_new(o, "user", json_string(img->user));
-        json_object_set_new(o, "pinned", json_boolean(img->pinned));
-        json_object_set_new(o, "created_ns", json_integer((json_int_t)img->created_ns));
-        json_object_set_new(o, "layers", strv_to_json(img->chain_ids, img->n_layers));
-        json_array_append_new(a, o);
-    }
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, store_record_to_json(imgs[i]));
     json_t *h = json_array();
     for (size_t i = 0; i < n_holds; i++)
         json_array_append_new(h, json_pack("{s:s,s:o}", "holder", holds[i]->holder, "layers",

@@ -151,6 +151,11 @@ void net_pod_ids_free(char **ids, size_t n);
  * with masquerade for the pod subnets, the IPAM directory. net_pod_setup does
  * it on first use as well. */
 int net_node_setup(const struct net_config *cfg, struct err *err);
+/* The part of net_node_setup that needs no nftables (forwarding sysctls,
+ * the IPAM directory): a daemon without pods runs this at start and leaves
+ * the table to its first pod, so that libnftables (about 2.5 MB of RSS with
+ * its netfilter socket and cache) is only loaded once a pod needs it. */
+int net_node_prepare(const struct net_config *cfg, struct err *err);
 /* Removes everything node-wide kinglet created: the nftables table and the
  * bridge (pods must be torn down first). Idempotent. */
 int net_node_teardown(const struct net_config *cfg, struct err *err);
@@ -159,6 +164,12 @@ int net_node_teardown(const struct net_config *cfg, struct err *err);
  * kinglet's nftables table is in place; otherwise false with the reason in
  * `reason`. Returns a negative errno only when the check itself failed. */
 int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size_t reason_size);
+/* The same, except that the nftables table is required only once this
+ * process has made it (net_node_setup, or the setup of a pod): until then the
+ * first pod creates it, and checking for it would load libnftables into a
+ * daemon that has no pod. */
+int net_status_deferred(const struct net_config *cfg, bool *ret_ready, char *reason,
+                        size_t reason_size);
 
 /* Writes a namespaced sysctl ("net.ipv4.ip_unprivileged_port_start" or
  * "net/ipv4/...") inside the network namespace netns_fd (-1: the caller's).

@@ -142,7 +142,8 @@ static int ensure_sysctl(const char *key, const char *value, struct err *err)
     return net_sysctl_write(key, value, err);
 }
 
-static int node_setup_locked(const struct net_config *cfg, struct err *err)
+/* Everything node-wide but the nftables table. */
+static int node_prepare(const struct net_config *cfg, struct err *err)
 {
     int r = net_config_validate(cfg, err);
     if (r < 0)
@@ -156,6 +157,14 @@ static int node_setup_locked(const struct net_config *cfg, struct err *err)
         return r;
     if ((r = mkdir_p(cfg->ipam_dir, 0700)) < 0)
         return err_set(err, r, "create IPAM directory `%s`", cfg->ipam_dir);
+    return 0;
+}
+
+static int node_setup_locked(const struct net_config *cfg, struct err *err)
+{
+    int r = node_prepare(cfg, err);
+    if (r < 0)
+        return r;
     if ((r = net_nft_base_ensure(cfg, err)) < 0)
         return r;
     node_done = *cfg;
@@ -170,6 +179,20 @@ int net_node_setup(const struct net_config *cfg, struct err *err)
     int r = node_setup_locked(cfg, err);
     pthread_mutex_unlock(&node_lock);
     return r < 0 ? err_wrap(err, "prepare node network") : 0;
+}
+
+int net_node_prepare(const struct net_config *cfg, struct err *err)
+{
+    int r = node_prepare(cfg, err);
+    return r < 0 ? err_wrap(err, "prepare node network") : 0;
+}
+
+static bool node_prepared(void)
+{
+    pthread_mutex_lock(&node_lock);
+    bool r = node_done_valid;
+    pthread_mutex_unlock(&node_lock);
+    return r;
 }
 
 static int node_setup_once(const struct net_config *cfg, struct err *err)
@@ -196,7 +219,8 @@ int net_node_teardown(const struct net_config *cfg, struct err *err)
     return net_link_delete(nl, cfg->bridge, err);
 }
 
-int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size_t reason_size)
+static int status(const struct net_config *cfg, bool table, bool *ret_ready, char *reason,
+                  size_t reason_size)
 {
     struct err e = {0};
     *ret_ready = false;
@@ -213,8 +237,8 @@ int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size
         snprintf(reason, reason_size, "net.ipv4.ip_forward is %s", cur);
         return 0;
     }
-    bool exists = false;
-    int r = net_nft_table_exists(&exists, &e);
+    bool exists = true;
+    int r = table ? net_nft_table_exists(&exists, &e) : 0;
     if (r < 0) {
         snprintf(reason, reason_size, "%s", e.msg);
         return 0;
@@ -227,6 +251,17 @@ int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size
     if (reason_size)
         reason[0] = '\0';
     return 0;
+}
+
+int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size_t reason_size)
+{
+    return status(cfg, true, ret_ready, reason, reason_size);
+}
+
+int net_status_deferred(const struct net_config *cfg, bool *ret_ready, char *reason,
+                        size_t reason_size)
+{
+    return status(cfg, node_prepared(), ret_ready, reason, reason_size);
 }
 
 /* ---- pods --------------------------------------------------------------- */

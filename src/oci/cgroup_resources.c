@@ -7,11 +7,40 @@
  * hugepage limits → hugetlb.<size>.max, unified written verbatim last. */
 #include <ctype.h>
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 
 #include "oci/cgroup.h"
 #include "oci/cgroup_internal.h"
+
+/* log2 and exp without libm: linking libm maps 330 KB more into every
+ * process of ours, the idle daemon included. Both are exact to the last bit
+ * or so; tests/unit/test_cgroup.c checks every share value against libm. */
+#define LN2  0.69314718055994530942
+#define LN10 2.30258509299404568402
+
+static double log2_u64(uint64_t s)
+{
+    int k = 63 - __builtin_clzll(s);
+    double m = (double)s / (double)(1ull << k); /* [1, 2) */
+    /* ln m = 2 atanh(z), z = (m - 1) / (m + 1) in [0, 1/3) */
+    double z = (m - 1) / (m + 1), z2 = z * z, t = z, sum = 0;
+    for (int i = 1; i < 60; i += 2) {
+        sum += t / i;
+        t *= z2;
+    }
+    return k + 2 * sum / LN2;
+}
+
+static double exp_pos(double x) /* 0 <= x < 40 */
+{
+    int n = (int)(x / LN2 + 0.5);
+    double r = x - n * LN2, term = 1, sum = 1;
+    for (int i = 1; i < 30; i++) {
+        term *= r / i;
+        sum += term;
+    }
+    return sum * (double)(1ull << n);
+}
 
 uint64_t oci_cgroup_cpu_shares_to_weight(uint64_t shares)
 {
@@ -26,9 +55,15 @@ uint64_t oci_cgroup_cpu_shares_to_weight(uint64_t shares)
         return 1;
     if (shares >= 262144)
         return 10000;
-    double l = log2((double)shares);
-    double exponent = (l * l + 125 * l) / 612.0 - 7.0 / 34.0;
-    return (uint64_t)ceil(pow(10, exponent));
+    double l = log2_u64(shares);
+    double exponent = (l * l + 125 * l) / 612.0 - 7.0 / 34.0; /* in [0, 4] */
+    /* whole powers of ten exactly, as pow(10, 2.0) is: 1024 shares give 100 */
+    int e10 = (int)exponent;
+    double v = exp_pos((exponent - e10) * LN10);
+    for (int i = 0; i < e10; i++)
+        v *= 10;
+    uint64_t w = (uint64_t)v;
+    return w + (v > (double)w);
 }
 
 uint64_t oci_cgroup_blkio_weight_to_io_weight(uint64_t weight)

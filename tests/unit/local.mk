@@ -21,7 +21,7 @@ tests_unit_test_cri_LDADD = $(KUNIT_LIBS_ALL)
 check_PROGRAMS += tests/unit/test_cgroup tests/unit/test_seccomp
 TESTS += tests/unit/test_cgroup tests/unit/test_seccomp
 tests_unit_test_cgroup_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL)
+tests_unit_test_cgroup_LDADD = $(KUNIT_LIBS_ALL) -lm
 tests_unit_test_seccomp_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_seccomp_LDADD = $(KUNIT_LIBS_ALL)
 

@@ -5,6 +5,8 @@
 #include "harness.h"
 #include "failalloc.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -85,6 +87,14 @@ static void test_shares_to_weight(void **state)
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(262144), 10000);
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1), 1);           /* clamped */
     assert_int_equal(oci_cgroup_cpu_shares_to_weight(1000000), 10000); /* clamped */
+    /* every value in range as runc computes it, with libm */
+    for (uint64_t s = 3; s < 262144; s++) {
+        double l = log2((double)s);
+        uint64_t want = (uint64_t)ceil(pow(10, (l * l + 125 * l) / 612.0 - 7.0 / 34.0));
+        if (oci_cgroup_cpu_shares_to_weight(s) != want)
+            fail_msg("shares %" PRIu64 ": weight %" PRIu64 ", runc's %" PRIu64, s,
+                     oci_cgroup_cpu_shares_to_weight(s), want);
+    }
 }
 
 static void test_blkio_weight(void **state)

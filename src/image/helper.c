@@ -1,0 +1,810 @@
+/* Pulls and imports in a short-lived helper process.
+ *
+ * Why: what a pull parses is hostile (registry answers, manifests, gzip and
+ * zstd streams, tar headers), and what it loads is large: libcurl, OpenSSL,
+ * GnuTLS, libarchive and their state took the daemon from 3.6 MB to 18.7 MB
+ * of RSS for good after the first pull. OpenSSL and p11-kit are NODELETE, so
+ * dlclose cannot give that back, and malloc_trim recovered 1.6 MB of it. So
+ * the job thread re-executes our own binary as `kinglet image-pull`, which
+ * does the whole pull (pull.c, import.c, registry.c, unpack.c) and exits: the
+ * daemon never maps those libraries, and a parser bug is contained in a
+ * process that holds nothing but the image store.
+ *
+ * The helper, in this order (each step before it gives up what it needs):
+ *   1. dies with the job thread that started it (PR_SET_PDEATHSIG);
+ *   2. reads its request (one JSON line) on fd 3;
+ *   3. gets a mount namespace of its own in which every mount is read-only
+ *      but the image store (mount_setattr, AT_RECURSIVE);
+ *   4. keeps only the capabilities unpacking needs: CHOWN, DAC_OVERRIDE,
+ *      FOWNER, FSETID (owners and modes of layer files), MKNOD (device
+ *      nodes and overlayfs whiteouts), SETFCAP (file capabilities), and
+ *      SYS_ADMIN, which the kernel requires for the trusted.overlay.opaque
+ *      xattr of opaque directories; the bounding set goes too;
+ *   5. sets no_new_privs and a seccomp filter that refuses what SYS_ADMIN
+ *      would otherwise allow (mount, namespaces, BPF, modules, kexec,
+ *      ptrace, keyrings, ...) and sockets other than unix, IPv4, IPv6 and
+ *      rtnetlink (which getaddrinfo uses);
+ *   6. runs the job, and reports over fd 3.
+ * An unprivileged caller (`kinglet image` as a user) skips 3 and 4: it has
+ * nothing to give up.
+ *
+ * The protocol is JSON lines over a socketpair. The helper asks for the
+ * snapshots it needs ({"acquire": chain id}), because the table of
+ * snapshots being built lives in the daemon: two pulls sharing a layer
+ * (two helpers, or a helper and an import) build it once, as with threads.
+ * The daemon answers {"acquire": id, "r": 1 present | 0 build it | -errno},
+ * and the helper reports {"built": id, "ok": bool, "bytes", "inodes"} and
+ * finally {"result": [records]} or {"error": {"code", "msg"}}. The job
+ * thread never blocks on another job: an acquire of a layer that another
+ * job is building waits in a list retried every 50 ms (the table signals a
+ * condition variable, which cannot be polled with the socket).
+ *
+ * What the helper says is checked like outside input: a "built" is taken
+ * only for a layer the daemon told this helper to build and whose snapshot
+ * is on disk; a result only names layers the job holds. When the helper
+ * dies, every layer it was building is marked failed, so waiters move on.
+ * Cancellation (shutdown) and any protocol error SIGKILL it. */
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "image/internal.h"
+
+#define HELPER_LINE_MAX (16u << 20)
+#define HELPER_FD       3
+
+extern char **environ;
+
+/* ---- JSON lines ------------------------------------------------------------ */
+
+static int send_json(int fd, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return -ENOMEM;
+    size_t n = strlen(s);
+    s[n] = '\n'; /* replaces the NUL: write n + 1 bytes */
+    int r = write_all(fd, s, n + 1);
+    explicit_bzero(s, n + 1); /* the request carries credentials */
+    free(s);
+    return r;
+}
+
+/* Takes the next complete line out of b (NUL-terminated in place), or
+ * NULL. *used says how much to consume once the line is handled. */
+static char *next_line(struct buf *b, size_t *used)
+{
+    char *nl = b->len ? memchr(b->data, '\n', b->len) : NULL;
+    if (!nl)
+        return NULL;
+    *nl = '\0';
+    *used = (size_t)(nl - (char *)b->data) + 1;
+    return (char *)b->data;
+}
+
+/* Reads what is there into b; 0 at EOF, > 0 bytes read, < 0 error. */
+static ssize_t fill(int fd, struct buf *b)
+{
+    if (b->len > HELPER_LINE_MAX)
+        return -EMSGSIZE;
+    if (buf_reserve(b, 65536) < 0)
+        return -ENOMEM;
+    ssize_t n;
+    do
+        n = read(fd, b->data + b->len, b->cap - b->len - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    b->len += (size_t)n;
+    return n;
+}
+
+static json_t *strv_json(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static int strv_from(json_t *a, char ***ret, size_t *ret_n)
+{
+    size_t n = json_array_size(a);
+    char **v = calloc(n ? n : 1, sizeof(char *));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(a, i));
+        if (!s || !(v[i] = strdup(s))) {
+            strv_free(v, i);
+            return -EINVAL;
+        }
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static json_t *opt_str(const char *s) { return s ? json_string(s) : json_null(); }
+
+static char *dup_str(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? strdup(s) : NULL;
+}
+
+/* ---- the daemon's side ------------------------------------------------------- */
+
+/* The limits are passed as the bytes of the struct: the helper is this
+ * very binary, and so every limit added to struct image_limits reaches it. */
+static json_t *limits_json(const struct image_limits *l)
+{
+    char hex[2 * sizeof(*l) + 1];
+    const unsigned char *p = (const unsigned char *)l;
+    for (size_t i = 0; i < sizeof(*l); i++)
+        snprintf(hex + 2 * i, 3, "%02x", p[i]);
+    return json_string(hex);
+}
+
+static json_t *request_json(const struct job *job)
+{
+    const struct image_service_shared *sh = job->sh;
+    const struct image_auth *a = &job->auth;
+    json_t *auth =
+        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "username", opt_str(a->username), "password",
+                  opt_str(a->password), "auth", opt_str(a->auth), "server_address",
+                  opt_str(a->server_address), "identity_token", opt_str(a->identity_token),
+                  "registry_token", opt_str(a->registry_token));
+    return json_pack(
+        "{s:s,s:s,s:s,s:i,s:b,s:I,s:o,s:{s:i,s:o,s:o,s:o,s:b,s:o,s:s,s:s,s:o,s:o}}", "kind",
+        job->kind == JOB_PULL ? "pull" : "import", "ref", job->ref_str, "store", sh->st->root,
+        "log_level", (int)log_get_level(), "log_json", log_get_json(), "ppid", (json_int_t)getpid(),
+        "auth", auth, "config", "concurrency", (int)sh->concurrency, "mirrors",
+        strv_json(sh->mirrors, sh->n_mirrors), "insecure", strv_json(sh->insecure, sh->n_insecure),
+        "certs_dir", opt_str(sh->certs_dir), "no_origin", sh->no_origin, "mirror_only",
+        strv_json(sh->mirror_only, sh->n_mirror_only), "os", sh->os, "arch", sh->arch, "variant",
+        opt_str(sh->variant), "limits", limits_json(&sh->limits));
+}
+
+struct parent {
+    struct job *job;
+    int fd;
+    pid_t pid;
+    char **building; /* layers this helper was told to build */
+    size_t n_building;
+    char **waiting; /* acquires of layers another job is building */
+    size_t n_waiting;
+    bool done;
+};
+
+static bool strv_take(char **v, size_t *n, const char *s)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(v[i], s) == 0) {
+            free(v[i]);
+            v[i] = v[--*n];
+            return true;
+        }
+    return false;
+}
+
+static int strv_push(char ***v, size_t *n, const char *s)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    if (!(nv[*n] = strdup(s)))
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+/* 1 answered, 0 still busy elsewhere, < 0 the helper is unreachable. */
+static int try_acquire(struct parent *p, const char *chain_id)
+{
+    struct store *st = p->job->sh->st;
+    int a = store_snap_try_acquire(st, chain_id);
+    if (a == -EAGAIN)
+        return 0;
+    if (a >= 0 && job_hold(p->job, chain_id) < 0) {
+        if (a == 0)
+            store_snap_built(st, chain_id, false, 0, 0);
+        store_snap_release(st, chain_id);
+        a = -ENOMEM;
+    }
+    if (a == 0 && strv_push(&p->building, &p->n_building, chain_id) < 0) {
+        store_snap_built(st, chain_id, false, 0, 0);
+        a = -ENOMEM; /* the hold goes with the job */
+    }
+    int r = send_json(p->fd, json_pack("{s:s,s:i}", "acquire", chain_id, "r", a));
+    return r < 0 ? r : 1;
+}
+
+static bool snapshot_on_disk(struct store *st, const char *chain_id)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "snapshots/%s/info.json", chain_id + 7);
+    return faccessat(st->root_fd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool job_holds(struct job *job, const char *chain_id)
+{
+    for (size_t i = 0; i < job->n_held; i++)
+        if (strcmp(job->held[i], chain_id) == 0)
+            return true;
+    return false;
+}
+
+static int take_result(struct parent *p, json_t *a)
+{
+    struct job *job = p->job;
+    if (!json_is_array(a) || json_array_size(a) > 1024)
+        return -EBADMSG;
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        struct image_info *img = store_record_from_json(json_array_get(a, i));
+        if (!img)
+            return -EBADMSG;
+        bool ok = true;
+        for (size_t l = 0; l < img->n_layers && ok; l++)
+            ok = job_holds(job, img->chain_ids[l]) &&
+                 store_snap_present(job->sh->st, img->chain_ids[l]);
+        if (!ok || job_add_result(job, img) < 0) {
+            image_info_free(img);
+            return ok ? -ENOMEM : -EBADMSG;
+        }
+    }
+    return 0;
+}
+
+/* One message of the helper; < 0 ends the conversation (and the helper). */
+static int handle(struct parent *p, const char *line)
+{
+    struct job *job = p->job;
+    json_t *m = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(m)) {
+        json_decref(m);
+        return -EBADMSG;
+    }
+    int r = 0;
+    const char *acq = json_string_value(json_object_get(m, "acquire"));
+    const char *built = json_string_value(json_object_get(m, "built"));
+    json_t *res = json_object_get(m, "result"), *e = json_object_get(m, "error");
+    if (p->done) {
+        r = -EBADMSG; /* nothing after the result */
+    } else if (acq) {
+        if (!image_digest_valid(acq))
+            r = -EBADMSG;
+        else if ((r = try_acquire(p, acq)) == 0)
+            r = strv_push(&p->waiting, &p->n_waiting, acq);
+        else if (r > 0)
+            r = 0;
+    } else if (built) {
+        bool ok = json_is_true(json_object_get(m, "ok"));
+        json_int_t bytes = json_integer_value(json_object_get(m, "bytes"));
+        json_int_t inodes = json_integer_value(json_object_get(m, "inodes"));
+        if (!strv_take(p->building, &p->n_building, built)) {
+            r = -EBADMSG;
+        } else {
+            ok = ok && bytes >= 0 && inodes >= 0 && snapshot_on_disk(job->sh->st, built);
+            store_snap_built(job->sh->st, built, ok, ok ? (uint64_t)bytes : 0,
+                             ok ? (uint64_t)inodes : 0);
+            if (ok)
+                log_debug("`%s`: layer %s unpacked (%lld bytes)", job->ref_str, built,
+                          (long long)bytes);
+        }
+    } else if (res) {
+        r = take_result(p, res);
+        p->done = r == 0;
+        job->r =
+            r == 0 ? 0
+                   : err_set(&job->err, -r, "`%s`: bad result from the image helper", job->ref_str);
+    } else if (json_is_object(e)) {
+        json_int_t code = json_integer_value(json_object_get(e, "code"));
+        const char *msg = json_string_value(json_object_get(e, "msg"));
+        if (code <= 0 || code > 4095 || !msg) {
+            r = -EBADMSG;
+        } else {
+            job->err.code = (int)code;
+            snprintf(job->err.msg, sizeof(job->err.msg), "%s", msg);
+            job->r = -(int)code;
+            p->done = true;
+        }
+    } else {
+        r = -EBADMSG;
+    }
+    json_decref(m);
+    return r;
+}
+
+static void converse(struct parent *p)
+{
+    struct job *job = p->job;
+    struct buf in = {0};
+    for (;;) {
+        if (atomic_load(&job->cancel)) {
+            err_set(&job->err, ECANCELED, "`%s`: cancelled", job->ref_str);
+            job->r = -ECANCELED;
+            break;
+        }
+        for (size_t i = 0; i < p->n_waiting;) {
+            int r = try_acquire(p, p->waiting[i]);
+            if (r < 0)
+                goto out;
+            if (r > 0)
+                strv_take(p->waiting, &p->n_waiting, p->waiting[i]);
+            else
+                i++;
+        }
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        int n = poll(&pfd, 1, p->n_waiting ? 50 : 250);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n <= 0)
+            continue;
+        ssize_t got = fill(p->fd, &in);
+        if (got <= 0)
+            break; /* EOF: the helper has exited (or closed its end) */
+        char *line;
+        size_t used;
+        while ((line = next_line(&in, &used))) {
+            int r = handle(p, line);
+            buf_consume(&in, used);
+            if (r < 0) {
+                if (!p->done && job->r == 0)
+                    job->r = err_set(&job->err, -r, "`%s`: image helper", job->ref_str);
+                goto out;
+            }
+        }
+    }
+out:
+    buf_free(&in);
+}
+
+void job_helper_run(struct job *job)
+{
+    struct parent p = {.job = job, .fd = -1, .pid = -1};
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        job->r = err_set(&job->err, errno, "`%s`: image helper socket", job->ref_str);
+        return;
+    }
+    p.fd = sv[0];
+    char *argv[] = {"kinglet", "image-pull", NULL};
+    int r = spawn_start("/proc/self/exe", argv, environ, -1, -1, STDERR_FILENO, sv[1], &p.pid);
+    close(sv[1]);
+    if (r < 0) {
+        close(p.fd);
+        job->r = err_set(&job->err, -r, "`%s`: start the image helper", job->ref_str);
+        return;
+    }
+    job->r = 0;
+    r = send_json(p.fd, request_json(job));
+    if (r < 0)
+        job->r = err_set(&job->err, -r, "`%s`: image helper request", job->ref_str);
+    else
+        converse(&p);
+    if (!p.done)
+        kill(p.pid, SIGKILL);
+    int status = 0;
+    while (waitpid(p.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    close(p.fd);
+    /* what it was unpacking when it went is garbage, and not there */
+    if (!p.done || !WIFEXITED(status))
+        store_tmp_remove_pid(job->sh->st, p.pid);
+    for (size_t i = 0; i < p.n_building; i++)
+        store_snap_built(job->sh->st, p.building[i], false, 0, 0);
+    strv_free(p.building, p.n_building);
+    strv_free(p.waiting, p.n_waiting);
+    if (!p.done && job->r == 0) {
+        if (WIFSIGNALED(status))
+            job->r = err_set(&job->err, EIO, "`%s`: the image helper was killed by signal %d",
+                             job->ref_str, WTERMSIG(status));
+        else
+            job->r = err_set(&job->err, EIO, "`%s`: the image helper exited with status %d",
+                             job->ref_str, WEXITSTATUS(status));
+    }
+    if (job->r < 0) {
+        for (size_t i = 0; i < job->n_results; i++)
+            image_info_free(job->results[i]);
+        job->n_results = 0;
+    }
+}
+
+/* ---- the helper's side ------------------------------------------------------- */
+
+struct reply {
+    char *chain_id;
+    int r;
+};
+
+struct helper_chan {
+    int fd;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool reading; /* one thread reads for all (leader/followers) */
+    bool dead;
+    struct buf in;
+    struct reply *replies;
+    size_t n_replies;
+};
+
+static int chan_send(struct helper_chan *c, json_t *j)
+{
+    pthread_mutex_lock(&c->mu);
+    int r = c->dead ? -EPIPE : send_json(c->fd, j);
+    if (c->dead)
+        json_decref(j);
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+/* With c->mu held: the reply for chain_id, if it has come. */
+static bool take_reply(struct helper_chan *c, const char *chain_id, int *ret)
+{
+    for (size_t i = 0; i < c->n_replies; i++)
+        if (strcmp(c->replies[i].chain_id, chain_id) == 0) {
+            *ret = c->replies[i].r;
+            free(c->replies[i].chain_id);
+            c->replies[i] = c->replies[--c->n_replies];
+            return true;
+        }
+    return false;
+}
+
+/* Reads replies until one more has come; called with c->mu held, which it
+ * drops while reading. */
+static void read_replies(struct helper_chan *c)
+{
+    c->reading = true;
+    pthread_mutex_unlock(&c->mu);
+    ssize_t got = fill(c->fd, &c->in);
+    pthread_mutex_lock(&c->mu);
+    c->reading = false;
+    if (got <= 0) {
+        c->dead = true;
+        return;
+    }
+    char *line;
+    size_t used;
+    while ((line = next_line(&c->in, &used))) {
+        json_t *m = json_loads(line, 0, NULL);
+        const char *id = json_string_value(json_object_get(m, "acquire"));
+        json_t *rv = json_object_get(m, "r");
+        struct reply *v = id ? realloc(c->replies, (c->n_replies + 1) * sizeof(*v)) : NULL;
+        if (v) {
+            c->replies = v;
+            v[c->n_replies].r = json_is_integer(rv) ? (int)json_integer_value(rv) : -EBADMSG;
+            if ((v[c->n_replies].chain_id = strdup(id)))
+                c->n_replies++;
+        } else {
+            c->dead = true;
+        }
+        json_decref(m);
+        buf_consume(&c->in, used);
+    }
+}
+
+int helper_snap_acquire(struct helper_chan *c, const char *chain_id)
+{
+    int r = chan_send(c, json_pack("{s:s}", "acquire", chain_id));
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&c->mu);
+    while (!take_reply(c, chain_id, &r)) {
+        if (c->dead) {
+            r = -EPIPE;
+            break;
+        }
+        if (c->reading)
+            pthread_cond_wait(&c->cond, &c->mu);
+        else {
+            read_replies(c);
+            pthread_cond_broadcast(&c->cond);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
+                       uint64_t inodes)
+{
+    chan_send(c, json_pack("{s:s,s:b,s:I,s:I}", "built", chain_id, "ok", ok, "bytes",
+                           (json_int_t)bytes, "inodes", (json_int_t)inodes));
+}
+
+static int sandbox_mounts(const char *store, struct err *err)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        return err_set(err, errno, "unshare the mount namespace");
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        return err_set(err, errno, "make / a slave");
+    if (mount(store, store, NULL, MS_BIND, NULL) < 0)
+        return err_set(err, errno, "bind `%s`", store);
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+    if (syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+        return err_set(err, errno, "make every mount read-only");
+    struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
+    if (syscall(SYS_mount_setattr, -1, store, 0, &rw, sizeof(rw)) < 0)
+        return err_set(err, errno, "make `%s` writable", store);
+    return 0;
+}
+
+static int sandbox_caps(struct err *err)
+{
+    static const cap_value_t keep[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER,   CAP_FSETID,
+                                       CAP_MKNOD, CAP_SETFCAP,      CAP_SYS_ADMIN};
+    int max = (int)cap_max_bits();
+    for (int c = 0; c < max; c++) {
+        bool kept = false;
+        for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+            kept |= keep[i] == c;
+        if (!kept && cap_drop_bound((cap_value_t)c) < 0 && errno != EINVAL)
+            return err_set(err, errno, "drop capability %d from the bounding set", c);
+    }
+    cap_t caps = cap_init();
+    if (!caps)
+        return err_set(err, ENOMEM, "capabilities");
+    int r = 0;
+    if (cap_set_flag(caps, CAP_PERMITTED, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
+        cap_set_flag(caps, CAP_EFFECTIVE, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
+        cap_set_proc(caps) < 0)
+        r = err_set(err, errno, "set capabilities");
+    cap_free(caps);
+    if (r == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        r = err_set(err, errno, "clear ambient capabilities");
+    return r;
+}
+
+static int sandbox_seccomp(struct err *err)
+{
+    static const int deny[] = {
+        SCMP_SYS(mount),
+        SCMP_SYS(umount2),
+        SCMP_SYS(pivot_root),
+        SCMP_SYS(chroot),
+        SCMP_SYS(setns),
+        SCMP_SYS(unshare),
+        SCMP_SYS(ptrace),
+        SCMP_SYS(process_vm_readv),
+        SCMP_SYS(process_vm_writev),
+        SCMP_SYS(kexec_load),
+        SCMP_SYS(kexec_file_load),
+        SCMP_SYS(init_module),
+        SCMP_SYS(finit_module),
+        SCMP_SYS(delete_module),
+        SCMP_SYS(bpf),
+        SCMP_SYS(perf_event_open),
+        SCMP_SYS(keyctl),
+        SCMP_SYS(add_key),
+        SCMP_SYS(request_key),
+        SCMP_SYS(reboot),
+        SCMP_SYS(swapon),
+        SCMP_SYS(swapoff),
+        SCMP_SYS(acct),
+        SCMP_SYS(quotactl),
+        SCMP_SYS(settimeofday),
+        SCMP_SYS(clock_settime),
+        SCMP_SYS(clock_adjtime),
+        SCMP_SYS(adjtimex),
+        SCMP_SYS(open_by_handle_at),
+        SCMP_SYS(name_to_handle_at),
+        SCMP_SYS(userfaultfd),
+        SCMP_SYS(fsopen),
+        SCMP_SYS(fsmount),
+        SCMP_SYS(fsconfig),
+        SCMP_SYS(fspick),
+        SCMP_SYS(move_mount),
+        SCMP_SYS(open_tree),
+        SCMP_SYS(mount_setattr),
+        SCMP_SYS(sethostname),
+        SCMP_SYS(setdomainname),
+        SCMP_SYS(iopl),
+        SCMP_SYS(ioperm),
+        SCMP_SYS(syslog),
+        SCMP_SYS(vhangup),
+        SCMP_SYS(pidfd_getfd),
+        SCMP_SYS(kcmp),
+        SCMP_SYS(io_uring_setup),
+        SCMP_SYS(lookup_dcookie),
+        SCMP_SYS(execve),
+        SCMP_SYS(execveat),
+        SCMP_SYS(personality),
+    };
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx)
+        return err_set(err, ENOMEM, "seccomp filter");
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(deny) && r == 0; i++)
+        if (deny[i] >= 0)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), deny[i], 0);
+    /* new namespaces through clone; clone3 cannot be inspected, so it is
+     * refused with ENOSYS and glibc falls back to clone for threads */
+    static const unsigned long ns_flags[] = {CLONE_NEWNS,    CLONE_NEWUSER, CLONE_NEWNET,
+                                             CLONE_NEWPID,   CLONE_NEWIPC,  CLONE_NEWUTS,
+                                             CLONE_NEWCGROUP};
+    for (size_t i = 0; i < ARRAY_SIZE(ns_flags) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    /* sockets: unix, IPv4, IPv6, and rtnetlink (getaddrinfo) only */
+    for (int f = 0; f < AF_MAX && r == 0; f++)
+        if (f != AF_UNIX && f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+    if (r == 0)
+        r = seccomp_load(ctx);
+    seccomp_release(ctx);
+    return r < 0 ? err_set(err, -r, "seccomp filter") : 0;
+}
+
+static int sandbox(const char *store, struct err *err)
+{
+    if (geteuid() == 0) {
+        int r = sandbox_mounts(store, err);
+        if (r == 0)
+            r = sandbox_caps(err);
+        if (r < 0)
+            return r;
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return err_set(err, errno, "no_new_privs");
+    return sandbox_seccomp(err);
+}
+
+static int auth_from(json_t *a, struct image_auth *ret)
+{
+    char **f[] = {(char **)&ret->username,       (char **)&ret->password,
+                  (char **)&ret->auth,           (char **)&ret->server_address,
+                  (char **)&ret->identity_token, (char **)&ret->registry_token};
+    static const char *const keys[] = {"username",       "password",       "auth",
+                                       "server_address", "identity_token", "registry_token"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        const char *s = json_string_value(json_object_get(a, keys[i]));
+        if (s && !(*f[i] = strdup(s)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int limits_from(json_t *j, struct image_limits *ret)
+{
+    const char *hex = json_string_value(j);
+    if (!hex || strlen(hex) != 2 * sizeof(*ret))
+        return -EINVAL;
+    unsigned char *p = (unsigned char *)ret;
+    for (size_t i = 0; i < sizeof(*ret); i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -EINVAL;
+        p[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static int config_from(json_t *c, struct image_service_shared *sh)
+{
+    int r = 0;
+    sh->concurrency = (unsigned)json_integer_value(json_object_get(c, "concurrency"));
+    if (sh->concurrency == 0 || sh->concurrency > 32)
+        sh->concurrency = 3;
+    r |= strv_from(json_object_get(c, "mirrors"), &sh->mirrors, &sh->n_mirrors);
+    r |= strv_from(json_object_get(c, "insecure"), &sh->insecure, &sh->n_insecure);
+    r |= strv_from(json_object_get(c, "mirror_only"), &sh->mirror_only, &sh->n_mirror_only);
+    sh->certs_dir = dup_str(c, "certs_dir");
+    sh->no_origin = json_is_true(json_object_get(c, "no_origin"));
+    sh->os = dup_str(c, "os");
+    sh->arch = dup_str(c, "arch");
+    sh->variant = dup_str(c, "variant");
+    r |= limits_from(json_object_get(c, "limits"), &sh->limits);
+    return r || !sh->os || !sh->arch ? -EINVAL : 0;
+}
+
+static int report_error(int fd, const struct err *err)
+{
+    return send_json(fd, json_pack("{s:{s:i,s:s}}", "error", "code", err->code ? err->code : EIO,
+                                   "msg", err->msg));
+}
+
+int image_helper_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    /* killed with the job thread that started it, hence with the daemon */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    struct buf in = {0};
+    char *line = NULL;
+    size_t used;
+    ssize_t got = 1;
+    while (!(line = next_line(&in, &used)) && (got = fill(HELPER_FD, &in)) > 0)
+        ;
+    if (!line) {
+        fprintf(stderr,
+                "kinglet image-pull: an internal helper of the daemon: no request on fd 3\n");
+        return 2;
+    }
+    json_t *req = json_loads(line, 0, NULL);
+    buf_free(&in);
+    struct store st;
+    struct image_service_shared sh = {0};
+    struct job job = {.r = 0};
+    struct helper_chan chan = {.fd = HELPER_FD};
+    pthread_mutex_init(&chan.mu, NULL);
+    pthread_cond_init(&chan.cond, NULL);
+    pthread_mutex_init(&job.mu, NULL);
+    struct err *err = &job.err;
+    const char *kind = json_string_value(json_object_get(req, "kind"));
+    const char *ref = json_string_value(json_object_get(req, "ref"));
+    const char *store = json_string_value(json_object_get(req, "store"));
+    json_int_t ppid = json_integer_value(json_object_get(req, "ppid"));
+    int r = 0;
+    if (!kind || !ref || !store || config_from(json_object_get(req, "config"), &sh) < 0) {
+        r = err_set(err, EINVAL, "image helper: bad request");
+        goto out;
+    }
+    if (getppid() != (pid_t)ppid) {
+        r = err_set(err, ESRCH, "image helper: the daemon is gone");
+        goto out;
+    }
+    log_set_level((enum log_level)json_integer_value(json_object_get(req, "log_level")));
+    log_set_json(json_is_true(json_object_get(req, "log_json")));
+    job.kind = strcmp(kind, "pull") == 0 ? JOB_PULL : JOB_IMPORT;
+    job.ref_str = strdup(ref);
+    job.sh = &sh;
+    job.remote = &chan;
+    sh.st = &st;
+    if (!job.ref_str || auth_from(json_object_get(req, "auth"), &job.auth) < 0) {
+        r = err_set(err, ENOMEM, "image helper");
+        goto out;
+    }
+    if ((r = store_attach(&st, store, err)) < 0)
+        goto out;
+    if ((r = sandbox(store, err)) < 0) {
+        err_wrap(err, "image helper sandbox");
+        goto out;
+    }
+    if (job.kind == JOB_PULL) {
+        if ((r = image_ref_parse(ref, &job.ref, err)) < 0)
+            goto out;
+        job_pull_run(&job);
+    } else {
+        job_import_run(&job);
+    }
+    r = job.r;
+    if (r == 0) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < job.n_results; i++)
+            json_array_append_new(a, store_record_to_json(job.results[i]));
+        r = send_json(HELPER_FD, json_pack("{s:o}", "result", a));
+        fflush(stderr);
+        _exit(r < 0 ? 1 : 0);
+    }
+out:
+    report_error(HELPER_FD, err);
+    /* The process ends here and the kernel frees the rest: no exit
+     * handlers (a sanitizer's leak check would need ptrace, which the
+     * filter refuses). */
+    fflush(stderr);
+    _exit(1);
+}

@@ -1,0 +1,128 @@
+"""Pulls run in a short-lived `kinglet image-pull` helper (src/image/helper.c):
+its sandbox, and what happens when it, or the daemon, goes away mid-pull."""
+import os
+import pathlib
+import re
+import signal
+
+import grpc
+import pytest
+
+from cri_conftest import channel, wait_for
+from imagelib import FakeRegistry, Image, Tar
+
+# CHOWN, DAC_OVERRIDE, FOWNER, FSETID, MKNOD, SETFCAP, SYS_ADMIN
+HELPER_CAPS = sum(1 << c for c in (0, 1, 3, 4, 27, 31, 21))
+
+
+@pytest.fixture(scope="module")
+def slow_image():
+    return Image([(Tar().bigfile("big/random.bin", 8 << 20).bytes(), "gzip")])
+
+
+@pytest.fixture
+def slow_registry(slow_image):
+    # about 0.25 s per MiB: a pull of slow_image takes 2 s or more
+    f = FakeRegistry(throttle=0.25).start()
+    f.add_image("slow", slow_image)
+    yield f
+    f.stop()
+
+
+def helpers(pid):
+    """pids of the image helpers that process pid started."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and cmd == b"kinglet\0image-pull\0":
+            out.append(int(p))
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start_pull(cri, d, ref):
+    ims = cri.grpc.ImageServiceStub(channel(d))
+    return ims.PullImage.future(cri.pb.PullImageRequest(image=cri.pb.ImageSpec(image=ref)),
+                                timeout=120)
+
+
+def status_field(pid, name):
+    with open(f"/proc/{pid}/status") as f:
+        return re.search(rf"^{name}:\s*(\S+)", f.read(), re.M).group(1)
+
+
+def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
+    d = daemon_factory(["--insecure-registry", slow_registry.host])
+    fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
+    h = wait_for(lambda: helpers(d.pid), timeout=20, what="the image helper")[0]
+    store = os.path.join(d.root, "image")
+    # wait until it has set itself up (seccomp comes last)
+    wait_for(lambda: status_field(h, "Seccomp") == "2", timeout=10, what="the helper's filter")
+    assert status_field(h, "NoNewPrivs") == "1"
+    for f in ("CapEff", "CapPrm", "CapBnd"):
+        assert int(status_field(h, f), 16) == HELPER_CAPS, (f, status_field(h, f))
+    assert int(status_field(h, "CapAmb"), 16) == 0
+    assert os.readlink(f"/proc/{h}/ns/mnt") != os.readlink(f"/proc/{d.pid}/ns/mnt")
+    # every mount read-only but the image store
+    writable = []
+    with open(f"/proc/{h}/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if "rw" in fields[5].split(","):
+                writable.append(fields[4])
+    assert writable == [store], writable
+    r = fut.result()
+    assert r.image_ref == slow_image.id
+    assert not helpers(d.pid)
+    assert d.stop() == 0
+
+
+def test_killed_helper_fails_the_pull_and_leaves_nothing(cri, daemon_factory, slow_registry,
+                                                         slow_image):
+    d = daemon_factory(["--insecure-registry", slow_registry.host])
+    ref = f"{slow_registry.host}/x/slow:slow"
+    fut = start_pull(cri, d, ref)
+    tmp = pathlib.Path(d.root) / "image" / "tmp"
+    wait_for(lambda: any(p.stat().st_size > (1 << 20) for p in tmp.glob("*/fs/big/random.bin")),
+             timeout=30, what="a partially unpacked layer")
+    h = helpers(d.pid)[0]
+    os.kill(h, signal.SIGKILL)
+    with pytest.raises(grpc.RpcError) as e:
+        fut.result()
+    assert "image helper was killed by signal 9" in e.value.details()
+    assert not alive(h)
+    assert list(tmp.iterdir()) == []
+    # the layer it was building is free again: the next pull builds it
+    slow_registry.throttle = 0
+    r = start_pull(cri, d, ref).result()
+    assert r.image_ref == slow_image.id
+    assert d.stop() == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_daemon_going_away_ends_the_helper(cri, daemon_factory, slow_registry, sig):
+    d = daemon_factory(["--insecure-registry", slow_registry.host, "--shutdown-timeout", "1"])
+    fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
+    h = wait_for(lambda: helpers(d.pid), timeout=20, what="the image helper")[0]
+    d.signal(sig)
+    d.proc.wait(15)
+    with pytest.raises(grpc.RpcError):
+        fut.result()
+    wait_for(lambda: not alive(h), timeout=10, what="the helper to end")
+    if sig == signal.SIGTERM:
+        assert d.proc.returncode == 0, d.logtext()
