@@ -47,9 +47,9 @@ def test_overhead_written_to_the_pod_cgroup(cri, pod_daemon_factory, cgroup_pare
         # the pod's init is what the limits hold
         assert str(inf["pid"]) in read(cg, "cgroup.procs").split()
         assert read(cg, "memory.max") == str(64 << 20)
-        # shares 256 as cgroup v2 weight, converted as runc and crun do:
-        # 1 + (256 - 2) * 9999 / 262142
-        assert read(cg, "cpu.weight") == "10"
+        # shares 256 as cgroup v2 weight along runc 1.3's curve:
+        # ceil(10^((l^2 + 125 l) / 612 - 7/34)), l = log2(256) = 8
+        assert read(cg, "cpu.weight") == "35"
         assert read(cg, "cpu.max") == "20000 100000"
         assert read(cg, "cpuset.cpus") == "0"
         assert "not available" not in d.logtext() and "not enforced" not in d.logtext()
