@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "grpc/grpc.h"
 
 struct config {
     char *socket_path;
@@ -26,15 +27,22 @@ struct config {
      * percentage of its size when image_min_free_pct */
     uint64_t image_min_free;
     bool image_min_free_pct;
+    unsigned max_layer_ratio; /* tar bytes per compressed byte of a layer, 0 = no limit */
     /* pod networking */
     char *pod_cidr;        /* NULL = kubelet's (UpdateRuntimeConfig), else 10.88.0.0/16 */
     char *bridge;          /* NULL = kinglet0 */
     unsigned mtu;          /* 0 = 1500 */
     bool network_disabled; /* pod-network = none */
+    /* the streaming server (exec, attach, port-forward): HOST:PORT, NULL =
+     * 127.0.0.1:0 (a free port) */
+    char *stream_address;
     /* RuntimeClass handlers accepted besides the default (""); they all run
      * kinglet's own executor */
     char **runtime_handlers;
     size_t n_runtime_handlers;
+    /* the gRPC endpoint's limits (grpc-* settings); 0 = the server's
+     * default, a timeout set to 0 is GRPC_NEVER */
+    struct grpc_server_options grpc;
 };
 
 void config_defaults(struct config *cfg);

@@ -6,6 +6,9 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -49,16 +52,39 @@ static const char usage_text[] =
     "      --pull-concurrency N    layers downloaded at once per pull (default 3)\n"
     "      --max-layer-size SIZE   refuse layers that unpack to more than SIZE\n"
     "                              (e.g. 64G; default 0 = no limit)\n"
+    "      --max-layer-ratio N     refuse layers whose tar grows past N times their\n"
+    "                              compressed size, at least 64M (default 100;\n"
+    "                              0 = no limit)\n"
     "      --image-min-free SIZE|N%  free space a pull never goes below on the image\n"
-    "                              filesystem (default 128M; 0 = none); free inodes\n"
-    "                              are kept at N% too (5% for a SIZE)\n"
+    "                              filesystem (default 15%, kubelet's imagefs.available\n"
+    "                              eviction threshold; 0 = none); free inodes are kept\n"
+    "                              at N% too (5% for a SIZE)\n"
     "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
     "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
-    "      --mtu N                 pod interface MTU (default 1500)\n"
+    "      --mtu N                 pod interface MTU (default: the MTU of the\n"
+    "                              interface holding the default route)\n"
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
+    "      --stream-address HOST:PORT  the streaming server of exec, attach and\n"
+    "                              port-forward (default 127.0.0.1:0, a free port)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
+    "gRPC endpoint limits (timeouts in seconds, 0 = never):\n"
+    "      --grpc-max-connections N  connections at once (default 1024); when full, a\n"
+    "                              new one replaces the connection idle the longest\n"
+    "      --grpc-idle-timeout SEC  close a connection without calls (default 300)\n"
+    "      --grpc-keepalive-time SEC  ping a client silent this long (default 120)\n"
+    "      --grpc-keepalive-timeout SEC  close it if the ping is not answered (default 20)\n"
+    "      --grpc-request-timeout SEC  a started request must be complete within SEC\n"
+    "                              (default 60)\n"
+    "      --grpc-stall-timeout SEC  close a connection whose client takes none of its\n"
+    "                              queued responses for SEC (default 60)\n"
+    "      --grpc-request-memory SIZE  request bytes buffered, all connections together\n"
+    "                              (default 128M; at most 64M per connection)\n"
+    "      --grpc-response-memory SIZE  responses queued for clients, all connections\n"
+    "                              together (default 256M)\n"
+    "      --grpc-connection-response-memory SIZE  responses queued per connection\n"
+    "                              before its new calls wait (default 32M)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -118,11 +144,23 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"pull-concurrency", required_argument, NULL, 'P'},
         {"max-layer-size", required_argument, NULL, 'L'},
         {"image-min-free", required_argument, NULL, 'F'},
+        {"max-layer-ratio", required_argument, NULL, 'R'},
         {"pod-cidr", required_argument, NULL, 'D'},
         {"bridge", required_argument, NULL, 'B'},
         {"mtu", required_argument, NULL, 'U'},
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
+        {"stream-address", required_argument, NULL, 'A'},
+        /* long-only options (>= 256): the setting is the option's name */
+        {"grpc-max-connections", required_argument, NULL, 256},
+        {"grpc-idle-timeout", required_argument, NULL, 256},
+        {"grpc-keepalive-time", required_argument, NULL, 256},
+        {"grpc-keepalive-timeout", required_argument, NULL, 256},
+        {"grpc-request-timeout", required_argument, NULL, 256},
+        {"grpc-stall-timeout", required_argument, NULL, 256},
+        {"grpc-request-memory", required_argument, NULL, 256},
+        {"grpc-response-memory", required_argument, NULL, 256},
+        {"grpc-connection-response-memory", required_argument, NULL, 256},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -146,10 +184,13 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             return r;
     }
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, NULL)) != -1) {
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, &idx)) != -1) {
         const char *key = NULL;
         switch (c) {
+        case 256:
+            key = opts[idx].name;
+            break;
         case 's':
             key = "socket";
             break;
@@ -192,6 +233,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'F':
             key = "image-min-free";
             break;
+        case 'R':
+            key = "max-layer-ratio";
+            break;
         case 'D':
             key = "pod-cidr";
             break;
@@ -206,6 +250,9 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             break;
         case 'H':
             key = "runtime-handler";
+            break;
+        case 'A':
+            key = "stream-address";
             break;
         case 'c':
             continue;
@@ -240,7 +287,8 @@ static int daemon_start(struct daemon *d, struct err *err)
         .pull_concurrency = d->cfg.pull_concurrency,
         .limits = {.max_layer_size = d->cfg.max_layer_size,
                    .min_free = d->cfg.image_min_free,
-                   .min_free_pct = d->cfg.image_min_free_pct},
+                   .min_free_pct = d->cfg.image_min_free_pct,
+                   .max_layer_ratio = d->cfg.max_layer_ratio},
         .mirrors = (const char *const *)d->cfg.registry_mirrors,
         .n_mirrors = d->cfg.n_registry_mirrors,
         .insecure = (const char *const *)d->cfg.insecure_registries,
@@ -258,13 +306,14 @@ static int daemon_start(struct daemon *d, struct err *err)
         .bridge = d->cfg.bridge,
         .mtu = d->cfg.mtu,
         .network_disabled = d->cfg.network_disabled,
+        .stream_address = d->cfg.stream_address,
         .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
         .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)
         return r;
-    r = grpc_server_new(&d->loop, NULL, &d->srv);
+    r = grpc_server_new(&d->loop, &d->cfg.grpc, &d->srv);
     if (r < 0)
         return err_set(err, -r, "create the gRPC server");
     r = cri_register(d->cri, d->srv, err);
@@ -302,6 +351,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static int daemon_main(int argc, char **argv)
 {
+    /* Whatever the parent left open (a shell's pipe, a supervisor's
+     * sockets) is no business of the daemon's, and would leak into every
+     * child and container it starts. kinglet does not take sockets by
+     * systemd activation, so nothing above stderr is kept. */
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
     struct daemon d = {0};
     struct err err = {0};
     config_defaults(&d.cfg);
@@ -320,10 +376,20 @@ static int daemon_main(int argc, char **argv)
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
     signal(SIGPIPE, SIG_IGN);
+    /* The modes the daemon asks for are the modes it gets, whatever the
+     * umask of the shell that started it: state directories 0700, records
+     * 0600, and the files pods see (resolv.conf, hosts) readable. A umask
+     * of 0177 once made <root>/net a directory without x. */
+    umask(022);
     /* One malloc arena for every thread: glibc gives each worker thread an
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
     mallopt(M_ARENA_MAX, 1);
+    /* Buffers a client makes us hold (requests, responses of megabytes)
+     * are mapped and unmapped on their own: glibc's default raises this
+     * threshold after the first large free, and a burst of large responses
+     * then stays in the heap, resident after the client is gone. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
     uv_loop_init(&d.loop);
     int status = 0;
@@ -343,9 +409,7 @@ static int daemon_main(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
-        return oci_cli_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "pod-init") == 0)
-        return pod_init_main(argc - 1, argv + 1);
+        return oci_cli_main(argc - 1, argv + 1, argv);
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)
         return image_helper_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "image") == 0)

@@ -85,6 +85,12 @@ void log_set_json(bool json);
 bool log_get_json(void);
 void log_set_file(FILE *f);
 void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
+/* Appends s to b as log_msg prints it: control characters (C0, DEL, C1)
+ * and bytes that are not well-formed UTF-8 escaped (text: \n \r \t \xNN
+ * \u00NN; json: the body of a JSON string, with \ufffd for a bad byte).
+ * 0 or -ENOMEM. */
+struct buf;
+int log_escape(struct buf *b, const char *s, bool json);
 
 #define log_enabled(l) ((l) <= log_get_level())
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
@@ -112,12 +118,35 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
  * what is not a regular file. For files of a container's image. */
 int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
+/* The temporary is written unnamed (O_TMPFILE) and named
+ * PATH.tmp.PID.SEQ only once complete, just before the rename (a named
+ * temporary from the start on filesystems without O_TMPFILE): each call has
+ * its own, so concurrent writers never truncate each other's; the last
+ * rename wins, so callers serialize writes of one record themselves. The
+ * file gets exactly mode (umask ignored). */
+#define ATOMIC_TMP_INFIX ".tmp."
+int atomic_tmp_name(const char *path, char *buf, size_t size);
+/* Whether a directory entry is a temporary of write_file_atomic (NAME.tmp.PID
+ * or NAME.tmp.PID.SEQ) whose writer is dead. */
+bool atomic_tmp_stale(const char *name);
+/* Removes the stale temporaries of dead writers in dir (not recursive; a
+ * missing dir is fine). Blocking. 0 or the first -errno. */
+int remove_stale_tmp_files(const char *dir, size_t *ret_removed);
+
+/* Base64 with padding: a malloc'd string (NULL: no memory); decoding
+ * refuses anything but canonical input (-EINVAL), -ENOMEM. */
+char *b64_encode(const uint8_t *in, size_t len);
+int b64_decode(const char *in, uint8_t **ret, size_t *ret_len);
 
 /* write(2) until everything is written (EINTR retried); -errno. */
 int write_all(int fd, const void *data, size_t len);
 
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, int mode);
+/* Gives the directory at path exactly mode (a symlink is not followed:
+ * -ELOOP/-ENOTDIR), for directories of the daemon's own that an earlier
+ * version may have made with another. */
+int dir_set_mode(const char *path, int mode);
 
 /* rm -rf of name under dirfd (fs.c) that never follows symlinks and never
  * crosses into another filesystem: a mount left inside the tree fails the
@@ -152,6 +181,11 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
+/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
+ * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
+ * cannot be read. */
+int fds_set_cloexec(int from);
+
 /* Runs path with argv (envp NULL: an empty environment) and waits for it
  * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
  * /dev/null; every other fd of ours stays out of it only if it is
@@ -161,9 +195,32 @@ int buf_append_json_string(struct buf *b, const char *s);
 int spawn_wait(const char *path, char *const argv[], char *const envp[], int in, int out, int errfd,
                int *ret_status);
 /* The same without the wait: the child's pid, for the caller to reap.
- * extra (-1: none) becomes the child's fd 3. */
+ * extra[i] becomes the child's fd 3 + i (each must be above 2 + n_extra,
+ * or already at its place). */
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
-                int errfd, int extra, pid_t *ret_pid);
+                int errfd, const int *extra, size_t n_extra, pid_t *ret_pid);
+
+/* ---- programs nothing can write through /proc/PID/exe (exe.c) ----------- */
+
+/* A sealed memfd (no write, growth or shrinking, ever) holding len bytes
+ * of data, for execveat(fd, "", ..., AT_EMPTY_PATH); name is what
+ * /proc/PID/exe shows ("/memfd:NAME (deleted)"). Close-on-exec. The fd or
+ * -errno (memfd_create, write). */
+int memfd_sealed(const char *name, const void *data, size_t len);
+
+/* Whether the running binary is one that nothing can write: a sealed memfd,
+ * or the read-only overlay view exe_reexec_sealed makes. */
+bool exe_is_sealed(void);
+
+/* Makes sure the running binary cannot be written through /proc/PID/exe by
+ * anything this process or its children let into a container: if it is
+ * not sealed already, executes itself again with argv (and the same
+ * environment) from a private read-only overlayfs view of its file, or
+ * failing that from a sealed memfd copy. 0 when already sealed; never
+ * returns otherwise but with -errno: -ELOOP when even the memfd copy it
+ * was executed from does not look sealed, else the errno of what could
+ * not be made or executed. */
+int exe_reexec_sealed(char **argv);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

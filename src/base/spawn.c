@@ -9,7 +9,7 @@
 #include "base/base.h"
 
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
-                int errfd, int extra, pid_t *ret_pid)
+                int errfd, const int *extra, size_t n_extra, pid_t *ret_pid)
 {
     static char *const empty[] = {NULL};
     posix_spawn_file_actions_t fa;
@@ -34,8 +34,8 @@ int spawn_start(const char *path, char *const argv[], char *const envp[], int in
         r = fds[i] >= 0
                 ? posix_spawn_file_actions_adddup2(&fa, fds[i], i)
                 : posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
-    if (!r && extra >= 0)
-        r = posix_spawn_file_actions_adddup2(&fa, extra, 3);
+    for (size_t i = 0; !r && i < n_extra; i++)
+        r = posix_spawn_file_actions_adddup2(&fa, extra[i], 3 + (int)i);
     pid_t pid = -1;
     if (!r)
         r = posix_spawn(&pid, path, &fa, &attr, argv, envp ? envp : empty);
@@ -51,7 +51,7 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
                int *ret_status)
 {
     pid_t pid;
-    int r = spawn_start(path, argv, envp, in, out, errfd, -1, &pid);
+    int r = spawn_start(path, argv, envp, in, out, errfd, NULL, 0, &pid);
     if (r < 0)
         return r;
     int st;

@@ -1,6 +1,10 @@
+#include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -93,36 +97,156 @@ int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* The directory part of path ("." for none), opened. */
+static int open_parent(int dirfd, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char dir[PATH_MAX];
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof(dir))
+        return -1;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+int atomic_tmp_name(const char *path, char *buf, size_t size)
+{
+    /* pid + a per-process sequence: two writers, in one process or in
+     * two, never share a temporary (ATOMIC_TMP_INFIX is what start-up
+     * cleanup looks for). */
+    static atomic_uint seq;
+    unsigned n = atomic_fetch_add(&seq, 1);
+    int len = snprintf(buf, size, "%s" ATOMIC_TMP_INFIX "%d.%u", path, (int)getpid(), n);
+    return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
+}
+
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return -ENAMETOOLONG;
-    _cleanup_close_ int fd =
-        openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
+    int r = atomic_tmp_name(path, tmp, sizeof(tmp));
+    if (r < 0)
+        return r;
+    _cleanup_close_ int dfd = open_parent(dirfd, path);
+    if (dfd < 0)
         return -errno;
-    int r = write_all(fd, data, len);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *tmpbase = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+    /* An unnamed file first: a writer that dies while writing leaves
+     * nothing behind. It gets its name only once complete, and the name
+     * is unique, so that concurrent writers never share a file. */
+    _cleanup_close_ int fd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+    bool named = false;
+    if (fd < 0) {
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            return -errno;
+        /* a filesystem without O_TMPFILE: a named temporary */
+        fd = openat(dfd, tmpbase, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+            return -errno;
+        named = true;
+    }
+    /* the mode as asked, whatever the umask */
+    if (fchmod(fd, (mode_t)mode) < 0)
+        r = -errno;
+    if (r == 0)
+        r = write_all(fd, data, len);
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
-    if (r == 0 && renameat(dirfd, tmp, dirfd, path) < 0)
+    if (r == 0 && !named) {
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        /* without /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) */
+        if (linkat(AT_FDCWD, proc, dfd, tmpbase, AT_SYMLINK_FOLLOW) < 0 &&
+            (errno != ENOENT || linkat(fd, "", dfd, tmpbase, AT_EMPTY_PATH) < 0))
+            r = -errno;
+        else
+            named = true;
+    }
+    if (r == 0 && renameat(dfd, tmpbase, dfd, base) < 0)
         r = -errno;
     if (r < 0) {
-        unlinkat(dirfd, tmp, 0);
+        if (named)
+            unlinkat(dfd, tmpbase, 0);
         return r;
     }
     /* Make the rename itself durable. */
-    const char *slash = strrchr(path, '/');
-    _cleanup_close_ int dfd = -1;
-    if (slash) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path);
-        dfd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    } else {
-        dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fsync(dfd);
+    return 0;
+}
+
+static bool pid_alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+bool atomic_tmp_stale(const char *name)
+{
+    const char *p = strstr(name, ATOMIC_TMP_INFIX);
+    if (!p || p == name)
+        return false;
+    p += strlen(ATOMIC_TMP_INFIX);
+    /* PID, then (since the per-call suffix) .SEQ */
+    char *end;
+    errno = 0;
+    long pid = strtol(p, &end, 10);
+    if (errno || end == p || pid <= 0 || pid > INT_MAX || *p == '-' || *p == '+')
+        return false;
+    if (*end == '.') {
+        const char *q = end + 1;
+        if (!*q)
+            return false;
+        for (; *q; q++)
+            if (*q < '0' || *q > '9')
+                return false;
+    } else if (*end) {
+        return false;
     }
-    if (dfd >= 0)
-        fsync(dfd);
+    return pid != getpid() && !pid_alive((pid_t)pid);
+}
+
+int remove_stale_tmp_files(const char *dir, size_t *ret_removed)
+{
+    if (ret_removed)
+        *ret_removed = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    int r = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+            continue;
+        if (!atomic_tmp_stale(de->d_name))
+            continue;
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlinkat(fd, de->d_name, 0) < 0) {
+            if (errno != ENOENT && r == 0)
+                r = -errno;
+        } else if (ret_removed) {
+            (*ret_removed)++;
+        }
+    }
+    closedir(d);
+    return r;
+}
+
+int dir_set_mode(const char *path, int mode)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if ((st.st_mode & 07777) != (mode_t)mode && fchmod(fd, (mode_t)mode) < 0)
+        return -errno;
     return 0;
 }
 
@@ -287,5 +411,89 @@ int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct)
     }
     *ret = v;
     *ret_pct = true;
+    return 0;
+}
+
+int fds_set_cloexec(int from)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -errno;
+    int self = dirfd(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        if (*end || de->d_name[0] == '.' || fd < from || fd == self)
+            continue;
+        int fl = fcntl((int)fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* ---- base64 (RFC 4648, with padding) ---- */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *b64_encode(const uint8_t *in, size_t len)
+{
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = b64chars[(v >> 18) & 63];
+        out[o++] = b64chars[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    const char *p = c ? strchr(b64chars, c) : NULL;
+    return p ? (int)(p - b64chars) : -1;
+}
+
+int b64_decode(const char *in, uint8_t **ret, size_t *ret_len)
+{
+    size_t len = strlen(in);
+    if (len % 4)
+        return -EINVAL;
+    _cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            /* padding only in the last two places */
+            v[k] = in[i + k] == '=' && k >= 2 ? 0 : b64_value(in[i + k]);
+            if (v[k] < 0)
+                return -EINVAL;
+        }
+        bool pad2 = in[i + 2] == '=', pad3 = in[i + 3] == '=';
+        if ((pad2 && !pad3) || ((pad2 || pad3) && i + 4 != len))
+            return -EINVAL;
+        uint32_t x =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (uint8_t)(x >> 16);
+        if (!pad2)
+            out[o++] = (uint8_t)(x >> 8);
+        if (!pad3)
+            out[o++] = (uint8_t)x;
+    }
+    *ret = TAKE_PTR(out);
+    *ret_len = o;
     return 0;
 }

@@ -24,6 +24,7 @@
 
 #include "cri/container_spec.h"
 #include "cri/containers.h"
+#include "cri/validate.h"
 #include "oci/oci.h"
 
 #define CTR_LAYERS_MAX 256
@@ -693,9 +694,8 @@ void cri_create_container(struct cri_call *call)
     Runtime__V1__CreateContainerRequest *req = (Runtime__V1__CreateContainerRequest *)call->req;
     Runtime__V1__ContainerConfig *cfg = req->config;
     struct err err = {0};
-    if (!cfg || !cfg->metadata || !*cfg->metadata->name) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "CreateContainer: config.metadata needs a name");
+    if (cri_container_metadata_check(cfg ? cfg->metadata : NULL, &err) < 0) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "CreateContainer: %s", err.msg);
         return;
     }
     if (!cfg->image || !*cfg->image->image) {

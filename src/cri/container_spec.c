@@ -68,6 +68,44 @@ json_t *ctr_spec_args(const Runtime__V1__ContainerConfig *cfg, json_t *image_con
     return args;
 }
 
+/* Appends data to b, each byte sequence that is not UTF-8 replaced by
+ * U+FFFD: the spec is JSON, which cannot carry them (Go's encoding/json,
+ * which writes containerd's and reads runc's, does the same). */
+static int utf8_repair(struct buf *b, const uint8_t *p, size_t n)
+{
+    static const char fffd[] = "\xef\xbf\xbd";
+    for (size_t i = 0; i < n;) {
+        uint8_t c = p[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
+        bool ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (p[i + k] & 0xc0) == 0x80;
+        if (ok && len > 1) {
+            /* no overlong forms, surrogates or values past U+10FFFF */
+            uint32_t cp = c & (0xff >> (len + 1));
+            for (size_t k = 1; k < len; k++)
+                cp = cp << 6 | (p[i + k] & 0x3f);
+            ok = (len == 2 && cp >= 0x80) ||
+                 (len == 3 && cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff)) ||
+                 (len == 4 && cp >= 0x10000 && cp <= 0x10ffff);
+        }
+        if (!ok) {
+            if (buf_append(b, fffd, 3) < 0)
+                return -ENOMEM;
+            i++;
+            continue;
+        }
+        if (buf_append(b, p + i, len) < 0)
+            return -ENOMEM;
+        i += len;
+    }
+    return 0;
+}
+
 /* Appends or replaces KEY=VALUE by key. */
 static int env_set(json_t *env, const char *kv, size_t klen)
 {
@@ -97,19 +135,22 @@ static int build_env(const struct ctr_spec_input *in, json_t **ret, struct err *
     if (!has_path)
         env_set(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 4);
     for (size_t i = 0; i < cfg->n_envs; i++) {
-        const char *k = cfg->envs[i]->key, *v = cfg->envs[i]->value;
-        char *kv;
+        const char *k = cfg->envs[i]->key;
+        const ProtobufCBinaryData *v = &cfg->envs[i]->value;
         if (!k || !*k || strchr(k, '=')) {
             json_decref(env);
             return err_set(err, EINVAL, "envs[%zu]: `%.128s` is not a variable name", i,
                            k ? k : "");
         }
-        if (asprintf(&kv, "%s=%s", k, v ? v : "") < 0) {
+        struct buf kv = {0};
+        if (buf_append(&kv, k, strlen(k)) < 0 || buf_append(&kv, "=", 1) < 0 ||
+            utf8_repair(&kv, v->data, v->len) < 0 || buf_append(&kv, "", 1) < 0) {
+            buf_free(&kv);
             json_decref(env);
             return err_set(err, ENOMEM, "env");
         }
-        env_set(env, kv, strlen(k));
-        free(kv);
+        env_set(env, (const char *)kv.data, strlen(k));
+        buf_free(&kv);
     }
     *ret = env;
     return 0;
@@ -1046,6 +1087,11 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         if (!k || !*k || strchr(k, '='))
             return err_set(err, EINVAL, "envs[%zu]: `%.128s` is not a variable name", i,
                            k ? k : "");
+        if (cfg->envs[i]->value.len && memchr(cfg->envs[i]->value.data, 0, cfg->envs[i]->value.len))
+            return err_set(err, EINVAL,
+                           "envs[%zu]: the value of `%.128s` holds a NUL byte, which no "
+                           "environment can carry",
+                           i, k);
     }
     for (size_t i = 0; i < cfg->n_mounts; i++) {
         const Runtime__V1__Mount *m = cfg->mounts[i];

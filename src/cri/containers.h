@@ -183,6 +183,9 @@ void cri_list_containers(struct cri_call *call);              /* container_statu
 void cri_update_container_resources(struct cri_call *call);   /* container_update.c */
 void cri_reopen_container_log(struct cri_call *call);         /* container_log.c */
 void cri_exec_sync(struct cri_call *call);                    /* container_exec.c */
+void cri_exec(struct cri_call *call);                         /* streaming.c */
+void cri_attach(struct cri_call *call);                       /* streaming.c */
+void cri_port_forward(struct cri_call *call);                 /* streaming.c */
 void cri_update_pod_sandbox_resources(struct cri_call *call); /* container_update.c */
 void cri_container_stats(struct cri_call *call);              /* stats.c */
 void cri_list_container_stats(struct cri_call *call);

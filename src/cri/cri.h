@@ -27,6 +27,9 @@ struct cri_config {
     /* StopPodSandbox gives each container of the pod this long after its
      * stop signal before SIGKILL; 0: 10 s, as CRI-O. */
     unsigned pod_stop_grace_s;
+    /* the streaming server's HOST:PORT; NULL: 127.0.0.1:0 (a free port,
+     * as containerd) */
+    const char *stream_address;
     /* RuntimeClass handlers accepted besides the default ("") */
     const char *const *runtime_handlers;
     size_t n_runtime_handlers;

@@ -46,6 +46,10 @@ struct cri {
     struct cri_route *routes;
     size_t n_routes;
     char *pod_cidr; /* from UpdateRuntimeConfig, persisted */
+    /* runtime_config.c: saves of the pod CIDR, one at a time in arrival
+     * order, so that the file on disk ends as the CIDR in use */
+    struct cfg_save *cfg_saves, *cfg_saves_tail;
+    bool cfg_saving;
     char *cgroup2_mount;
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     char *cgroup2_missing;     /* the ones container limits need that it lacks */
@@ -58,7 +62,8 @@ struct cri {
      * (service.c) */
     bool recovered;
     struct cri_call *pending, *pending_tail;
-    struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
+    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
+    struct stream_server *streams; /* streaming.c: exec, attach, port-forward */
 };
 
 /* The pod's cgroup parent (kubelet's pod cgroup), below the cgroup2 mount
@@ -94,6 +99,11 @@ void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 void cri_import_image(struct cri_call *call);         /* image_cli.c */
 
 bool cri_pod_cidr_valid(const char *s);
+/* runtime-config.json as read back at start: 0 with *ret_cidr (malloc'd,
+ * a valid pod CIDR, possibly empty), -EBADMSG for anything else, -ENOMEM. */
+int cri_runtime_config_parse(const char *text, size_t len, char **ret_cidr);
+/* Fails the UpdateRuntimeConfig calls still queued (shutdown). */
+void cri_runtime_config_shutdown(struct cri *cri);
 /* resources.c: LinuxContainerResources as an OCI linux.resources object
  * (NULL: nothing set, or out of memory). */
 struct json_t;

@@ -104,25 +104,52 @@ static void detect_cgroup2(struct cri *cri)
     buf_free(&missing);
 }
 
+int cri_runtime_config_parse(const char *text, size_t len, char **ret_cidr)
+{
+    *ret_cidr = NULL;
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return -EBADMSG;
+    json_t *v = json_object_get(root, "podCIDR");
+    const char *cidr = json_is_string(v) ? json_string_value(v) : NULL;
+    /* json_string_value stops at an embedded NUL: require there is none */
+    int r =
+        cidr && strlen(cidr) == json_string_length(v) && cri_pod_cidr_valid(cidr) ? 0 : -EBADMSG;
+    if (r == 0 && !(*ret_cidr = strdup(cidr)))
+        r = -ENOMEM;
+    json_decref(root);
+    return r;
+}
+
 int cri_runtime_config_load(struct cri *cri, struct err *err)
 {
     detect_cgroup2(cri);
+    /* temporaries of saves cut short by a crash */
+    size_t removed = 0;
+    if (remove_stale_tmp_files(cri->root_dir, &removed) == 0 && removed)
+        log_info("removed %zu unfinished record write(s) in `%s`", removed, cri->root_dir);
     char path[4096];
     snprintf(path, sizeof(path), "%s/" RUNTIME_CONFIG_FILE, cri->root_dir);
     _cleanup_free_ char *text = NULL;
-    int r = read_file_at(AT_FDCWD, path, 64 * 1024, &text, NULL);
+    size_t len = 0;
+    int r = read_file_at(AT_FDCWD, path, 64 * 1024, &text, &len);
     if (r == -ENOENT)
         return 0;
     if (r < 0)
         return err_set(err, -r, "read `%s`", path);
-    json_error_t jerr;
-    json_t *root = json_loads(text, 0, &jerr);
-    const char *cidr = root ? json_string_value(json_object_get(root, "podCIDR")) : NULL;
-    if (cidr && cri_pod_cidr_valid(cidr))
-        cri->pod_cidr = strdup(cidr);
-    else
+    char *cidr = NULL;
+    r = cri_runtime_config_parse(text, len, &cidr);
+    if (r == -ENOMEM)
+        return err_set(err, ENOMEM, "read `%s`", path);
+    if (r < 0) {
         log_warn("ignoring unreadable `%s`", path);
-    json_decref(root);
+        return 0;
+    }
+    free(cri->pod_cidr);
+    cri->pod_cidr = *cidr ? cidr : NULL;
+    if (!*cidr)
+        free(cidr);
     return 0;
 }
 
@@ -235,8 +262,13 @@ void cri_runtime_config(struct cri_call *call)
     cri_reply(call, &resp.base);
 }
 
-struct save_work {
+/* UpdateRuntimeConfig persists the CIDR before it takes effect. Saves run
+ * one at a time in arrival order (cri->cfg_saves): concurrent calls would
+ * otherwise finish in any order, and the CIDR in use could differ from the
+ * one on disk, and change at the next start. */
+struct cfg_save {
     uv_work_t req;
+    struct cfg_save *next;
     struct cri_call *call;
     const char *dir; /* the root directory, created if missing */
     char *path;
@@ -245,36 +277,75 @@ struct save_work {
     int result;
 };
 
+static void cfg_save_free(struct cfg_save *w)
+{
+    free(w->path);
+    free(w->cidr);
+    buf_free(&w->content);
+    free(w);
+}
+
 static void save_work(uv_work_t *req)
 {
-    struct save_work *w = req->data;
+    struct cfg_save *w = req->data;
     w->result = mkdir_p(w->dir, 0700);
     if (w->result == 0)
         w->result = write_file_atomic(AT_FDCWD, w->path, w->content.data, w->content.len, 0600);
 }
 
+static void save_done(uv_work_t *req, int status);
+
+static void save_next(struct cri *cri)
+{
+    struct cfg_save *w = cri->cfg_saves;
+    if (cri->cfg_saving || !w)
+        return;
+    cri->cfg_saves = w->next;
+    if (!cri->cfg_saves)
+        cri->cfg_saves_tail = NULL;
+    cri->cfg_saving = true;
+    w->req.data = w;
+    uv_queue_work(cri->loop, &w->req, save_work, save_done);
+}
+
 static void save_done(uv_work_t *req, int status)
 {
-    struct save_work *w = req->data;
+    struct cfg_save *w = req->data;
     struct cri_call *call = w->call;
+    struct cri *cri = call->cri;
     if (status < 0)
         w->result = status;
     if (w->result < 0) {
         cri_fail(call, GRPC_STATUS_INTERNAL, "persist the pod CIDR in `%s`: %s", w->path,
                  strerror(-w->result));
     } else {
-        free(call->cri->pod_cidr);
-        call->cri->pod_cidr = TAKE_PTR(w->cidr);
-        log_info("pod CIDR set to `%s`", call->cri->pod_cidr);
-        sandbox_net_status_refresh(call->cri, true);
+        bool changed = !cri->pod_cidr || strcmp(cri->pod_cidr, w->cidr) != 0;
+        free(cri->pod_cidr);
+        cri->pod_cidr = TAKE_PTR(w->cidr);
+        if (changed) {
+            log_info("pod CIDR set to `%s`", cri->pod_cidr);
+            sandbox_net_status_refresh(cri, true);
+        }
         Runtime__V1__UpdateRuntimeConfigResponse resp =
             RUNTIME__V1__UPDATE_RUNTIME_CONFIG_RESPONSE__INIT;
         cri_reply(call, &resp.base);
     }
-    free(w->path);
-    free(w->cidr);
-    buf_free(&w->content);
-    free(w);
+    cfg_save_free(w);
+    cri->cfg_saving = false;
+    save_next(cri);
+}
+
+void cri_runtime_config_shutdown(struct cri *cri)
+{
+    /* the save in flight ends in save_done; the queued ones end now */
+    struct cfg_save *w = cri->cfg_saves;
+    cri->cfg_saves = cri->cfg_saves_tail = NULL;
+    while (w) {
+        struct cfg_save *next = w->next;
+        cri_fail(w->call, GRPC_STATUS_UNAVAILABLE, "kinglet is shutting down");
+        cfg_save_free(w);
+        w = next;
+    }
 }
 
 void cri_update_runtime_config(struct cri_call *call)
@@ -289,29 +360,30 @@ void cri_update_runtime_config(struct cri_call *call)
         return;
     }
     struct cri *cri = call->cri;
-    if (cri->pod_cidr && strcmp(cri->pod_cidr, cidr) == 0) {
+    /* Nothing to save when nothing else is queued and it is in use. */
+    if (!cri->cfg_saving && !cri->cfg_saves && cri->pod_cidr && strcmp(cri->pod_cidr, cidr) == 0) {
         Runtime__V1__UpdateRuntimeConfigResponse resp =
             RUNTIME__V1__UPDATE_RUNTIME_CONFIG_RESPONSE__INIT;
         cri_reply(call, &resp.base);
         return;
     }
-    struct save_work *w = calloc(1, sizeof(*w));
-    int r = w ? 0 : -ENOMEM;
-    if (r < 0 || asprintf(&w->path, "%s/" RUNTIME_CONFIG_FILE, cri->root_dir) < 0 ||
-        !(w->cidr = strdup(cidr)) || buf_printf(&w->content, "{\"podCIDR\":") < 0 ||
+    struct cfg_save *w = calloc(1, sizeof(*w));
+    if (w && asprintf(&w->path, "%s/" RUNTIME_CONFIG_FILE, cri->root_dir) < 0)
+        w->path = NULL;
+    if (!w || !w->path || !(w->cidr = strdup(cidr)) ||
+        buf_printf(&w->content, "{\"podCIDR\":") < 0 ||
         buf_append_json_string(&w->content, cidr) < 0 || buf_append(&w->content, "}\n", 2) < 0) {
-        if (w) {
-            free(w->path);
-            free(w->cidr);
-            buf_free(&w->content);
-            free(w);
-        }
-        cri_fail(call, GRPC_STATUS_INTERNAL, "prepare runtime config: %s",
-                 strerror(r < 0 ? -r : ENOMEM));
+        if (w)
+            cfg_save_free(w);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "prepare runtime config: out of memory");
         return;
     }
     w->call = call;
     w->dir = cri->root_dir;
-    w->req.data = w;
-    uv_queue_work(cri->loop, &w->req, save_work, save_done);
+    if (cri->cfg_saves_tail)
+        cri->cfg_saves_tail->next = w;
+    else
+        cri->cfg_saves = w;
+    cri->cfg_saves_tail = w;
+    save_next(cri);
 }

@@ -223,7 +223,9 @@ struct start_work {
     struct cri *cri;
     struct net_config net;
     bool network;
-    char **keep; /* ids of ready pods */
+    bool find_mtu;             /* no --mtu: use the uplink's */
+    char mtu_ifname[IFNAMSIZ]; /* where it came from ("": the default) */
+    char **keep;               /* ids of ready pods */
     size_t nkeep;
     char *state_dir;
     char *records_dir;
@@ -250,6 +252,17 @@ static void start_work(uv_work_t *req)
 {
     struct start_work *w = req->data;
     struct err err = {0};
+    if (w->network && w->find_mtu) {
+        /* Before the bridge exists: pods default to the MTU of the node's
+         * uplink, as a larger one breaks their large packets there. */
+        unsigned mtu = 0;
+        if (net_uplink_mtu(w->net.bridge, &mtu, w->mtu_ifname, sizeof(w->mtu_ifname), &err) == 0 &&
+            mtu >= 576 && mtu <= 65535)
+            w->net.mtu = mtu;
+        else
+            w->mtu_ifname[0] = '\0';
+        err_clear(&err);
+    }
     if (w->network) {
         /* The nftables table (and libnftables with it) only when a pod needs
          * it: running pods keep their masquerade and host ports, leftovers
@@ -300,6 +313,14 @@ static void start_done(uv_work_t *req, int status)
     struct start_work *w = req->data;
     struct cri *cri = w->cri;
     struct sandboxes *s = cri->sandboxes;
+    if (s && w->network && w->find_mtu) {
+        s->net.mtu = w->net.mtu;
+        if (w->mtu_ifname[0])
+            log_info("pod MTU %u, the MTU of `%s` (the default route's interface)", s->net.mtu,
+                     w->mtu_ifname);
+        else
+            log_info("pod MTU %u (no default route to take it from)", s->net.mtu);
+    }
     if (s && w->network) {
         s->net_ready = status == 0 && w->ready;
         snprintf(s->net_reason, sizeof(s->net_reason), "%s", w->reason);
@@ -335,6 +356,7 @@ void cri_sandboxes_start(struct cri *cri)
     }
     w->cri = cri;
     w->network = s->network_enabled;
+    w->find_mtu = !s->mtu_configured;
     if (w->network && sandbox_net_config(cri, &w->net, &e) < 0) {
         log_warn("pod network configuration: %s", e.msg);
         w->net = s->net;
@@ -430,6 +452,7 @@ int cri_sandboxes_init(struct cri *cri, const struct cri_config *cfg, struct err
         return err_wrap(err, "bridge");
     if (cfg->mtu)
         s->net.mtu = cfg->mtu;
+    s->mtu_configured = cfg->mtu != 0;
     if ((size_t)snprintf(s->net.ipam_dir, sizeof(s->net.ipam_dir), "%s/net/ipam", cfg->root_dir) >=
         sizeof(s->net.ipam_dir))
         return err_set(err, ENAMETOOLONG, "root directory `%s`", cfg->root_dir);

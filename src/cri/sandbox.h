@@ -40,7 +40,8 @@ struct sandboxes {
     struct net_config net; /* base: bridge, ipam dir, MTU; subnets per pod */
     char *cfg_pod_cidr;    /* from the daemon's configuration, NULL: none */
     bool network_enabled;
-    char **handlers; /* configured RuntimeClass handlers besides "" */
+    bool mtu_configured; /* --mtu given; else the uplink's, found at start */
+    char **handlers;     /* configured RuntimeClass handlers besides "" */
     size_t n_handlers;
     /* NetworkReady, refreshed off the loop */
     bool net_ready, net_checking;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cri/sandbox.h"
+#include "cri/validate.h"
 
 struct run_work {
     uv_work_t req;
@@ -148,6 +149,50 @@ static int port_mappings(Runtime__V1__PodSandboxConfig *c, struct net_port_mappi
     return 0;
 }
 
+/* Whether pod sb holds its host ports: from RunPodSandbox until its
+ * network is torn down by StopPodSandbox (NOTREADY), and across daemon
+ * restarts (a recovered ready pod keeps its rules). */
+static bool holds_host_ports(const struct sandbox *sb)
+{
+    return !sb->host_network && sb->config && (sb->creating || sb->rec.state == STORE_POD_READY);
+}
+
+/* Refuses a host port that the request maps twice (EINVAL) or that a pod
+ * holds (EADDRINUSE, naming it): nftables would take the first DNAT rule
+ * and silently shadow the second. */
+static int host_ports_check(struct cri *cri, const Runtime__V1__PodSandboxConfig *c,
+                            struct err *err)
+{
+    char what[128];
+    for (size_t i = 0; i < c->n_port_mappings; i++) {
+        const Runtime__V1__PortMapping *m = c->port_mappings[i];
+        for (size_t j = 0; j < i; j++)
+            if (cri_port_mappings_conflict(m, c->port_mappings[j])) {
+                cri_port_mapping_format(m, what, sizeof(what));
+                return err_set(err, EINVAL,
+                               "port_mappings[%zu]: host port %s is already mapped by "
+                               "port_mappings[%zu]",
+                               i, what, j);
+            }
+        for (struct sandbox *o = cri->sandboxes->head; o; o = o->next) {
+            if (!holds_host_ports(o))
+                continue;
+            const Runtime__V1__PodSandboxConfig *oc = o->config;
+            for (size_t j = 0; j < oc->n_port_mappings; j++)
+                if (cri_port_mappings_conflict(m, oc->port_mappings[j])) {
+                    cri_port_mapping_format(oc->port_mappings[j], what, sizeof(what));
+                    const Runtime__V1__PodSandboxMetadata *om = oc->metadata;
+                    return err_set(err, EADDRINUSE,
+                                   "port_mappings[%zu]: host port %s is held by pod %s/%s "
+                                   "(`%s`)",
+                                   i, what, om ? om->namespace_ : "?", om ? om->name : "?",
+                                   o->rec.id);
+                }
+        }
+    }
+    return 0;
+}
+
 void cri_run_pod_sandbox(struct cri_call *call)
 {
     struct cri *cri = call->cri;
@@ -155,9 +200,9 @@ void cri_run_pod_sandbox(struct cri_call *call)
     Runtime__V1__RunPodSandboxRequest *req = (Runtime__V1__RunPodSandboxRequest *)call->req;
     Runtime__V1__PodSandboxConfig *c = req->config;
     const Runtime__V1__PodSandboxMetadata *md = c ? c->metadata : NULL;
-    if (!md || !*md->name || !*md->namespace_ || !*md->uid) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "RunPodSandbox: config.metadata needs a name, a namespace and a uid");
+    struct err err = {0};
+    if (cri_pod_metadata_check(md, &err) < 0) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err.msg);
         return;
     }
     const char *handler = req->runtime_handler ? req->runtime_handler : "";
@@ -174,10 +219,8 @@ void cri_run_pod_sandbox(struct cri_call *call)
     Runtime__V1__NamespaceMode netm = ns ? ns->network : RUNTIME__V1__NAMESPACE_MODE__POD;
     Runtime__V1__NamespaceMode ipcm = ns ? ns->ipc : RUNTIME__V1__NAMESPACE_MODE__POD;
     Runtime__V1__NamespaceMode pidm = ns ? ns->pid : RUNTIME__V1__NAMESPACE_MODE__POD;
-    if ((netm != RUNTIME__V1__NAMESPACE_MODE__POD && netm != RUNTIME__V1__NAMESPACE_MODE__NODE) ||
-        (ipcm != RUNTIME__V1__NAMESPACE_MODE__POD && ipcm != RUNTIME__V1__NAMESPACE_MODE__NODE)) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "RunPodSandbox: network and ipc namespaces must be POD or NODE");
+    if (cri_pod_namespace_check(ns, &err) < 0) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err.msg);
         return;
     }
     if (ns && ns->userns_options && ns->userns_options->mode != RUNTIME__V1__NAMESPACE_MODE__NODE &&
@@ -214,8 +257,12 @@ void cri_run_pod_sandbox(struct cri_call *call)
                  "RunPodSandbox: the pod configuration is larger than %d bytes", STORE_CONFIG_MAX);
         return;
     }
+    if (!host_network && host_ports_check(cri, c, &err) < 0) {
+        err_wrap(&err, "RunPodSandbox %s/%s", md->namespace_, md->name);
+        cri_fail_err(call, &err);
+        return;
+    }
 
-    struct err err = {0};
     struct run_work *w = calloc(1, sizeof(*w));
     struct sandbox *sb = calloc(1, sizeof(*sb));
     if (w)

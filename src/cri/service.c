@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "cri/containers.h"
+#include "stream/stream.h"
 
 static const struct {
     const char *name;
@@ -31,6 +32,9 @@ static const struct {
     {"ListContainers", cri_list_containers},
     {"ReopenContainerLog", cri_reopen_container_log},
     {"ExecSync", cri_exec_sync},
+    {"Exec", cri_exec},
+    {"Attach", cri_attach},
+    {"PortForward", cri_port_forward},
     {"UpdateContainerResources", cri_update_container_resources},
     {"UpdatePodSandboxResources", cri_update_pod_sandbox_resources},
     {"ContainerStats", cri_container_stats},
@@ -85,6 +89,7 @@ int cri_status_from_errno(int code)
         return GRPC_STATUS_DATA_LOSS;
     case ENOTEMPTY:
     case EALREADY:
+    case EADDRINUSE: /* a host port another pod holds */
         return GRPC_STATUS_FAILED_PRECONDITION;
     default:
         return GRPC_STATUS_INTERNAL;
@@ -325,6 +330,12 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         cri_free(cri);
         return r;
     }
+    r = stream_server_start(loop, cfg->stream_address ? cfg->stream_address : "127.0.0.1:0",
+                            &cri->streams, err);
+    if (r < 0) {
+        cri_free(cri);
+        return r;
+    }
     cri_sandboxes_start(cri);
     *ret = cri;
     return 0;
@@ -340,7 +351,11 @@ void cri_shutdown(struct cri *cri)
         cri_fail(call, GRPC_STATUS_UNAVAILABLE, "kinglet is shutting down");
         call = next;
     }
+    cri_runtime_config_shutdown(cri);
     cri_events_shutdown(cri->events);
+    /* streaming sessions end (their exec commands are killed) */
+    stream_server_close(cri->streams);
+    cri->streams = NULL;
     /* pulls in flight end now (their calls fail CANCELLED) */
     image_service_free(cri->images);
     cri->images = NULL;
@@ -351,6 +366,7 @@ void cri_free(struct cri *cri)
     if (!cri)
         return;
     cri_events_free(cri->events);
+    stream_server_close(cri->streams);
     image_service_free(cri->images);
     cri_containers_free(cri);
     cri_sandboxes_free(cri);

@@ -30,8 +30,11 @@ static void usage(FILE *f)
                "  --no-origin-fallback         with mirrors, never contact the origin\n"
                "  --pull-concurrency N         layers downloaded at once (default 3)\n"
                "  --max-layer-size SIZE        refuse layers unpacking to more (default: none)\n"
+               "  --max-layer-ratio N          refuse layers whose tar grows past N times\n"
+               "                               their compressed size, at least 64M\n"
+               "                               (default 100; 0 = none)\n"
                "  --image-min-free SIZE|N%%     free space and inodes a pull leaves\n"
-               "                               (default 128M)\n"
+               "                               (default 15%%: kubelet evicts below it)\n"
                "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
                "commands:\n"
                "  pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
@@ -222,6 +225,7 @@ static const struct option cli_opts[] = {
     {"pull-concurrency", required_argument, NULL, 'j'},
     {"max-layer-size", required_argument, NULL, 'L'},
     {"image-min-free", required_argument, NULL, 'F'},
+    {"max-layer-ratio", required_argument, NULL, 'R'},
     {"platform", required_argument, NULL, 'p'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -240,7 +244,7 @@ bool image_cli_opt_has_arg(const char *arg)
 int image_cli_main(int argc, char **argv)
 {
     const char *root = DEFAULT_ROOT;
-    struct image_config cfg = {.limits.min_free = IMAGE_MIN_FREE_DEFAULT};
+    struct image_config cfg = {.limits = IMAGE_LIMITS_DEFAULT};
     const char **mirrors = calloc((size_t)argc, sizeof(char *));
     const char **insecure = calloc((size_t)argc, sizeof(char *));
     char *platform = NULL;
@@ -284,6 +288,17 @@ int image_cli_main(int argc, char **argv)
                 goto out;
             }
             break;
+        case 'R': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!optarg[0] || *end || optarg[0] == '-' || v > 1000000) {
+                fprintf(stderr, "kinglet image: --max-layer-ratio: `%s` is not 0..1000000\n",
+                        optarg);
+                goto out;
+            }
+            cfg.limits.max_layer_ratio = (unsigned)v;
+            break;
+        }
         case 'p': {
             free(platform);
             platform = strdup(optarg);

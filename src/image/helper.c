@@ -385,7 +385,7 @@ void job_helper_run(struct job *job)
     }
     p.fd = sv[0];
     char *argv[] = {"kinglet", "image-pull", NULL};
-    int r = spawn_start("/proc/self/exe", argv, environ, -1, -1, STDERR_FILENO, sv[1], &p.pid);
+    int r = spawn_start("/proc/self/exe", argv, environ, -1, -1, STDERR_FILENO, &sv[1], 1, &p.pid);
     close(sv[1]);
     if (r < 0) {
         close(p.fd);
@@ -648,10 +648,11 @@ static int sandbox_seccomp(struct err *err)
     for (int f = 0; f < AF_MAX && r == 0; f++)
         if (f != AF_UNIX && f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
             r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f));
+                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
-                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                             SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
     if (r == 0)
         r = seccomp_load(ctx);
     seccomp_release(ctx);

@@ -53,18 +53,37 @@ bool image_digest_valid(const char *s);
 
 /* ---- service ------------------------------------------------------------ */
 
-/* Decompression bombs and full disks: a layer that unpacks to more than
- * max_layer_size bytes (0 = no limit) fails with EFBIG; one that would
- * leave less than min_free bytes (or min_free percent of the filesystem's
- * size when min_free_pct) free fails with ENOSPC, as does one that would
- * leave less than min_free percent (5% when min_free is a size) of the
- * filesystem's inodes free. min_free 0 turns both reserves off. */
+/* Decompression bombs and full disks. A layer fails with EFBIG when its
+ * tar stream grows past max_layer_ratio times its compressed size (the
+ * descriptor's, or the bytes read so far when larger; never less than
+ * IMAGE_LAYER_RATIO_FLOOR; 0 = no limit), or when its files hold more than
+ * max_layer_size bytes (0 = no limit): both are checked as the stream
+ * inflates, so a small hostile layer stops long before its digests could
+ * be checked at the end. A layer that would leave less than min_free bytes
+ * (or min_free percent of the filesystem's size when min_free_pct) free
+ * fails with ENOSPC, as does one that would leave less than min_free
+ * percent (5% when min_free is a size) of the filesystem's inodes free.
+ * min_free 0 turns both reserves off.
+ *
+ * The defaults keep kubelet out of DiskPressure: its default eviction
+ * thresholds are imagefs.available 15% and nodefs.available 10% (the same
+ * filesystem on most nodes), and its image garbage collection starts at
+ * 85% use, so a pull never takes the image filesystem below 15% free. A
+ * compressed layer rarely expands more than 10 times (text) and gzip at
+ * most about 1032 times: 100 stops bombs at a tenth of their size. */
 struct image_limits {
     uint64_t max_layer_size;
-    uint64_t min_free; /* IMAGE_MIN_FREE_DEFAULT for the daemon and the CLI */
+    uint64_t min_free;
     bool min_free_pct;
+    unsigned max_layer_ratio;
 };
-#define IMAGE_MIN_FREE_DEFAULT (128u << 20)
+#define IMAGE_MIN_FREE_DEFAULT        15 /* percent */
+#define IMAGE_MAX_LAYER_RATIO_DEFAULT 100
+#define IMAGE_LAYER_RATIO_FLOOR       (64u << 20)
+#define IMAGE_LIMITS_DEFAULT                                                                       \
+    ((struct image_limits){.min_free = IMAGE_MIN_FREE_DEFAULT,                                     \
+                           .min_free_pct = true,                                                   \
+                           .max_layer_ratio = IMAGE_MAX_LAYER_RATIO_DEFAULT})
 
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */

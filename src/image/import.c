@@ -595,7 +595,10 @@ void job_import_run(struct job *job)
         r = r == -ENOENT ? err_set(err, EINVAL,
                                    "neither a docker-save archive (manifest.json) "
                                    "nor an OCI image layout (index.json)")
-                         : err_set(err, -r, "read the archive's index");
+            : r == -EXDEV || r == -ELOOP
+                ? err_set(err, EPERM, "the archive's %s is a symlink that leads outside it",
+                          docker ? "manifest.json" : "index.json")
+                : err_set(err, -r, "read the archive's index");
         goto out;
     }
     j = json_loadb(data, len, 0, NULL);

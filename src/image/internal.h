@@ -100,6 +100,53 @@ struct layer_stats {
 int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_expect *expect,
                        const atomic_bool *cancel, struct layer_stats *ret, struct err *err);
 
+/* ---- registry protocol parsing (regparse.c, pure) ------------------------ */
+
+/* Sets an error whose message already says everything (a registry's or
+ * curl's words, a refusal): no strerror text appended. Returns -code. */
+int reg_err_plain(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
+
+/* The status of an HTTP status line ("HTTP/1.1 404 Not Found"), or -1. */
+long reg_status_line(const char *line, size_t len);
+/* The trimmed value of header line `line` (len bytes, with or without its
+ * CRLF) if it is header `name` (case-insensitive), malloc'ed; else NULL. */
+char *reg_header_value(const char *line, size_t len, const char *name);
+
+struct reg_challenge {
+    bool bearer, basic;
+    char realm[1024], service[1024], scope[1024]; /* cut to fit */
+};
+/* Parses a WWW-Authenticate value; unknown schemes leave both flags false. */
+void reg_challenge_parse(const char *h, struct reg_challenge *ret);
+/* The token of a token endpoint's JSON answer ("token", else
+ * "access_token"), malloc'ed. -EACCES when there is none or it is not
+ * printable ASCII, -EFBIG past IMAGE_TOKEN_MAX, -ENOMEM. */
+int reg_token_parse(const void *data, size_t len, char **ret, struct err *err);
+/* A one-line summary of an error body: "CODE: message[; CODE: message]"
+ * from the distribution API's errors array, else the body's start; control
+ * bytes replaced, always NUL-terminated (empty for an empty body). */
+void reg_error_message(const void *body, size_t len, char *out, size_t outsz);
+
+struct reg_url {
+    bool https;
+    char host[256]; /* lowercase; an IPv6 literal keeps its brackets */
+    unsigned port;  /* the scheme's default when absent */
+};
+/* Splits an absolute http(s) URL. -EPROTONOSUPPORT for another scheme,
+ * -EINVAL for a malformed authority. */
+int reg_url_split(const char *url, struct reg_url *ret);
+/* May a request to `from` follow a redirect to `to`? -EPROTO (reason in
+ * err) for a scheme other than http(s), or https -> http unless allow_http
+ * (the registry is configured insecure). *ret_same_origin: same scheme,
+ * host and port, the only case in which credentials go along. */
+int reg_redirect_check(const char *from, const char *to, bool allow_http, bool *ret_same_origin,
+                       struct err *err);
+/* May the registry at registry_url send its credentials to token realm
+ * `realm`? Only over https (plain http when allow_http), and only to the
+ * registry's own host or a host of the registry's parent domain
+ * (registry-1.docker.io -> auth.docker.io); never to another IP address. */
+bool reg_realm_gets_credentials(const char *registry_url, const char *realm, bool allow_http);
+
 /* ---- registry client (registry.c, blocking: worker threads only) -------- */
 
 struct reg_endpoint {

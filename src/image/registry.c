@@ -12,9 +12,12 @@
  * triggers the auth flow once per endpoint: Bearer (token from the
  * challenge's realm/service/scope, with basic credentials, an OAuth2 refresh
  * token or anonymously) or Basic. Credentials go to the origin only, never to
- * mirrors, and are never logged. Redirects (blob storage) are followed; curl
- * drops our Authorization header when the host changes. Proxies come from the
- * environment (libcurl's default). */
+ * mirrors, and are never logged. Redirects (blob storage) are followed here,
+ * not by curl, so that each hop is checked (regparse.c): https never turns
+ * into plain http unless the registry is configured insecure, and
+ * credentials (basic, bearer) never leave the origin they were meant for,
+ * neither on a redirect nor to a token realm on a foreign host. Proxies
+ * come from the environment (libcurl's default). */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
@@ -28,6 +31,7 @@
 
 #define STREAM_HIGH       (4u << 20)
 #define ATTEMPTS          4
+#define MAX_REDIRECTS     10
 #define DEFAULT_CERTS_DIR "/etc/kinglet/certs.d"
 
 struct reg_session {
@@ -42,6 +46,9 @@ struct reg_session {
     char *certs_dir;
     const atomic_bool *cancel;
     pthread_mutex_t mu; /* authz: layer workers share the session */
+    /* a token realm on another host got no credentials (for the message
+     * if the registry then refuses the anonymous token) */
+    atomic_bool creds_withheld;
     /* DNS answers and TLS sessions shared by the session's transfers, so
      * that parallel layer downloads resume TLS instead of full handshakes
      * (connections themselves cannot be shared between threads) */
@@ -86,7 +93,6 @@ struct reg_stream {
     CURL *h;
     struct curl_slist *hdrs;
     long status;
-    bool has_location;
     bool headers_done;
     bool done;
     bool paused;
@@ -100,21 +106,6 @@ struct reg_stream {
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static void global_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 void reg_global_init(void) { pthread_once(&global_once, global_init_once); }
-
-bool reg_err_transient(const struct err *err)
-{
-    switch (err->code) {
-    case EAGAIN:
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case ETIMEDOUT:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-        return true;
-    default:
-        return false;
-    }
-}
 
 /* ---- endpoints ------------------------------------------------------------ */
 
@@ -345,10 +336,9 @@ static void setup_common(CURL *h, const char *url, char *errbuf)
 {
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    /* redirects are ours to check and follow (follow_redirect) */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_USERAGENT, "kinglet/" PACKAGE_VERSION);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -359,7 +349,7 @@ static void setup_common(CURL *h, const char *url, char *errbuf)
     errbuf[0] = '\0';
 }
 
-static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *what)
+static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *url)
 {
     int code;
     switch (c) {
@@ -391,79 +381,72 @@ static int curl_error(struct err *err, CURLcode c, const char *errbuf, const cha
     default:
         code = EIO;
     }
-    return err_set(err, code, "%s: %s", what, errbuf[0] ? errbuf : curl_easy_strerror(c));
+    return reg_err_plain(err, code, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(c));
 }
 
+/* An HTTP error status, with what the registry said about it ("GET URL:
+ * MANIFEST_UNKNOWN: manifest unknown (HTTP 404)"). */
 static int status_error(struct err *err, long status, const char *what, const struct buf *body)
 {
     int code = status == 401 || status == 403   ? EACCES
                : status == 404                  ? ENOENT
                : status == 429 || status >= 500 ? EAGAIN
                                                 : EPROTO;
-    /* registries explain in a JSON errors array: show its start */
-    char excerpt[200] = "";
-    if (body && body->len) {
-        size_t n = body->len < sizeof(excerpt) - 1 ? body->len : sizeof(excerpt) - 1;
-        for (size_t i = 0; i < n; i++)
-            excerpt[i] = isprint(body->data[i]) ? (char)body->data[i] : ' ';
-        excerpt[n] = '\0';
-    }
-    return err_set(err, code, "%s: HTTP %ld%s%s", what, status, excerpt[0] ? " " : "", excerpt);
+    char detail[300];
+    reg_error_message(body ? body->data : NULL, body ? body->len : 0, detail, sizeof(detail));
+    return reg_err_plain(err, code, "%s: %s%s(HTTP %ld)", what, detail, detail[0] ? " " : "",
+                         status);
 }
 
-/* ---- WWW-Authenticate ---------------------------------------------------- */
-
-struct challenge {
-    bool bearer, basic;
-    char realm[1024], service[1024], scope[1024];
-};
-
-static void parse_challenge(const char *h, struct challenge *c)
+static bool is_redirect(long status)
 {
-    *c = (struct challenge){0};
-    while (isspace((unsigned char)*h))
-        h++;
-    if (strncasecmp(h, "Bearer", 6) == 0) {
-        c->bearer = true;
-        h += 6;
-    } else if (strncasecmp(h, "Basic", 5) == 0) {
-        c->basic = true;
-        return;
-    } else {
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* The endpoint a request to url is made as, for TLS: certs.d by the URL's
+ * host[:port]; verification skipped only on the insecure registry's own
+ * host (a redirect to blob storage elsewhere is verified). */
+static void hop_endpoint(const struct reg_endpoint *ep, const char *url, struct reg_endpoint *ret,
+                         char hostbuf[300])
+{
+    struct reg_url u;
+    *ret = (struct reg_endpoint){.host = hostbuf};
+    if (reg_url_split(url, &u) < 0) {
+        snprintf(hostbuf, 300, "%s", ep->host);
         return;
     }
-    while (*h) {
-        while (*h == ' ' || *h == ',' || *h == '\t')
-            h++;
-        const char *eq = strchr(h, '=');
-        if (!eq)
-            break;
-        size_t klen = (size_t)(eq - h);
-        const char *v = eq + 1;
-        char val[1024];
-        size_t vl = 0;
-        if (*v == '"') {
-            v++;
-            while (*v && *v != '"' && vl < sizeof(val) - 1) {
-                if (*v == '\\' && v[1])
-                    v++;
-                val[vl++] = *v++;
-            }
-            if (*v == '"')
-                v++;
-        } else {
-            while (*v && *v != ',' && vl < sizeof(val) - 1)
-                val[vl++] = *v++;
-        }
-        val[vl] = '\0';
-        if (klen == 5 && strncasecmp(h, "realm", 5) == 0)
-            snprintf(c->realm, sizeof(c->realm), "%s", val);
-        else if (klen == 7 && strncasecmp(h, "service", 7) == 0)
-            snprintf(c->service, sizeof(c->service), "%s", val);
-        else if (klen == 5 && strncasecmp(h, "scope", 5) == 0)
-            snprintf(c->scope, sizeof(c->scope), "%s", val);
-        h = v;
-    }
+    if (u.port == (u.https ? 443u : 80u))
+        snprintf(hostbuf, 300, "%s", u.host);
+    else
+        snprintf(hostbuf, 300, "%s:%u", u.host, u.port);
+    struct reg_url e;
+    bool same_host = ep->base && reg_url_split(ep->base, &e) == 0 && strcmp(e.host, u.host) == 0;
+    if (same_host && e.port == u.port)
+        snprintf(hostbuf, 300, "%s", ep->host); /* certs.d as configured */
+    ret->skip_verify = ep->skip_verify && same_host;
+}
+
+/* A redirect answer: the next URL (malloc'ed) after the policy check, and
+ * whether credentials may still go along (*same stays true only while every
+ * hop keeps the origin). */
+static int follow_redirect(CURL *h, const struct reg_endpoint *ep, const char *url, unsigned hops,
+                           bool *same, char **ret_next, struct err *err)
+{
+    char *loc = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
+        return reg_err_plain(err, EPROTO, "GET %s: redirect without a usable Location", url);
+    if (hops >= MAX_REDIRECTS)
+        return reg_err_plain(err, EPROTO, "GET %s: more than %d redirects", url, MAX_REDIRECTS);
+    bool so = false;
+    int r = reg_redirect_check(url, loc, ep->skip_verify, &so, err);
+    if (r < 0)
+        return err_wrap(err, "GET %s", url);
+    char *next = strdup(loc);
+    if (!next)
+        return err_set(err, ENOMEM, "redirect");
+    *same = *same && so;
+    *ret_next = next;
+    return 0;
 }
 
 /* ---- small GETs ----------------------------------------------------------- */
@@ -487,26 +470,12 @@ static size_t sink_write(char *p, size_t sz, size_t n, void *data)
     return buf_append(k->b, p, len) < 0 ? 0 : len;
 }
 
-static char *header_value(const char *line, size_t len, const char *name)
-{
-    size_t nl = strlen(name);
-    if (len <= nl + 1 || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-        return NULL;
-    const char *v = line + nl + 1;
-    const char *end = line + len;
-    while (v < end && isspace((unsigned char)*v))
-        v++;
-    while (end > v && isspace((unsigned char)end[-1]))
-        end--;
-    return strndup(v, (size_t)(end - v));
-}
-
 static size_t sink_header(char *p, size_t sz, size_t n, void *data)
 {
     struct sink *k = data;
     size_t len = sz * n;
-    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-        /* a new response (redirect): forget the previous one's headers */
+    if (reg_status_line(p, len) >= 0) {
+        /* a new response (after a 100): forget the previous one's headers */
         if (k->content_type) {
             free(*k->content_type);
             *k->content_type = NULL;
@@ -517,10 +486,10 @@ static size_t sink_header(char *p, size_t sz, size_t n, void *data)
         return len;
     }
     char *v;
-    if (k->content_type && (v = header_value(p, len, "Content-Type"))) {
+    if (k->content_type && (v = reg_header_value(p, len, "Content-Type"))) {
         free(*k->content_type);
         *k->content_type = v;
-    } else if ((v = header_value(p, len, "WWW-Authenticate"))) {
+    } else if ((v = reg_header_value(p, len, "WWW-Authenticate"))) {
         free(*k->www_auth);
         *k->www_auth = v;
     }
@@ -534,18 +503,22 @@ static void msleep(unsigned ms)
         ;
 }
 
-/* One GET; *ret_status gets the HTTP status (0 on transport failure). */
-static int http_get(struct reg_session *s, const struct reg_endpoint *ep, const char *url,
-                    const char *accept, const char *authz, size_t max, struct buf *body,
-                    char **ret_ct, char **ret_www, long *ret_status, const char *post,
-                    struct err *err)
+/* One request to url, no redirect followed: *ret_next gets the checked
+ * target of a redirect answer, NULL otherwise. */
+static int http_once(struct reg_session *s, const struct reg_endpoint *ep, const char *url,
+                     const char *accept, const char *authz, size_t max, struct buf *body,
+                     char **ret_ct, char **ret_www, long *ret_status, const char *post,
+                     unsigned hops, bool *same, char **ret_next, struct err *err)
 {
     CURL *h = curl_easy_init();
     if (!h)
         return err_set(err, ENOMEM, "curl");
     char errbuf[CURL_ERROR_SIZE];
+    char hostbuf[300];
+    struct reg_endpoint tls_ep;
+    hop_endpoint(ep, url, &tls_ep, hostbuf);
     setup_common(h, url, errbuf);
-    setup_tls(s, h, ep);
+    setup_tls(s, h, &tls_ep);
     struct curl_slist *hdrs = NULL;
     _cleanup_free_ char *ah = NULL, *zh = NULL;
     if (accept && asprintf(&ah, "Accept: %s", accept) >= 0)
@@ -567,18 +540,45 @@ static int http_get(struct reg_session *s, const struct reg_endpoint *ep, const 
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     *ret_status = status;
+    *ret_next = NULL;
     int r = 0;
     if (k.too_big)
         r = err_set(err, EFBIG, "GET %s: response larger than %zu bytes", url, max);
     else if (c != CURLE_OK)
-        r = curl_error(err, c, errbuf, "GET");
+        r = curl_error(err, c, errbuf, url);
+    else if (is_redirect(status) && post)
+        r = reg_err_plain(err, EPROTO, "POST %s: redirected (HTTP %ld): not followed", url, status);
+    else if (is_redirect(status))
+        r = follow_redirect(h, ep, url, hops, same, ret_next, err);
     curl_slist_free_all(hdrs);
     if (zh)
         explicit_bzero(zh, strlen(zh));
     curl_easy_cleanup(h);
-    if (r < 0 && r != -EFBIG)
-        err_wrap(err, "%s", url);
     return r;
+}
+
+/* One GET (or POST of post), following redirects; *ret_status gets the
+ * final HTTP status (0 on transport failure). authz goes to url's origin
+ * only. */
+static int http_get(struct reg_session *s, const struct reg_endpoint *ep, const char *url,
+                    const char *accept, const char *authz, size_t max, struct buf *body,
+                    char **ret_ct, char **ret_www, long *ret_status, const char *post,
+                    struct err *err)
+{
+    _cleanup_free_ char *cur = strdup(url);
+    if (!cur)
+        return err_set(err, ENOMEM, "GET");
+    bool same = true;
+    for (unsigned hops = 0;; hops++) {
+        char *next = NULL;
+        int r = http_once(s, ep, cur, accept, same ? authz : NULL, max, body, ret_ct, ret_www,
+                          ret_status, post, hops, &same, &next, err);
+        if (r < 0 || !next)
+            return r;
+        free(cur);
+        cur = next;
+        body->len = 0;
+    }
 }
 
 static char *url_escape(const char *s)
@@ -593,8 +593,8 @@ static char *url_escape(const char *s)
 static int authenticate(struct reg_session *s, size_t i, const char *www, struct err *err)
 {
     const struct reg_endpoint *ep = &s->eps[i];
-    struct challenge c;
-    parse_challenge(www ? www : "", &c);
+    struct reg_challenge c;
+    reg_challenge_parse(www ? www : "", &c);
     const char *basic = ep->send_auth ? s->basic : NULL;
     if (c.basic) {
         if (!basic)
@@ -607,6 +607,15 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
     }
     if (!c.bearer || (!str_has_prefix(c.realm, "https://") && !str_has_prefix(c.realm, "http://")))
         return err_set(err, EACCES, "registry %s: unsupported authentication challenge", ep->host);
+    const char *idt = ep->send_auth ? s->identity_token : NULL;
+    bool withheld = false;
+    if ((basic || idt) && !reg_realm_gets_credentials(ep->base, c.realm, ep->skip_verify)) {
+        /* the realm is someone else's: ask it anonymously */
+        basic = idt = NULL;
+        withheld = true;
+        atomic_store(&s->creds_withheld, true);
+        log_debug("registry %s: token realm on another host: credentials withheld", ep->host);
+    }
     _cleanup_free_ char *scope_def = NULL;
     if (asprintf(&scope_def, "repository:%s:pull", s->repo) < 0)
         return err_set(err, ENOMEM, "auth");
@@ -618,7 +627,6 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
     _cleanup_free_ char *www2 = NULL;
     long status = 0;
     int r;
-    const char *idt = ep->send_auth ? s->identity_token : NULL;
     if (idt) {
         /* OAuth2 refresh-token grant, as docker does with identity tokens */
         _cleanup_free_ char *tok = url_escape(idt);
@@ -631,6 +639,8 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
         r = http_get(s, ep, c.realm, NULL, NULL, IMAGE_TOKEN_MAX, &body, NULL, &www2, &status, form,
                      err);
         explicit_bzero(form, strlen(form));
+        if (tok)
+            explicit_bzero(tok, strlen(tok));
     } else {
         _cleanup_free_ char *url = NULL;
         if (asprintf(&url, "%s%sservice=%s&scope=%s", c.realm, strchr(c.realm, '?') ? "&" : "?",
@@ -648,25 +658,31 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
         r = status_error(err, status, "token request", NULL);
     if (r < 0) {
         buf_free(&body);
+        if (withheld)
+            err_wrap(err, "credentials not sent to the token realm on another host");
         return err_wrap(err, "authenticate to %s", ep->host);
     }
-    json_t *j = json_loadb((const char *)body.data, body.len, 0, NULL);
+    char *tok = NULL;
+    r = reg_token_parse(body.data, body.len, &tok, err);
     explicit_bzero(body.data, body.len);
     buf_free(&body);
-    const char *tok = json_string_value(json_object_get(j, "token"));
-    if (!tok || !*tok)
-        tok = json_string_value(json_object_get(j, "access_token"));
-    if (!tok || !*tok) {
-        json_decref(j);
-        return err_set(err, EACCES, "authenticate to %s: no token in the answer", ep->host);
-    }
+    if (r < 0)
+        return err_wrap(err, "authenticate to %s", ep->host);
     char *v;
     r = asprintf(&v, "Bearer %s", tok);
-    json_decref(j);
+    free_secret(tok);
     if (r < 0)
         return err_set(err, ENOMEM, "auth");
     authz_set(s, i, v);
     return 0;
+}
+
+/* After a final 401/403: says so when the credentials were held back. */
+static int refused(struct reg_session *s, long status, struct err *err)
+{
+    if ((status == 401 || status == 403) && atomic_load(&s->creds_withheld))
+        err_wrap(err, "credentials were not sent to the registry's token realm on another host");
+    return -err->code;
 }
 
 /* GET path from endpoint i with auth and retries. */
@@ -697,8 +713,12 @@ static int ep_get(struct reg_session *s, size_t i, const char *path, const char 
         }
         if (r == 0 && status == 200)
             return 0;
-        if (r == 0)
-            r = status_error(err, status, url, body);
+        if (r == 0) {
+            char what[600];
+            snprintf(what, sizeof(what), "GET %s", url);
+            status_error(err, status, what, body);
+            r = refused(s, status, err);
+        }
         if (!reg_err_transient(err) || attempt + 1 >= ATTEMPTS)
             return r;
         msleep(250u << attempt);
@@ -777,28 +797,22 @@ static size_t stream_header(char *p, size_t sz, size_t n, void *data)
 {
     struct reg_stream *st = data;
     size_t len = sz * n;
-    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-        st->has_location = false;
+    long status = reg_status_line(p, len);
+    if (status >= 0) {
         st->headers_done = false;
         free(st->www_auth);
         st->www_auth = NULL;
-        st->status = 0;
-        const char *sp = memchr(p, ' ', len);
-        if (sp)
-            st->status = strtol(sp + 1, NULL, 10);
+        st->status = status;
         return len;
     }
     if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
-        bool redirect = st->status >= 300 && st->status < 400 && st->has_location;
-        if (!redirect && st->status != 100)
+        /* redirects end here too: follow_redirect decides */
+        if (st->status != 100)
             st->headers_done = true;
         return len;
     }
     char *v;
-    if ((v = header_value(p, len, "Location"))) {
-        st->has_location = true;
-        free(v);
-    } else if ((v = header_value(p, len, "WWW-Authenticate"))) {
+    if ((v = reg_header_value(p, len, "WWW-Authenticate"))) {
         free(st->www_auth);
         st->www_auth = v;
     }
@@ -846,8 +860,10 @@ static int stream_wait(struct reg_stream *st)
     return stream_step(st);
 }
 
-static int stream_start(struct reg_session *s, size_t i, const char *url, struct reg_stream **ret,
-                        struct err *err)
+/* Starts a GET of url (no redirect followed) and waits for its headers.
+ * ep is the registry endpoint the request belongs to (TLS per hop). */
+static int stream_start(struct reg_session *s, const struct reg_endpoint *ep, const char *url,
+                        const char *authz, struct reg_stream **ret, struct err *err)
 {
     struct reg_stream *st = calloc(1, sizeof(*st));
     if (!st)
@@ -859,16 +875,17 @@ static int stream_start(struct reg_session *s, size_t i, const char *url, struct
         reg_stream_free(st);
         return err_set(err, ENOMEM, "curl");
     }
+    char hostbuf[300];
+    struct reg_endpoint tls_ep;
+    hop_endpoint(ep, url, &tls_ep, hostbuf);
     setup_common(st->h, url, st->errbuf);
-    setup_tls(s, st->h, &s->eps[i]);
-    char *authz = authz_copy(s, i);
+    setup_tls(s, st->h, &tls_ep);
     if (authz) {
         _cleanup_free_ char *zh = NULL;
         if (asprintf(&zh, "Authorization: %s", authz) >= 0) {
             st->hdrs = curl_slist_append(st->hdrs, zh);
             explicit_bzero(zh, strlen(zh));
         }
-        free_secret(authz);
     }
     curl_easy_setopt(st->h, CURLOPT_HTTPHEADER, st->hdrs);
     curl_easy_setopt(st->h, CURLOPT_WRITEFUNCTION, stream_write);
@@ -885,12 +902,46 @@ static int stream_start(struct reg_session *s, size_t i, const char *url, struct
                                : err_set(err, -r, "GET %s", url);
     }
     if (!st->headers_done && st->result != CURLE_OK) {
-        curl_error(err, st->result, st->errbuf, "GET");
+        int e = curl_error(err, st->result, st->errbuf, url);
         reg_stream_free(st);
-        return err_wrap(err, "%s", url);
+        return e;
     }
     *ret = st;
     return 0;
+}
+
+/* stream_start on endpoint i's url, following redirects: the answer that
+ * is not a redirect. */
+static int stream_follow(struct reg_session *s, size_t i, const char *url, const char *authz,
+                         struct reg_stream **ret, struct err *err)
+{
+    const struct reg_endpoint *ep = &s->eps[i];
+    _cleanup_free_ char *cur = strdup(url);
+    if (!cur)
+        return err_set(err, ENOMEM, "GET blob");
+    bool same = true;
+    for (unsigned hops = 0;; hops++) {
+        struct reg_stream *st = NULL;
+        int r = stream_start(s, ep, cur, same ? authz : NULL, &st, err);
+        if (r < 0)
+            return r;
+        if (!is_redirect(st->status)) {
+            *ret = st;
+            return 0;
+        }
+        while (!st->done && (r = stream_wait(st)) == 0)
+            ; /* the redirect's own (small, capped) body */
+        char *next = NULL;
+        if (r == 0)
+            r = follow_redirect(st->h, ep, cur, hops, &same, &next, err);
+        else
+            r = err_set(err, -r, "GET %s", cur);
+        reg_stream_free(st);
+        if (r < 0)
+            return r;
+        free(cur);
+        cur = next;
+    }
 }
 
 int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream **ret,
@@ -905,7 +956,9 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
         bool authed = false;
         for (unsigned attempt = 0; attempt < ATTEMPTS; attempt++) {
             struct reg_stream *st = NULL;
-            r = stream_start(s, i, url, &st, err);
+            char *authz = authz_copy(s, i);
+            r = stream_follow(s, i, url, authz, &st, err);
+            free_secret(authz);
             if (r == -ECANCELED)
                 return r;
             if (r == 0 && st->status == 401 && !authed) {
@@ -927,7 +980,10 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
                 /* wait for the error body, a little */
                 while (!st->done && stream_wait(st) == 0)
                     ;
-                r = status_error(err, st->status, url, &st->body);
+                char what[600];
+                snprintf(what, sizeof(what), "GET %s", url);
+                status_error(err, st->status, what, &st->body);
+                r = refused(s, st->status, err);
                 reg_stream_free(st);
             }
             if (!reg_err_transient(err))
@@ -956,8 +1012,11 @@ int reg_stream_read(void *stream, const void **ret_buf, size_t *ret_len, struct 
                 return err_set(err, -r, "download blob");
         }
         if (st->body.len == 0) {
-            if (st->result != CURLE_OK)
-                return curl_error(err, st->result, st->errbuf, "download blob");
+            if (st->result != CURLE_OK) {
+                char *u = NULL;
+                curl_easy_getinfo(st->h, CURLINFO_EFFECTIVE_URL, &u);
+                return curl_error(err, st->result, st->errbuf, u ? u : "blob");
+            }
             *ret_len = 0;
             return 0;
         }

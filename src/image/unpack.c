@@ -39,6 +39,7 @@
 #define MAX_XATTR_VALUE    (64u << 10)
 #define FREE_CHECK_EVERY   (32u << 20)
 #define INODE_CHECK_EVERY  4096u
+#define ROOM_SHARE         8 /* layers unpacking at once that stay within the reserves */
 #define INODE_MIN_FREE_PCT 5 /* kubelet's default imagefs.inodesFree eviction threshold */
 
 enum comp { COMP_UNKNOWN, COMP_NONE, COMP_GZIP, COMP_ZSTD };
@@ -52,6 +53,7 @@ struct pipeline {
 
     struct hasher *raw_h, *diff_h;
     uint64_t raw_len;
+    uint64_t tar_len; /* uncompressed bytes produced so far */
     enum comp comp;
     uint8_t head[4];
     size_t head_len;
@@ -164,6 +166,28 @@ static int next_input(struct pipeline *p, const uint8_t **ret, size_t *ret_len)
     return 0;
 }
 
+/* Counts n more bytes of tar out of the decompressor against the layer's
+ * expansion limit (see struct image_limits), before anything is written. */
+static int count_tar(struct pipeline *p, size_t n)
+{
+    p->tar_len += n;
+    const struct image_limits *l = p->expect->limits;
+    if (!l || !l->max_layer_ratio || p->comp == COMP_NONE)
+        return 0;
+    uint64_t raw = p->raw_len;
+    if (p->expect->size > 0 && (uint64_t)p->expect->size > raw)
+        raw = (uint64_t)p->expect->size;
+    uint64_t bound = raw > UINT64_MAX / l->max_layer_ratio ? UINT64_MAX : raw * l->max_layer_ratio;
+    if (bound < IMAGE_LAYER_RATIO_FLOOR)
+        bound = IMAGE_LAYER_RATIO_FLOOR;
+    if (p->tar_len <= bound)
+        return 0;
+    return pipe_fail(p, EFBIG,
+                     "layer expands to more than %llu bytes, %u times its %llu compressed bytes "
+                     "(the max-layer-ratio limit)",
+                     (unsigned long long)bound, l->max_layer_ratio, (unsigned long long)raw);
+}
+
 /* Produces the next chunk of uncompressed tar; *ret_len == 0 at the end. */
 static int produce(struct pipeline *p, const void **ret, size_t *ret_len)
 {
@@ -224,6 +248,9 @@ static int produce(struct pipeline *p, const void **ret, size_t *ret_len)
                 return pipe_fail(p, EPROTO, "corrupt gzip stream: %s", p->z.msg ? p->z.msg : "?");
             size_t n = OUT_CHUNK - p->z.avail_out;
             if (n) {
+                int r = count_tar(p, n);
+                if (r < 0)
+                    return r;
                 hasher_update(p->diff_h, p->out, n);
                 *ret = p->out;
                 *ret_len = n;
@@ -252,6 +279,9 @@ static int produce(struct pipeline *p, const void **ret, size_t *ret_len)
         p->zpend += in.pos;
         p->zpend_len -= in.pos;
         if (out.pos) {
+            int r = count_tar(p, out.pos);
+            if (r < 0)
+                return r;
             hasher_update(p->diff_h, p->out, out.pos);
             *ret = p->out;
             *ret_len = out.pos;
@@ -529,9 +559,10 @@ static uint64_t above(uint64_t avail, uint64_t keep) { return avail > keep ? ava
 /* Called before n more bytes of file data are written: the layer's own
  * limit, then the filesystem's free space, so that neither a decompression
  * bomb nor an honest but too large image fills the node's disk. A check
- * allows the writes up to what the reserve leaves (at most
- * FREE_CHECK_EVERY bytes) before the next: checks are rare on a roomy
- * disk and the reserve is kept to the byte near it. */
+ * allows the writes up to an eighth of what the reserve leaves (at most
+ * FREE_CHECK_EVERY bytes) before the next: checks are rare on a roomy disk,
+ * come closer together near the reserve, and up to 8 layers unpacking at
+ * once (every pull's, each checking on its own) together stay above it. */
 static int check_room(struct extract *x, size_t n, const char *path)
 {
     const struct image_limits *l = x->limits;
@@ -560,7 +591,8 @@ static int check_room(struct extract *x, size_t n, const char *path)
                        "the image filesystem has %llu bytes free and kinglet keeps %llu free "
                        "(image-min-free): layer not unpacked, at `%.200s`",
                        (unsigned long long)avail, (unsigned long long)keep, path);
-    x->room_until = before + (room < FREE_CHECK_EVERY ? room : FREE_CHECK_EVERY);
+    uint64_t allow = room / ROOM_SHARE < FREE_CHECK_EVERY ? room / ROOM_SHARE : FREE_CHECK_EVERY;
+    x->room_until = before + (allow > n ? allow : n);
     return 0;
 }
 
@@ -587,7 +619,8 @@ static int check_inodes(struct extract *x, uint64_t entry, const char *path)
                        "the image filesystem has %llu inodes free and kinglet keeps %llu free "
                        "(image-min-free): layer not unpacked, at `%.200s`",
                        (unsigned long long)vfs.f_favail, (unsigned long long)keep, path);
-    x->inodes_until = entry + (room < INODE_CHECK_EVERY ? room : INODE_CHECK_EVERY);
+    uint64_t allow = room / ROOM_SHARE < INODE_CHECK_EVERY ? room / ROOM_SHARE : INODE_CHECK_EVERY;
+    x->inodes_until = entry + (allow > 1 ? allow : 1);
     return 0;
 }
 
@@ -728,6 +761,11 @@ static int extract_entry(struct extract *x, struct archive_entry *e)
             tbase = tslash + 1;
         }
         int tfd = open_in_root(x->rootfd, tdir, O_PATH | O_DIRECTORY);
+        if (tfd == -EXDEV || tfd == -ELOOP)
+            return err_set(x->err, EPERM,
+                           "hardlink `%.200s` -> `%.200s` goes through a symlink that leads "
+                           "outside the layer",
+                           path, hardlink);
         if (tfd < 0)
             return err_set(x->err, -tfd, "hardlink `%.200s`: target `%.200s` not in the layer",
                            path, hardlink);

@@ -2,7 +2,7 @@
  * program (about 50 kB) per container, which is what it takes for the
  * monitor to have no file on the host behind it; the seals make the copy
  * immutable once written, so neither a write through /proc/PID/exe nor a
- * truncation can change what any monitor runs. */
+ * truncation can change what any monitor runs (memfd_sealed, base/exe.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,11 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "monitor/monitor.h"
-
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
 
 static int keep(int fd)
 {
@@ -23,37 +20,6 @@ static int keep(int fd)
         return 0;
     int fl = fcntl(fd, F_GETFD);
     return fl < 0 ? -errno : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ? -errno : 0;
-}
-
-static int program_fd(void)
-{
-    /* MFD_EXEC: kernels with vm.memfd_noexec refuse to run a memfd that
-     * does not ask for it; older kernels reject the flag. */
-    int fd = memfd_create("kinglet-monitor", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
-    if (fd < 0 && errno == EINVAL)
-        fd = memfd_create("kinglet-monitor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return -errno;
-    const unsigned char *p = monitor_program;
-    size_t left = (size_t)(monitor_program_end - monitor_program);
-    while (left) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EIO;
-            close(fd);
-            return -e;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
 }
 
 int monitor_exec(const struct monitor_args *a)
@@ -100,7 +66,8 @@ int monitor_exec(const struct monitor_args *a)
         if (r < 0)
             return r;
     }
-    int fd = program_fd();
+    int fd = memfd_sealed("kinglet-monitor", monitor_program,
+                          (size_t)(monitor_program_end - monitor_program));
     if (fd < 0)
         return fd;
     char *envp[] = {NULL};

@@ -69,7 +69,23 @@ int nl_build_addr(struct nl_batch *b, bool add, int family, int ifindex, const u
 int nl_build_route_default(struct nl_batch *b, bool add, int family, int ifindex,
                            const uint8_t *gw);
 
+/* Dumps of every route (both families) and every link. */
+int nl_build_route_dump(struct nl_batch *b);
+int nl_build_link_dump(struct nl_batch *b);
+
 /* ---- netlink replies (pure) --------------------------------------------- */
+
+/* A default route of the main table: its output interfaces (RTA_OIF, or
+ * each next hop of RTA_MULTIPATH) and its own MTU metric (0: none). */
+struct net_default_route {
+    int family;
+    int oifs[8];
+    size_t noifs;
+    unsigned mtu;
+};
+/* 1 when nlh (RTM_NEWROUTE) is such a route, 0 for any other route,
+ * -EBADMSG when malformed. */
+int net_route_default_parse(const struct nlmsghdr *nlh, struct net_default_route *ret);
 
 struct nl_link_info {
     int ifindex;
@@ -182,6 +198,11 @@ struct net_ipam_lease {
     char pod_id[NET_POD_ID_MAX + 1];
     bool hostports;
 };
+/* One lease file: its name (the address, of family) and content ("<pod
+ * id>\n" then flag lines). 0 with ret filled (prefix left 0), -EBADMSG for
+ * anything else. Pure. */
+int net_ipam_lease_parse(const char *name, const char *data, size_t len, int family,
+                         struct net_ipam_lease *ret);
 /* Every lease under dir (all subnets, including ones no longer configured);
  * *ret is malloc'd. A missing dir is an empty list. */
 int net_ipam_list(const char *dir, struct net_ipam_lease **ret, size_t *ret_n, struct err *err);

@@ -284,33 +284,51 @@ int net_ipam_release_addr(const char *dir, const struct net_subnet *s, const uin
     return 0;
 }
 
-/* Reads one lease file; 0 with ret filled, -ENOENT gone, -EBADMSG garbage. */
-static int lease_read(int dfd, const char *name, int family, struct net_ipam_lease *ret)
+int net_ipam_lease_parse(const char *name, const char *data, size_t len, int family,
+                         struct net_ipam_lease *ret)
 {
     memset(ret, 0, sizeof(*ret));
     int fam;
     if (net_addr_parse(name, &fam, ret->addr) < 0 || fam != family)
         return -EBADMSG;
     ret->family = fam;
-    _cleanup_free_ char *data = NULL;
-    int r = read_file_at(dfd, name, LEASE_MAX, &data, NULL);
-    if (r < 0)
-        return r;
-    char *nl = strchr(data, '\n');
-    if (!nl)
+    if (len > LEASE_MAX || memchr(data, '\0', len))
         return -EBADMSG;
-    *nl = '\0';
-    if (!net_pod_id_valid(data))
+    const char *nl = memchr(data, '\n', len);
+    size_t idlen = nl ? (size_t)(nl - data) : 0;
+    if (!nl || idlen > NET_POD_ID_MAX)
         return -EBADMSG;
-    snprintf(ret->pod_id, sizeof(ret->pod_id), "%s", data);
-    for (char *line = nl + 1; *line;) {
-        char *end = strchrnul(line, '\n');
-        if ((size_t)(end - line) == strlen(NET_IPAM_HOSTPORTS_FLAG) &&
-            !strncmp(line, NET_IPAM_HOSTPORTS_FLAG, (size_t)(end - line)))
+    memcpy(ret->pod_id, data, idlen);
+    ret->pod_id[idlen] = '\0';
+    if (!net_pod_id_valid(ret->pod_id))
+        return -EBADMSG;
+    const char *end = data + len;
+    for (const char *line = nl + 1; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol)
+            eol = end;
+        if ((size_t)(eol - line) == strlen(NET_IPAM_HOSTPORTS_FLAG) &&
+            !strncmp(line, NET_IPAM_HOSTPORTS_FLAG, (size_t)(eol - line)))
             ret->hostports = true;
-        line = *end ? end + 1 : end;
+        line = eol < end ? eol + 1 : end;
     }
     return 0;
+}
+
+/* Reads one lease file; 0 with ret filled, -ENOENT gone, -EBADMSG garbage. */
+static int lease_read(int dfd, const char *name, int family, struct net_ipam_lease *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    int fam;
+    uint8_t a[16];
+    if (net_addr_parse(name, &fam, a) < 0 || fam != family)
+        return -EBADMSG;
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    int r = read_file_at(dfd, name, LEASE_MAX, &data, &len);
+    if (r < 0)
+        return r;
+    return net_ipam_lease_parse(name, data, len, family, ret);
 }
 
 /* A lease or hint written by a process that died before renaming or

@@ -87,6 +87,14 @@ int net_config_set_subnets(struct net_config *cfg, const char *cidrs, struct err
 int net_config_set_bridge(struct net_config *cfg, const char *name, struct err *err);
 int net_config_validate(const struct net_config *cfg, struct err *err);
 
+/* The MTU pods should get by default: the lowest MTU of the interfaces
+ * holding a default route of the main table (IPv4 or IPv6; a route's own
+ * MTU metric when lower), the interface skip_ifname (kinglet's bridge)
+ * excepted. Its name goes to ret_ifname (may be NULL). -ENOENT when there
+ * is no default route. Blocking (netlink), in the caller's namespace. */
+int net_uplink_mtu(const char *skip_ifname, unsigned *ret_mtu, char *ret_ifname, size_t ifname_size,
+                   struct err *err);
+
 /* ---- pods --------------------------------------------------------------- */
 
 enum net_proto { NET_PROTO_TCP, NET_PROTO_UDP, NET_PROTO_SCTP };

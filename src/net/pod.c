@@ -157,6 +157,18 @@ static int node_prepare(const struct net_config *cfg, struct err *err)
         return r;
     if ((r = mkdir_p(cfg->ipam_dir, 0700)) < 0)
         return err_set(err, r, "create IPAM directory `%s`", cfg->ipam_dir);
+    /* Leases are the daemon's alone; older versions could leave the IPAM
+     * directory and its parent (<root>/net) 0600. */
+    char parent[sizeof(cfg->ipam_dir)];
+    snprintf(parent, sizeof(parent), "%s", cfg->ipam_dir);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = '\0';
+        if ((r = dir_set_mode(parent, 0700)) < 0)
+            return err_set(err, -r, "mode of `%s`", parent);
+    }
+    if ((r = dir_set_mode(cfg->ipam_dir, 0700)) < 0)
+        return err_set(err, -r, "mode of `%s`", cfg->ipam_dir);
     return 0;
 }
 

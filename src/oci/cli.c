@@ -409,13 +409,14 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         {"pid-file", required_argument, NULL, 'P'},
         {"pid-fd", required_argument, NULL, 'F'},
         {"console-socket", required_argument, NULL, 'c'},
+        {"console-fd", required_argument, NULL, 'C'},
         {"cwd", required_argument, NULL, 'w'},
         {"env", required_argument, NULL, 'e'},
         {"user", required_argument, NULL, 'u'},
         {"preserve-fds", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
-    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1};
+    struct oci_exec_opts o = {.root = g->root, .pid_fd = -1, .console_fd = -1};
     const char *process_file = NULL;
     char *envs[65] = {NULL};
     size_t n_env = 0;
@@ -446,6 +447,15 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         case 'c':
             o.console_socket = optarg;
             break;
+        case 'C': {
+            /* a connected unix socket, as --console-socket would give */
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 3 || n > 65535 || fcntl((int)n, F_GETFD) < 0)
+                return usage_error("exec", "--console-fd: expected an open fd above 2");
+            o.console_fd = (int)n;
+            break;
+        }
         case 'w':
             o.cwd = optarg;
             break;
@@ -573,7 +583,7 @@ static int cmd_features(void)
     return 0;
 }
 
-int oci_cli_main(int argc, char **argv)
+int oci_cli_main(int argc, char **argv, char **full_argv)
 {
     static const struct option lo[] = {
         {"root", required_argument, NULL, 'r'},
@@ -628,6 +638,17 @@ int oci_cli_main(int argc, char **argv)
     char **cargv = argv + optind;
     int cargc = argc - optind;
     const char *cmd = cargv[0];
+    /* Commands that put processes of ours into a container (the init, the
+     * exec relay: what execs the container's program) run from a binary
+     * that nothing there can write (base/exe.c). */
+    if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0 || strcmp(cmd, "exec") == 0) {
+        int r = exe_reexec_sealed(full_argv);
+        if (r < 0) {
+            log_error("oci %s: cannot run from a sealed view of the kinglet binary: %s", cmd,
+                      strerror(-r));
+            return 1;
+        }
+    }
     if (strcmp(cmd, "create") == 0)
         return cmd_create_run(&g, cargc, cargv, false);
     if (strcmp(cmd, "run") == 0)

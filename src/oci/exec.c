@@ -98,7 +98,7 @@ static int build_process(const struct oci_exec_opts *o, struct oci_spec *spec,
     }
     if (o->user && (r = parse_user(o->user, p, err)) < 0)
         return r;
-    if (p->terminal && !o->console_socket)
+    if (p->terminal && !o->console_socket && o->console_fd < 0)
         return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
     oci_process_clamp_oom(p);
     return 0;
@@ -224,7 +224,10 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino != sb.st_ino)
             nsflags |= oci_ns_clone_flag(k);
     }
-    if (p.terminal && (console = connect_console(o->console_socket, err)) < 0) {
+    if (p.terminal && o->console_fd >= 0) {
+        console = o->console_fd;
+        fcntl(console, F_SETFD, FD_CLOEXEC);
+    } else if (p.terminal && (console = connect_console(o->console_socket, err)) < 0) {
         r = console;
         goto out;
     }

@@ -104,7 +104,8 @@ struct oci_exec_opts {
     bool tty;
     bool detach;
     const char *pid_file;
-    int pid_fd; /* the process's pid, as text, is written here and the fd closed; -1 */
+    int pid_fd;     /* the process's pid, as text, is written here and the fd closed; -1 */
+    int console_fd; /* a connected socket to send the terminal's master over; -1 */
     const char *console_socket;
     const char *cwd;  /* overrides, may be NULL */
     char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */
@@ -116,8 +117,10 @@ struct oci_exec_opts {
  * or cannot be executed), fails with *ret_status set to 127 or 126. */
 int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err);
 
-/* `kinglet oci ...` command line; returns the process exit status. */
-int oci_cli_main(int argc, char **argv);
+/* `kinglet oci ...` command line (argv[0] is "oci"); returns the process
+ * exit status. full_argv is the whole command line: create, run and exec
+ * execute it again from a sealed view of the binary (exe_reexec_sealed). */
+int oci_cli_main(int argc, char **argv, char **full_argv);
 
 /* A signal by name (SIGTERM, TERM, RTMIN+3, any case) or number; -EINVAL. */
 int oci_signal_parse(const char *s, int *ret);

@@ -6,9 +6,10 @@
  *                         unshared them;
  *   shm/                  the pod's /dev/shm (a size-limited tmpfs);
  *   hostname, hosts, resolv.conf   the files containers get as /etc/...
- * plus, for a shared (POD) PID namespace, a minimal init (this binary run as
- * `kinglet pod-init`) that is pid 1 there and reaps orphans; and the pod's
- * cgroup. Networking comes from src/net (veth, address, host ports).
+ * plus, for a shared (POD) PID namespace, a minimal init (a small program
+ * of its own, init_main.c, with no privilege and no host filesystem) that
+ * is pid 1 there and reaps orphans; and the pod's cgroup. Networking comes from src/net (veth,
+ * address, host ports).
  *
  * Everything here blocks (fork, mount, netlink, file I/O): call it from a
  * worker thread, never from the event loop. pod_sandbox_create undoes its own
@@ -122,5 +123,8 @@ int pod_resolv_conf_build(const struct pod_sandbox_spec *s, struct buf *b, struc
 int pod_hosts_build(const char *hostname, const struct net_pod_result *net, struct buf *b);
 bool pod_hostname_valid(const char *h);
 
-/* `kinglet pod-init`: pid 1 of a pod's PID namespace. */
-int pod_init_main(int argc, char **argv);
+/* Replaces the calling process with the pod init program (init_main.c),
+ * pid 1 of a pod's PID namespace, run from a sealed memfd. Its report pipe
+ * must be fd 3 (POD_INIT_REPORT_FD, init_proto.h); every other fd is closed
+ * by the program. Returns only on failure, with -errno. */
+int pod_init_exec(void);

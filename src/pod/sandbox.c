@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "oci/cgroup.h"
+#include "pod/init_proto.h"
 #include "pod/pod.h"
 
 #ifndef NSFS_MAGIC
@@ -60,28 +61,56 @@ static int write_proc_sys(const char *key, const char *value)
 }
 
 static int proc_start_time(pid_t pid, uint64_t *ret);
-static int write_file(const char *dir, const char *name, const void *data, size_t len,
+static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err);
 #define ORPHAN_CGROUP ".cgroup"
 #define ORPHAN_INIT   ".init"
 
-static _Noreturn void init_exec(void)
+/* The pod init's side of the fork: stdio on /dev/null, the report pipe as
+ * fd 3, nothing else; then the program (pod_init_exec). */
+static _Noreturn void init_exec(int report)
 {
     setsid();
+    /* dup2 clears close-on-exec; an fd already in place keeps it. */
+    if (report == POD_INIT_REPORT_FD ? fcntl(report, F_SETFD, 0) < 0
+                                     : dup2(report, POD_INIT_REPORT_FD) < 0 || close(report) < 0)
+        _exit(127);
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
         dup2(null, 0);
         dup2(null, 1);
         dup2(null, 2);
     }
-    syscall(SYS_close_range, 3U, ~0U, 0U);
+    syscall(SYS_close_range, POD_INIT_REPORT_FD + 1U, ~0U, 0U);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char *argv[] = {"kinglet", "pod-init", NULL};
-    char *envp[] = {NULL};
-    execve("/proc/self/exe", argv, envp);
+    int r = pod_init_exec();
+    struct pod_init_report rep = {.code = -r};
+    snprintf(rep.step, sizeof(rep.step), "execute the pod init");
+    (void)!write(POD_INIT_REPORT_FD, &rep, sizeof(rep));
     _exit(127);
+}
+
+/* What the pod init says once set up (or why it could not be). */
+static int init_wait_ready(int report, struct child_report *rep)
+{
+    struct pod_init_report r;
+    ssize_t n;
+    do
+        n = read(report, &r, sizeof(r));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(r) && r.code == 0)
+        return 0;
+    if (n != (ssize_t)sizeof(r)) {
+        errno = EIO;
+        snprintf(rep->msg, sizeof(rep->msg), "the pod init died while setting up");
+    } else {
+        errno = r.code;
+        r.step[sizeof(r.step) - 1] = '\0';
+        snprintf(rep->msg, sizeof(rep->msg), "pod init: %s", r.step);
+    }
+    return -1;
 }
 
 /* Closes every fd from 3 up except the two given: a forked child must not
@@ -129,11 +158,20 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
     }
     if (flags & CLONE_NEWPID) {
         step = "fork the pod init";
-        pid_t pid = fork();
+        int rp[2];
+        if (pipe2(rp, O_CLOEXEC) < 0)
+            goto fail;
+        /* A bare clone, not fork(): the daemon's atfork handlers (libuv's
+         * reopens its signal lock pipe) would close fds that are ours by
+         * now, the report pipe among them. */
+        pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
         if (pid < 0)
             goto fail;
-        if (pid == 0)
-            init_exec();
+        if (pid == 0) {
+            close(rp[0]);
+            init_exec(rp[1]);
+        }
+        close(rp[1]);
         rep.init_pid = pid;
         /* Into the pod cgroup at once: from here on, killing the cgroup
          * kills the init, whatever becomes of the daemon. */
@@ -145,6 +183,14 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
             goto fail;
         if (cfd >= 0)
             close(cfd);
+        /* Set up (own mount namespace, no privilege, seccomp) and in its
+         * cgroup before anything can join the PID namespace. */
+        int ready = init_wait_ready(rp[0], &rep);
+        close(rp[0]);
+        if (ready < 0) {
+            step = NULL;
+            goto fail;
+        }
         /* Recorded here, not by the caller: this child finishes its work
          * even if the daemon dies meanwhile, and the next start must be
          * able to find the init (pod_sandbox_remove_orphan). */
@@ -154,7 +200,7 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
             goto fail;
         char text[64];
         int len = snprintf(text, sizeof(text), "%d %llu", (int)pid, (unsigned long long)start);
-        if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, NULL) < 0)
+        if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, 0600, NULL) < 0)
             goto fail;
     }
     for (size_t i = 0; i < ARRAY_SIZE(ns_kinds); i++) {
@@ -252,13 +298,15 @@ static int proc_start_time(pid_t pid, uint64_t *ret)
     return 0;
 }
 
-static int write_file(const char *dir, const char *name, const void *data, size_t len,
+/* mode: 0644 for what containers see through bind mounts (any user must
+ * read it), 0600 for the daemon's own notes. */
+static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     _cleanup_close_ int fd =
-        open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return err_set(err, errno, "create `%s`", path);
     const char *p = data;
@@ -286,7 +334,7 @@ static int copy_file(const char *src, const char *dir, const char *name, struct 
     } else if (r < 0) {
         return err_set(err, -r, "read `%s`", src);
     }
-    return write_file(dir, name, text ? text : "", len, err);
+    return write_file(dir, name, text ? text : "", len, 0644, err);
 }
 
 static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostname,
@@ -295,14 +343,14 @@ static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostnam
     struct buf b = {0};
     int r = buf_printf(&b, "%s\n", hostname) < 0
                 ? err_set(err, ENOMEM, "hostname")
-                : write_file(s->dir, "hostname", b.data, b.len, err);
+                : write_file(s->dir, "hostname", b.data, b.len, 0644, err);
     buf_free(&b);
     if (r < 0)
         return r;
     if (s->n_dns_servers || s->n_dns_searches || s->n_dns_options) {
         r = pod_resolv_conf_build(s, &b, err);
         if (r == 0)
-            r = write_file(s->dir, "resolv.conf", b.data, b.len, err);
+            r = write_file(s->dir, "resolv.conf", b.data, b.len, 0644, err);
         buf_free(&b);
     } else {
         r = copy_file(s->host_resolv_conf ? s->host_resolv_conf : "/etc/resolv.conf", s->dir,
@@ -316,7 +364,7 @@ static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostnam
         buf_free(&b);
         return err_set(err, ENOMEM, "hosts");
     }
-    r = write_file(s->dir, "hosts", b.data, b.len, err);
+    r = write_file(s->dir, "hosts", b.data, b.len, 0644, err);
     buf_free(&b);
     return r;
 }
@@ -375,7 +423,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
     snprintf(predicted + pl, sizeof(predicted) - pl, "%s%s", cgpath ? "" : "/kinglet/",
              cgpath ? cgpath : s->id);
     if (s->cgroup_root) {
-        r = write_file(s->dir, ORPHAN_CGROUP, predicted, strlen(predicted), err);
+        r = write_file(s->dir, ORPHAN_CGROUP, predicted, strlen(predicted), 0600, err);
         if (r < 0)
             goto fail;
     }
@@ -391,7 +439,8 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         goto fail;
     }
     if (strcmp(predicted, ret->cgroup_path) != 0) {
-        r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), err);
+        r = write_file(s->dir, ORPHAN_CGROUP, ret->cgroup_path, strlen(ret->cgroup_path), 0600,
+                       err);
         if (r < 0)
             goto fail;
     }

@@ -39,9 +39,8 @@ void store_ctrs_free(struct store_container *c, size_t n)
 
 int store_ctr_to_json(const struct store_container *c, char **ret, size_t *ret_len, struct err *err)
 {
-    _cleanup_free_ char *cfg = store_b64_encode(c->config, c->config_len);
-    _cleanup_free_ char *res =
-        c->resources ? store_b64_encode(c->resources, c->resources_len) : NULL;
+    _cleanup_free_ char *cfg = b64_encode(c->config, c->config_len);
+    _cleanup_free_ char *res = c->resources ? b64_encode(c->resources, c->resources_len) : NULL;
     json_t *groups = json_array();
     for (size_t i = 0; groups && i < c->n_groups; i++)
         if (json_array_append_new(groups, json_integer(c->groups[i])) < 0) {
@@ -115,7 +114,7 @@ static int blob_field(json_t *o, const char *key, bool optional, size_t max, uin
     const char *s = json_string_value(v);
     if (!s || strlen(s) > max / 3 * 4 + 4)
         return field_err(err, key);
-    int r = store_b64_decode(s, ret, ret_len);
+    int r = b64_decode(s, ret, ret_len);
     if (r == -EINVAL)
         return field_err(err, key);
     return r < 0 ? err_set(err, -r, "container record") : 0;

@@ -9,7 +9,7 @@
 
 int store_pod_to_json(const struct store_pod *p, char **ret, size_t *ret_len, struct err *err)
 {
-    _cleanup_free_ char *cfg = store_b64_encode(p->config, p->config_len);
+    _cleanup_free_ char *cfg = b64_encode(p->config, p->config_len);
     json_t *ips = json_array();
     for (size_t i = 0; ips && i < p->nips; i++)
         json_array_append_new(ips, json_string(p->ips[i]));
@@ -109,7 +109,7 @@ int store_pod_from_json(const char *text, size_t len, struct store_pod *ret, str
     if (r == 0) {
         p.runtime_handler = strdup(handler);
         p.cgroup_path = json_is_string(cg) ? strdup(json_string_value(cg)) : NULL;
-        int b = store_b64_decode(cfg, &p.config, &p.config_len);
+        int b = b64_decode(cfg, &p.config, &p.config_len);
         if (b == -EINVAL)
             r = field_err(err, "config");
         else if (b < 0 || !p.runtime_handler || (json_is_string(cg) && !p.cgroup_path))

@@ -9,8 +9,6 @@
 
 #include "store/internal.h"
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 bool store_id_valid(const char *id)
 {
     size_t n = 0;
@@ -35,66 +33,6 @@ int store_id_new(char ret[STORE_ID_LEN + 1])
     }
     for (size_t i = 0; i < sizeof(raw); i++)
         snprintf(ret + 2 * i, 3, "%02x", raw[i]);
-    return 0;
-}
-
-char *store_b64_encode(const uint8_t *in, size_t len)
-{
-    char *out = malloc((len + 2) / 3 * 4 + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < len)
-            v |= in[i + 2];
-        out[o++] = b64chars[(v >> 18) & 63];
-        out[o++] = b64chars[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    const char *p = c ? strchr(b64chars, c) : NULL;
-    return p ? (int)(p - b64chars) : -1;
-}
-
-int store_b64_decode(const char *in, uint8_t **ret, size_t *ret_len)
-{
-    size_t len = strlen(in);
-    if (len % 4)
-        return -EINVAL;
-    _cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 1);
-    if (!out)
-        return -ENOMEM;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            /* padding only in the last two places */
-            v[k] = in[i + k] == '=' && k >= 2 ? 0 : b64_value(in[i + k]);
-            if (v[k] < 0)
-                return -EINVAL;
-        }
-        bool pad2 = in[i + 2] == '=', pad3 = in[i + 3] == '=';
-        if ((pad2 && !pad3) || ((pad2 || pad3) && i + 4 != len))
-            return -EINVAL;
-        uint32_t x =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        out[o++] = (uint8_t)(x >> 16);
-        if (!pad2)
-            out[o++] = (uint8_t)(x >> 8);
-        if (!pad3)
-            out[o++] = (uint8_t)x;
-    }
-    *ret = TAKE_PTR(out);
-    *ret_len = o;
     return 0;
 }
 
@@ -139,6 +77,11 @@ int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *dat
                       struct err *err)
 {
     *ret_bad = 0;
+    /* Scans run at start: temporaries of writes that a crash cut short
+     * (their writer is dead) go first. */
+    size_t stale = 0;
+    if (remove_stale_tmp_files(dir, &stale) == 0 && stale)
+        log_debug("removed %zu unfinished record write(s) in `%s`", stale, dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : err_set(err, errno, "open `%s`", dir);

@@ -58,7 +58,8 @@ int store_record_delete(const char *dir, const char *id, struct err *err);
  * returns 0 to take the record, -ENOMEM to stop the scan (the scan then
  * fails with -ENOMEM), or another negative value for a malformed record,
  * which is skipped and counted in *ret_bad, as are unreadable files and
- * records past max. */
+ * records past max. Temporaries that dead writers left in dir (a crash in
+ * the middle of store_record_write) are removed first. */
 typedef int (*store_record_fn)(const char *id, const char *text, size_t len, void *data);
 int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *data, size_t *ret_bad,
                       struct err *err);

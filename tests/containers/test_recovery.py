@@ -124,3 +124,48 @@ def test_sigkill_during_create(env, point):
     # and it works as before
     cid = env.run(pod, "after", ["/bin/true"])
     assert env.wait_exited(cid).exit_code == 0
+
+
+def test_reboot(env):
+    """A reboot: every process gone, the volatile state directory empty, the
+    root directory kept. Containers come back exited, the pod not ready, and
+    all of it is removable."""
+    pb = env.pb
+    pod = env.pod()
+    run = env.run(pod, "runs", ["/bin/sleep", "1000"])
+    done = env.run(pod, "done", ["/bin/sh", "-c", "exit 4"])
+    env.wait_exited(done)
+    env.wait_procs(run, 1)
+    procs = [int(p) for p in open(env.cgroup_dir(run) + "/cgroup.procs").read().split()]
+    monitors = env.monitors()
+    cgroup = env.cgroup_dir(run)
+    env.d.proc.send_signal(signal.SIGKILL)
+    env.d.proc.wait()
+    env.d.log.close()
+    for p in procs + monitors:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not open(cgroup + "/cgroup.procs").read().strip(),
+             what="the container's processes to go")
+    os.rmdir(cgroup)
+    # what a reboot takes: the mounts below the state directory and its files
+    env.d.run("sh", "-c", f"grep -o ' {env.d.state}[^ ]*' /proc/self/mountinfo | sort -r | "
+              "xargs -r -n1 umount -l")
+    env.d.run("sh", "-c", f"rm -rf {env.d.state}/*")
+    env.d.start()
+    env.rs = env.cri.grpc.RuntimeServiceStub(channel(env.d))
+    st = env.status(run).status
+    assert st.state == pb.CONTAINER_EXITED
+    assert st.exit_code != 0 and st.reason
+    assert env.status(done).status.exit_code == 4
+    ps = env.rs.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod[0]),
+                                 timeout=10).status
+    assert ps.state == pb.SANDBOX_NOTREADY
+    for c in (run, done):
+        env.remove(c)
+    env.rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod[0]), timeout=60)
+    env.rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod[0]), timeout=60)
+    assert not env.list()
+    assert not os.listdir(os.path.join(env.d.root, "containers"))

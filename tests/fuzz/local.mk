@@ -49,9 +49,34 @@ tests_fuzz_fuzz_image_ref_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 tests_fuzz_fuzz_image_manifest_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_image_manifest_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_image_manifest_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_unpack_SOURCES = tests/fuzz/fuzz_image_unpack.c tests/fuzz/fuzz_tmpdir.h
 tests_fuzz_fuzz_image_unpack_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_image_unpack_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+
+# image: what registries send (challenges, tokens, status lines, headers,
+# error bodies, redirect rules); the whole pull from memory (the target
+# defines the reg_* functions, so registry.c is not linked); archives on
+# import; images.json and snapshot info.json read back at start.
+noinst_PROGRAMS += tests/fuzz/fuzz_image_registry tests/fuzz/fuzz_image_pull \
+	tests/fuzz/fuzz_image_import tests/fuzz/fuzz_image_store
+tests_fuzz_fuzz_image_registry_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_registry_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_registry_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_pull_SOURCES = tests/fuzz/fuzz_image_pull.c tests/fuzz/image_job.h \
+	tests/fuzz/fuzz_tmpdir.h
+tests_fuzz_fuzz_image_pull_CFLAGS = $(FUZZ_CFLAGS) $(ZLIB_CFLAGS)
+tests_fuzz_fuzz_image_pull_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_pull_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_import_SOURCES = tests/fuzz/fuzz_image_import.c tests/fuzz/image_job.h \
+	tests/fuzz/fuzz_tmpdir.h
+tests_fuzz_fuzz_image_import_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_import_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_import_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_image_store_SOURCES = tests/fuzz/fuzz_image_store.c tests/fuzz/fuzz_tmpdir.h
+tests_fuzz_fuzz_image_store_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_store_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_image_store_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 
 # store: pod records read back at start (the source compiled in for coverage).
 noinst_PROGRAMS += tests/fuzz/fuzz_store_pod
@@ -70,7 +95,39 @@ tests_fuzz_fuzz_store_ctr_LDADD = libkbase.a $(DEP_LIBS)
 tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/monitor/logfmt.c
 tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
+
+# stream: SPDY frames and HTTP request heads from the streaming port.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_spdy tests/fuzz/fuzz_stream_http
+tests_fuzz_fuzz_stream_spdy_SOURCES = tests/fuzz/fuzz_stream_spdy.c src/stream/spdy.c \
+	src/stream/spdy_dict.c
+tests_fuzz_fuzz_stream_spdy_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_spdy_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_spdy_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_stream_http_SOURCES = tests/fuzz/fuzz_stream_http.c src/stream/http.c
+tests_fuzz_fuzz_stream_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_http_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_http_LDADD = libkbase.a $(DEP_LIBS)
+
+# Files the daemon reads back at start: runtime-config.json (cri), IPAM
+# lease files and the nft JSON listing of the hostports chain (net).
+noinst_PROGRAMS += tests/fuzz/fuzz_runtime_config tests/fuzz/fuzz_net_lease \
+	tests/fuzz/fuzz_net_nft_json
+tests_fuzz_fuzz_runtime_config_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_runtime_config_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_runtime_config_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
+tests_fuzz_fuzz_net_lease_SOURCES = tests/fuzz/fuzz_net_lease.c $(libknet_a_SOURCES)
+tests_fuzz_fuzz_net_lease_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_lease_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_lease_LDADD = libkbase.a $(DEP_LIBS) -lpthread
+tests_fuzz_fuzz_net_nft_json_SOURCES = tests/fuzz/fuzz_net_nft_json.c $(libknet_a_SOURCES)
+tests_fuzz_fuzz_net_nft_json_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_nft_json_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_nft_json_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
-EXTRA_DIST += tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
+EXTRA_DIST += tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
-	tests/fuzz/monitor_logfmt_corpus
+	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
+	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_json_corpus tests/fuzz/image_registry_corpus \
+	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \
+	tests/fuzz/image_unpack_corpus tests/fuzz/image_manifest_corpus

@@ -8,7 +8,6 @@ with a CA generated here (openssl), htpasswd basic auth. Also usable as a
 script to push the benchmark image: see bench/image-bench.
 """
 import base64
-import crypt
 import gzip
 import hashlib
 import http.client
@@ -193,6 +192,24 @@ def compress(raw, how):
     return raw
 
 
+def gzip_zeros_bomb(size, chunk=64 << 20):
+    """A gzip layer whose tar holds one file of `size` zero bytes: a tar
+    header, then nothing but zeros, as gzip members of `chunk` zeros each
+    (about a thousandth of their size; a 3 GiB file takes 3 MB and a
+    second to build). Returns the blob; its diff_id is not computed."""
+    ti = tarfile.TarInfo("zero.bin")
+    ti.size, ti.mode, ti.mtime = size, 0o644, 1700000000
+    header = ti.tobuf(format=tarfile.USTAR_FORMAT)
+    total = len(header) + size + (-size % 512) + 1024  # data, padding, end blocks
+    full = gzip.compress(bytes(chunk), compresslevel=9, mtime=0)
+    out = [gzip.compress(header + bytes(min(chunk, total) - len(header)), compresslevel=9, mtime=0)]
+    left = total - min(chunk, total)
+    out += [full] * (left // chunk)
+    if left % chunk:
+        out.append(gzip.compress(bytes(left % chunk), compresslevel=9, mtime=0))
+    return b"".join(out)
+
+
 def busybox_layer():
     t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777)
     with open(BUSYBOX, "rb") as f:
@@ -211,7 +228,13 @@ class Image:
 
     def __init__(self, layers, user="", arch="amd64", os_="linux", docker=False, config=None):
         self.layers = []  # (blob, media type, diff_id)
-        for raw, how in layers:
+        for entry in layers:
+            if len(entry) == 3:
+                # an already compressed blob and the diff_id the config states
+                blob, how, diff_id = entry
+                self.layers.append((blob, MT_LAYER[how], diff_id))
+                continue
+            raw, how = entry
             if docker:
                 how = "docker" if how != "none" else "none"
             blob = compress(raw, how)
@@ -348,7 +371,10 @@ class Registry:
                     f"    key: {self.pki}/server.key"]
         if variant == "auth":
             with open(f"{workdir}/htpasswd", "w") as f:
-                f.write(f"{user}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+                # bcrypt, the only scheme docker-registry's htpasswd takes
+                # (python3-bcrypt: the crypt module is deprecated)
+                import bcrypt
+                f.write(f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()}\n")
             cfg += ["auth:", "  htpasswd:", "    realm: kinglet-test",
                     f"    path: {workdir}/htpasswd"]
         self.config = f"{workdir}/config.yml"
@@ -417,9 +443,19 @@ class FakeRegistry:
     an upstream registry (upstream=(host, port))."""
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
-                 fail_status=None, throttle=0.0, flaky=0):
+                 fail_status=None, throttle=0.0, flaky=0, basic=False, realm_host="127.0.0.1",
+                 redirect_base=None, pki=None):
+        """bearer: a token from our /token (on realm_host, the same server
+        under another name when it is "localhost"; with creds, only for
+        those basic credentials). basic: htpasswd-style basic auth with
+        creds. redirect: blob GETs answer 307 to redirect_base (default
+        this server as http://127.0.0.1) + /redirected/DIGEST, served
+        without auth. pki: a make_ca() directory: serve HTTPS."""
         self.blobs, self.manifests = {}, {}
         self.bearer, self.creds = bearer, creds
+        self.basic = basic
+        self.realm_host = realm_host
+        self.redirect_base = redirect_base
         self.corrupt = set(corrupt)
         self.redirect = redirect
         self.upstream = upstream
@@ -479,9 +515,14 @@ class FakeRegistry:
                     return self._send(200, json.dumps({"token": fake.token}).encode())
                 if fake.fail_status:
                     return self._send(fake.fail_status, b'{"errors":[]}')
+                if fake.basic and not path.startswith("/redirected/"):
+                    want = "Basic " + base64.b64encode(fake.creds.encode()).decode()
+                    if self.headers.get("Authorization") != want:
+                        return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {
+                            "WWW-Authenticate": 'Basic realm="fake"'})
                 if fake.bearer and self.headers.get("Authorization") != "Bearer " + fake.token \
                         and not path.startswith("/redirected/"):
-                    realm = f"http://127.0.0.1:{fake.port}/token"
+                    realm = f"http://{fake.realm_host}:{fake.port}/token"
                     return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {
                         "WWW-Authenticate":
                             f'Bearer realm="{realm}",service="fake",scope="repository:x:pull"'})
@@ -494,14 +535,15 @@ class FakeRegistry:
                 if len(parts) >= 5 and parts[1] == "v2" and parts[-2] == "manifests":
                     m = fake.manifests.get(parts[-1])
                     if not m:
-                        return self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}')
+                        return self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN",'
+                                          b'"message":"manifest unknown","detail":{}}]}')
                     return self._send(200, m[0], {"Content-Type": m[1],
                                                   "Docker-Content-Digest": sha256(m[0])})
                 if len(parts) >= 5 and parts[1] == "v2" and parts[-2] == "blobs":
                     d = parts[-1]
                     if fake.redirect and d in fake.blobs:
-                        return self._send(307, b"", {
-                            "Location": f"http://127.0.0.1:{fake.port}/redirected/{d}"})
+                        base = fake.redirect_base or f"http://127.0.0.1:{fake.port}"
+                        return self._send(307, b"", {"Location": f"{base}/redirected/{d}"})
                     return self._blob(d)
                 if path == "/v2/":
                     return self._send(200, b"{}")
@@ -543,6 +585,11 @@ class FakeRegistry:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if pki:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(f"{pki}/server.crt", f"{pki}/server.key")
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.pki = pki
         self.port = self.server.server_address[1]
         self.host = f"127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -552,6 +599,18 @@ class FakeRegistry:
             self.blobs[sha256(b)] = b
         self.manifests[tag] = (img.manifest, img.media_type)
         self.manifests[img.manifest_digest] = (img.manifest, img.media_type)
+
+    def certs_dir(self, workdir):
+        """A certs.d tree trusting this server's CA."""
+        d = os.path.join(workdir, "certs.d")
+        os.makedirs(os.path.join(d, self.host), exist_ok=True)
+        shutil.copy(f"{self.pki}/ca.crt", os.path.join(d, self.host, "ca.crt"))
+        return d
+
+    def got(self, prefix):
+        """(method, path, headers) of the requests whose path starts with prefix."""
+        with self.lock:
+            return [r for r in self.requests if r[1].startswith(prefix)]
 
     def blob_gets(self):
         with self.lock:

@@ -119,16 +119,21 @@ def test_concurrent_fs_info_share_a_walk(cri, daemon_factory):
     assert d.stop() == 0
 
 
-def test_pull_decompression_bomb(cri, daemon_factory, registry, images):
-    """A layer inflating past --max-layer-size fails PullImage with
-    RESOURCE_EXHAUSTED naming the limit, and leaves no image behind."""
-    d = daemon_factory(["--insecure-registry", registry.host, "--max-layer-size", "64M"])
+@pytest.mark.parametrize("opts,limit", [
+    (["--max-layer-size", "64M", "--max-layer-ratio", "0"], "max-layer-size"),
+    ([], "max-layer-ratio"),  # the daemon's default
+])
+def test_pull_decompression_bomb(cri, daemon_factory, registry, images, opts, limit):
+    """A layer inflating past --max-layer-size, or by default past 100
+    times its compressed size, fails PullImage with RESOURCE_EXHAUSTED
+    naming the limit, and leaves no image behind."""
+    d = daemon_factory(["--insecure-registry", registry.host] + opts)
     ims, _ = stubs(cri, d)
     with pytest.raises(grpc.RpcError) as e:
         ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, f"{registry.host}/bomb:latest")),
                       timeout=120)
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
-    assert "max-layer-size" in e.value.details()
+    assert f"(the {limit} limit)" in e.value.details(), e.value.details()
     assert len(ims.ListImages(cri.pb.ListImagesRequest(), timeout=5).images) == 0
     fs = ims.ImageFsInfo(cri.pb.ImageFsInfoRequest(), timeout=5)
     assert fs.image_filesystems[0].used_bytes.value == 0
@@ -140,12 +145,15 @@ def test_pull_errors(cri, daemon_factory, registry):
     ims, _ = stubs(cri, d)
     cases = [("Bad:Ref", grpc.StatusCode.INVALID_ARGUMENT, "invalid image reference"),
              ("", grpc.StatusCode.INVALID_ARGUMENT, "empty"),
-             (f"{registry.host}/nosuch:1", grpc.StatusCode.NOT_FOUND, "404")]
+             (f"{registry.host}/nosuch:1", grpc.StatusCode.NOT_FOUND,
+              "MANIFEST_UNKNOWN: manifest unknown (HTTP 404)")]
     for ref, code, why in cases:
         with pytest.raises(grpc.RpcError) as e:
             ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref)), timeout=60)
         assert e.value.code() == code, (ref, e.value.details())
-        assert why in e.value.details()
+        assert why in e.value.details(), e.value.details()
+    # the registry's words once, no errno text of ours after them
+    assert e.value.details().endswith(why), e.value.details()
     assert d.stop() == 0
 
 

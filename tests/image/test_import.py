@@ -160,6 +160,7 @@ def _evil_archive(kind):
 @pytest.mark.parametrize("kind", ["traversal", "symlink", "garbage", "lying-layer"])
 def test_import_hostile(kimage, images, tmp_path, kind):
     arc = tmp_path / "evil.tar"
+    raw = b""
     if kind == "garbage":
         arc.write_bytes(os.urandom(4096))
     elif kind == "lying-layer":
@@ -181,6 +182,50 @@ def test_import_hostile(kimage, images, tmp_path, kind):
     p = kimage.run("import", str(arc), check=False)
     assert p.returncode == 1
     assert not os.path.exists("/tmp/kinglet-evil-import")
-    if kind == "lying-layer":
-        assert "diff_id mismatch" in p.stderr
+    why = {
+        "traversal": "archive entry `../../../../tmp/kinglet-evil-import` escapes the archive",
+        "symlink": "the archive's manifest.json is a symlink that leads outside it",
+        "garbage": "Unrecognized archive format",
+        "lying-layer": "layer diff_id mismatch: got " + sha256(raw),
+    }[kind]
+    assert p.stderr.startswith(f"kinglet image: import `{arc}`: ") and why in p.stderr, p.stderr
     assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def _skopeo_archive(registry, repo, fmt, path, name):
+    """`skopeo copy` of an image of the test registry into an archive of
+    format fmt (docker-archive, oci-archive): a third party's writer."""
+    import shutil
+    if not shutil.which("skopeo"):
+        pytest.skip("skopeo missing: install the Debian package skopeo (scripts/install-deps test)")
+    p = subprocess.run(["skopeo", "--insecure-policy", "copy", "--quiet", "--src-tls-verify=false",
+                        f"docker://{registry.host}/{repo}", f"{fmt}:{path}:{name}"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("fmt,repo,image", [
+    ("docker-archive", "busybox:latest", "busybox"),
+    ("docker-archive", "shared:v1", "shared1"),
+    # zstd layers, whiteouts, an opaque directory, xattrs: OCI only
+    ("oci-archive", "layers:latest", "layers"),
+])
+def test_import_skopeo_archives(kimage, registry, images, tmp_path, fmt, repo, image):
+    """Archives written by Debian's skopeo import as the same image, with
+    the same layers, as a pull of the same image."""
+    arc = tmp_path / "skopeo.tar"
+    _skopeo_archive(registry, repo, fmt, arc, "example.com/skopeo:1")
+    out = kimage.run("import", str(arc)).stdout.split()
+    img = images[image]
+    assert out == [img.id]
+    (rec,) = kimage.ls()
+    assert rec["id"] == img.id
+    assert "example.com/skopeo:1" in rec["repo_tags"], rec
+    snaps = kimage.snapshots()
+    assert len(snaps) == len(img.layers)
+    kimage.run("pull", f"{registry.host}/{repo}")
+    assert kimage.snapshots() == snaps, "the pull found every layer already unpacked"
+    if image == "layers":
+        l2 = kimage.inspect(img.id)["snapshots"][2]
+        assert os.getxattr(f"{l2}/opq", "trusted.overlay.opaque") == b"y"
+    assert kimage.tmp_entries() == []

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+import imagelib
 from imagelib import EVIL_CANARIES
 
 
@@ -149,10 +150,16 @@ def test_pull_by_digest(kimage, registry, images):
 def test_pull_errors(kimage, registry):
     p = kimage.run("pull", "Not/A:Valid:Ref", check=False)
     assert p.returncode == 1 and "invalid image reference" in p.stderr
-    p = kimage.run("pull", f"{registry.host}/nosuch:latest", check=False)
-    assert p.returncode == 1 and "404" in p.stderr
+    # the registry's own words, once, without an unrelated errno text
+    for ref in ("nosuch:latest", "busybox:nosuch"):
+        p = kimage.run("pull", f"{registry.host}/{ref}", check=False)
+        assert p.returncode == 1
+        assert p.stderr == (f"kinglet image: pull `{registry.host}/{ref}`: GET http://"
+                            f"{registry.host}/v2/{ref.replace(':', '/manifests/')}: "
+                            "MANIFEST_UNKNOWN: manifest unknown (HTTP 404)\n"), p.stderr
     p = kimage.run("pull", f"{registry.host}/busybox@sha256:" + "0" * 64, check=False)
-    assert p.returncode == 1
+    assert p.returncode == 1 and "MANIFEST_UNKNOWN: manifest unknown (HTTP 404)" in p.stderr, \
+        p.stderr
     assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
 
 
@@ -232,12 +239,70 @@ def test_decompression_bomb_over_max_layer_size(kimage, registry, images):
     the same image pulls (so the limit, not something else, refused it)."""
     assert len(images["bomb"].layers[0][0]) < 100_000
     ref = f"{registry.host}/bomb:latest"
-    p = kimage.run("pull", ref, check=False, opts=kimage.opts + ["--max-layer-size", "64M"])
+    no_ratio = ["--max-layer-ratio", "0"]
+    p = kimage.run("pull", ref, check=False,
+                   opts=kimage.opts + no_ratio + ["--max-layer-size", "64M"])
     _bomb_refused(kimage, p, "more than 67108864 bytes (the max-layer-size limit)")
-    kimage.run("pull", ref, opts=kimage.opts + ["--max-layer-size", "0"])
+    kimage.run("pull", ref, opts=kimage.opts + no_ratio + ["--max-layer-size", "0"])
     assert [i["id"] for i in kimage.ls()] == [images["bomb"].id]
     bad = kimage.run("--max-layer-size", "64X", "ls", check=False, opts=[])
     assert bad.returncode == 2 and "not a size" in bad.stderr
+
+
+def test_small_bomb_stops_at_the_expansion_ratio(kimage, registry, images):
+    """The same 3 kB layer inflating to 96 MiB (31000 times) fails
+    by default, at the 64 MiB floor of the ratio limit, with the limit
+    named; a ratio large enough lets it through."""
+    ref = f"{registry.host}/bomb:latest"
+    p = kimage.run("pull", ref, check=False)
+    _bomb_refused(kimage, p, "(the max-layer-ratio limit)")
+    assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
+    kimage.run("pull", ref, opts=kimage.opts + ["--max-layer-ratio", "100000"])
+    assert [i["id"] for i in kimage.ls()] == [images["bomb"].id]
+    bad = kimage.run("--max-layer-ratio", "-3", "ls", check=False, opts=[])
+    assert bad.returncode == 2 and "--max-layer-ratio: `-3`" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+def test_gzip_bomb_with_wrong_diff_id_stops_early(kimage, registry):
+    """The issue's bomb: 3 MB of gzip holding 3 GiB of zeros, with a diff_id
+    that cannot match. By default the pull stops after 100 times the
+    compressed size (about 300 MB), long before the end where the diff_id
+    would be checked: on a 512 MiB filesystem with no free-space reserve it
+    fails with the ratio named, not with the disk full, and quickly.
+    Without the ratio it fills that filesystem (what a node's disk would
+    see)."""
+    import time
+    blob = imagelib.gzip_zeros_bomb(3 << 30)
+    assert len(blob) < 4 << 20
+    img = imagelib.Image([(blob, "gzip", "sha256:" + "0" * 64)])
+    registry.pusher().push_image("gzbomb", "latest", img)
+    t0 = time.monotonic()
+    p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0", image="gzbomb")
+    took = time.monotonic() - t0
+    assert p.returncode == 1, p.stdout
+    assert "the max-layer-ratio limit" in p.stderr, p.stderr
+    assert f"{len(blob)} compressed bytes" in p.stderr, p.stderr
+    assert took < 30, took
+    p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0",
+                       "--max-layer-ratio", "0", image="gzbomb")
+    assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+def test_default_reserve_is_kubelets_eviction_threshold(kimage, registry):
+    """With no option, a pull keeps 15% of the image filesystem free
+    (kubelet's imagefs.available eviction threshold): the 96 MiB layer fits
+    a 128 MiB filesystem (25% left) but not a 110 MiB one (12.7% left)."""
+    no_ratio = ["--max-layer-ratio", "0"]
+    p = _pull_on_tmpfs(kimage, registry, "size=110m", *no_ratio)
+    assert p.returncode == 1 and "(image-min-free)" in p.stderr, p.stderr
+    keep = int(p.stderr.split("kinglet keeps ")[1].split()[0])
+    assert keep == (110 << 20) // 100 * 15, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, "size=110m", "--image-min-free", "0", *no_ratio)
+    assert p.returncode == 0, p.stderr
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", *no_ratio)
+    assert p.returncode == 0, p.stderr
 
 
 def _pull_on_tmpfs(kimage, registry, mount_opts, *opts, image="bomb"):
@@ -258,11 +323,12 @@ def test_pull_keeps_free_space_reserve(kimage, registry):
     """On a 128 MiB filesystem a 96 MiB layer fits, but not while keeping
     64 MiB (or 50%) free: those pulls fail with the reserve named, and a
     pull without a reserve succeeds."""
-    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "64M")
+    no_ratio = ["--max-layer-ratio", "0"]
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "64M", *no_ratio)
     assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
-    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "50%")
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "50%", *no_ratio)
     assert p.returncode == 1 and "image-min-free" in p.stderr, p.stderr
-    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "0")
+    p = _pull_on_tmpfs(kimage, registry, "size=128m", "--image-min-free", "0", *no_ratio)
     assert p.returncode == 0, p.stderr
 
 

@@ -42,6 +42,10 @@ def test_https_with_ca(kimage, tls_registry, images):
 def test_plain_http_needs_insecure(kimage, registry):
     p = kimage.run("pull", f"{registry.host}/busybox:latest", check=False, opts=[])
     assert p.returncode == 1
+    # without --insecure-registry only https is tried: a TLS handshake with
+    # a plain-HTTP server fails
+    assert f"GET https://{registry.host}/v2/busybox/manifests/latest: " in p.stderr, p.stderr
+    assert "SSL" in p.stderr and "http://" not in p.stderr, p.stderr
     assert kimage.ls() == []
 
 
@@ -61,17 +65,102 @@ def test_basic_auth(kimage, auth_registry, images):
     assert out == [images["busybox"].id]
 
 
+def _auth_of(reqs):
+    return [h.get("Authorization") for _, _, h in reqs]
+
+
 def test_bearer_anonymous_and_redirect(kimage, fake, images):
+    """An anonymous bearer token, and blob GETs redirected to another host
+    (localhost, the same server under another name, as blob storage would
+    be): the token goes to the registry's blob URLs, never along the
+    redirect."""
     f = fake(bearer=True, redirect=True)
+    f.redirect_base = f"http://localhost:{f.port}"
     out = kimage.run("pull", f"{f.host}/x/busybox:busybox",
                      opts=["--insecure-registry", f.host]).stdout.split()
     assert out == [images["busybox"].id]
     token_gets = [p for m, p, _ in f.requests if p.startswith("/token")]
     assert token_gets and "scope=repository%3Ax%3Apull" in token_gets[0]
-    assert any(p.startswith("/redirected/") for m, p, _ in f.requests)
-    # the bearer token never follows the redirect (same host here, but a
-    # fresh request without our header is what blob storage sees)
-    assert f.blob_gets()
+    blobs = [r for r in f.got("/v2/x/busybox/blobs/") if r[2].get("Authorization")]
+    assert blobs and set(_auth_of(blobs)) == {"Bearer " + f.token}
+    redirected = f.got("/redirected/")
+    assert redirected, f.requests
+    for _, path, hdrs in redirected:
+        assert hdrs.get("Host") == f"localhost:{f.port}", hdrs
+        assert "Authorization" not in hdrs, f"the bearer token followed the redirect to {path}"
+
+
+@pytest.mark.parametrize("target", ["other-host", "same-origin"])
+@pytest.mark.parametrize("auth", ["basic", "bearer", "registry-token"])
+def test_credentials_stay_with_their_origin(kimage, fake, images, auth, target):
+    """Basic credentials, a bearer token from the realm and a registry
+    token given as is: each goes to the registry's URLs and along a
+    redirect to the same scheme, host and port, never to another host
+    (which only ever sees requests without an Authorization header)."""
+    if auth == "basic":
+        f = fake(basic=True, creds="alice:pw", redirect=True)
+        args = ["--creds", "alice:pw"]
+        want = "Basic " + base64.b64encode(b"alice:pw").decode()
+    else:
+        f = fake(bearer=True, creds="alice:pw", redirect=True)
+        args = ["--creds", "alice:pw"] if auth == "bearer" else ["--registry-token", f.token]
+        want = "Bearer " + f.token
+    host = "localhost" if target == "other-host" else "127.0.0.1"
+    f.redirect_base = f"http://{host}:{f.port}"
+    out = kimage.run("pull", *args, f"{f.host}/x/busybox:busybox",
+                     opts=["--insecure-registry", f.host]).stdout.split()
+    assert out == [images["busybox"].id]
+    assert want in _auth_of(f.got("/v2/x/busybox/blobs/")), "credentials were in use"
+    redirected = f.got("/redirected/")
+    assert redirected
+    for _, _, hdrs in redirected:
+        assert hdrs.get("Host") == f"{host}:{f.port}", hdrs
+        if target == "other-host":
+            assert "Authorization" not in hdrs, hdrs
+        else:
+            assert hdrs.get("Authorization") == want, hdrs
+
+
+def test_https_redirect_to_plain_http_refused(kimage, fake, images, tmp_path):
+    """A verified HTTPS registry redirecting a blob to plain HTTP fails the
+    pull, before any request goes out in clear; a registry configured as
+    insecure may do it."""
+    plain = fake()
+    f = fake(pki=imagelib.make_ca(str(tmp_path)), redirect=True,
+             redirect_base=f"http://{plain.host}")
+    ref = f"{f.host}/x/busybox:busybox"
+    p = kimage.run("pull", ref, check=False, opts=["--certs-dir", f.certs_dir(str(tmp_path))])
+    assert p.returncode == 1
+    assert f"redirect from https to plain http ({plain.host.split(':')[0]}) refused" in p.stderr, \
+        p.stderr
+    assert f.got("/v2/x/busybox/blobs/"), "the redirect was met"
+    assert plain.got("/redirected/") == [], "nothing went out in clear"
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+    out = kimage.run("pull", ref, opts=["--insecure-registry", f.host]).stdout.split()
+    assert out == [images["busybox"].id]
+    assert plain.got("/redirected/")
+
+
+def test_token_realm_on_another_host_gets_no_credentials(kimage, fake):
+    """A challenge naming a token realm on another host than the registry
+    gets neither the registry's basic credentials nor its identity token:
+    the token is asked for anonymously, and when that is refused the error
+    says why."""
+    f = fake(bearer=True, creds="alice:pw", realm_host="localhost")
+    ref = f"{f.host}/x/busybox:busybox"
+    opts = ["--insecure-registry", f.host]
+    p = kimage.run("pull", "--creds", "alice:pw", ref, check=False, opts=opts)
+    assert p.returncode == 1
+    assert "credentials not sent to the token realm on another host" in p.stderr, p.stderr
+    tokens = f.got("/token")
+    assert tokens and all(h.get("Host") == f"localhost:{f.port}" for _, _, h in tokens)
+    assert _auth_of(tokens) == [None] * len(tokens), tokens
+    f.requests.clear()
+    p = kimage.run("pull", "--identity-token", f.refresh_token, ref, check=False, opts=opts)
+    assert p.returncode == 1 and "credentials not sent" in p.stderr, p.stderr
+    assert not any(m == "POST" for m, _, _ in f.requests), "the identity token stayed home"
+    assert f.got("/token")
+    assert kimage.ls() == []
 
 
 def test_bearer_with_credentials(kimage, fake, images):
@@ -82,6 +171,46 @@ def test_bearer_with_credentials(kimage, fake, images):
     assert p.returncode == 1 and "token request" in p.stderr, p.stderr
     out = kimage.run("pull", "--creds", "alice:pw", ref, opts=opts).stdout.split()
     assert out == [images["busybox"].id]
+    # the realm is the registry's own host: the credentials went there
+    assert "Basic " + base64.b64encode(b"alice:pw").decode() in _auth_of(f.got("/token"))
+
+
+def test_missing_manifest_reports_registry_error(kimage, fake):
+    f = fake()
+    p = kimage.run("pull", f"{f.host}/x/busybox:nosuch", check=False,
+                   opts=["--insecure-registry", f.host])
+    assert p.returncode == 1
+    assert p.stderr.rstrip().endswith("MANIFEST_UNKNOWN: manifest unknown (HTTP 404)"), p.stderr
+    assert "No such file" not in p.stderr and "{" not in p.stderr, p.stderr
+
+
+def test_manifest_digest_mismatch(kimage, fake, images):
+    """A manifest whose bytes are not those of the digest asked for: by
+    digest at the top, and as an index entry."""
+    f = fake()
+    bb, other = images["busybox"], images["shared1"]
+    opts = ["--insecure-registry", f.host]
+    f.manifests[bb.manifest_digest] = (other.manifest, other.media_type)
+    p = kimage.run("pull", f"{f.host}/x/busybox@{bb.manifest_digest}", check=False, opts=opts)
+    assert p.returncode == 1
+    assert (f"manifest digest mismatch: got {other.manifest_digest}, "
+            f"expected {bb.manifest_digest}") in p.stderr, p.stderr
+    doc, _ = imagelib.index_of([(bb, {"os": "linux", "architecture": "amd64"})])
+    f.manifests["idx"] = (doc, imagelib.MT_OCI_INDEX)
+    p = kimage.run("pull", f"{f.host}/x/busybox:idx", check=False, opts=opts)
+    assert p.returncode == 1
+    assert f"manifest digest mismatch: got {other.manifest_digest}" in p.stderr, p.stderr
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_config_digest_mismatch(kimage, fake, images):
+    img = images["busybox"]
+    f = fake(corrupt=[img.config_digest])
+    p = kimage.run("pull", f"{f.host}/x/busybox:busybox", check=False,
+                   opts=["--insecure-registry", f.host])
+    assert p.returncode == 1
+    assert "image config digest mismatch" in p.stderr and img.config_digest in p.stderr, p.stderr
+    assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
 
 
 def test_identity_and_registry_tokens(kimage, fake, images):
@@ -125,6 +254,9 @@ def test_mirror_first_then_origin(kimage, registry, fake, images):
         "--insecure-registry", registry.host, "--no-origin-fallback",
         "--registry-mirror", f"{registry.host}=http://127.0.0.1:{dead}"])
     assert p.returncode == 1
+    assert f"GET http://127.0.0.1:{dead}/v2/busybox/manifests/latest: Failed to connect" \
+        in p.stderr, p.stderr
+    assert f"https://{registry.host}" not in p.stderr, "the origin was not tried"
     # a working mirror serves an unreachable origin
     m = fake(upstream=("127.0.0.1", registry.port))
     out = kimage.run("pull", "unreachable.invalid/busybox:latest",

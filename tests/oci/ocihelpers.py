@@ -11,6 +11,7 @@ The fixtures live here, not in a conftest.py: test modules import them
 (`from ocihelpers import *`), so that no second module named `conftest`
 shadows the one other test directories import from.
 """
+import errno
 import json
 import os
 import shutil
@@ -79,8 +80,11 @@ class Runtime:
         self.name = name
         self.argv = argv
         self.root = root
+        self.ids = set()  # of the containers it was asked to make
 
     def cmd(self, *args):
+        if args and args[0] in ("create", "run") and len(args) > 1:
+            self.ids.add(str(args[-1]))
         return self.argv + ["--root", str(self.root)] + [str(a) for a in args]
 
     def __call__(self, *args, check=False, timeout=30, **kw):
@@ -118,12 +122,38 @@ def crun_wrapper(tmp):
     return [str(script)]
 
 
+CGROUP2 = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
+    else "/sys/fs/cgroup"
+
+
+def remove_cgroup(path):
+    """rmdir of a cgroup and its children, deepest first (a cgroup with
+    processes stays, and says so by failing)."""
+    deadline = time.monotonic() + 10
+    while os.path.isdir(path):
+        subs = sorted((os.path.join(dp, x) for dp, dns, _ in os.walk(path) for x in dns),
+                      key=len, reverse=True)
+        try:
+            for d in subs + [path]:
+                os.rmdir(d)
+        except OSError as e:
+            # EBUSY while the last killed processes leave it
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def cleanup(rt):
-    if not rt.root.exists():
-        return
-    for d in rt.root.iterdir():
-        if d.is_dir():
-            rt("delete", "--force", d.name, timeout=30)
+    if rt.root.exists():
+        for d in rt.root.iterdir():
+            if d.is_dir():
+                rt("delete", "--force", d.name, timeout=30)
+    # A run that fails half-way (crun 1.8.1 on features it lacks, which the
+    # tests then skip) leaves the cgroup it made for the container, named
+    # after the id at the cgroup2 root (crun) or under /kinglet (kinglet).
+    for cid in rt.ids:
+        for path in (os.path.join(CGROUP2, cid), os.path.join(CGROUP2, "kinglet", cid)):
+            remove_cgroup(path)
 
 
 

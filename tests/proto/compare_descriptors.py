@@ -71,6 +71,19 @@ def label_name(v):
     return FDP.Label.Name(v)
 
 
+# Changes upstream made after the reference version we compare with, which
+# our proto already follows: (field, reference type, our type).
+NEWER_UPSTREAM = {
+    # cri-api v0.36.3 (and 1.35/1.34 patches): env values that are not UTF-8
+    ("KeyValue.value", descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+     descriptor_pb2.FieldDescriptorProto.TYPE_BYTES),
+}
+
+
+def newer_upstream(where, up, ours):
+    return any(where.endswith(f) and (up, ours) == (a, b) for f, a, b in NEWER_UPSTREAM)
+
+
 def type_name(v):
     return FDP.Type.Name(v)
 
@@ -168,7 +181,7 @@ class Comparer:
             if uf.label != of.label:
                 self.diff(fw, "label", label_name(uf.label),
                           label_name(of.label))
-            if uf.type != of.type:
+            if uf.type != of.type and not newer_upstream(fw, uf.type, of.type):
                 self.diff(fw, "type", type_name(uf.type), type_name(of.type))
             if uf.type_name != of.type_name:
                 self.diff(fw, "type_name", uf.type_name or "-",

@@ -1,9 +1,11 @@
-/* src/base: size parsing, du_path and rm_rf_at. */
+/* src/base: size parsing, du_path, rm_rf_at and sealed memfds. */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -195,11 +197,135 @@ static void rm_rf_stays_in_the_tree(void **state)
     free(out);
 }
 
+/* What memfd_sealed hands out holds the data and refuses every change. */
+static void memfd_sealed_cannot_change(void **state)
+{
+    (void)state;
+    static const char data[] = "#!/bin/false\nsome program";
+    int fd = memfd_sealed("kinglet-test", data, sizeof(data));
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    int want = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    assert_int_equal(fcntl(fd, F_GET_SEALS) & want, want);
+    char buf[sizeof(data)];
+    assert_int_equal(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(data));
+    assert_memory_equal(buf, data, sizeof(data));
+    assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(ftruncate(fd, 1), -1);
+    assert_int_equal(ftruncate(fd, 4096), -1);
+    /* Reopened for writing through /proc, as an attacker would. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    int w = open(path, O_WRONLY | O_CLOEXEC);
+    if (w >= 0) {
+        assert_int_equal(write(w, "x", 1), -1);
+        assert_int_equal(errno, EPERM);
+        close(w);
+    }
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, 0), -1); /* F_SEAL_SEAL */
+    close(fd);
+    /* The test program runs from a file of the build: not sealed. */
+    assert_false(exe_is_sealed());
+}
+
+static char *escaped(const char *s, bool json)
+{
+    static char out[512];
+    struct buf b = {0};
+    assert_int_equal(log_escape(&b, s, json), 0);
+    snprintf(out, sizeof(out), "%.*s", (int)b.len, b.data ? (char *)b.data : "");
+    buf_free(&b);
+    return out;
+}
+
+static void log_escapes_controls(void **state)
+{
+    /* a line break cannot start a forged line, in either format */
+    assert_string_equal(escaped("x\n2026-01-01T00:00:00Z error FORGED", false),
+                        "x\\n2026-01-01T00:00:00Z error FORGED");
+    assert_string_equal(escaped("a\r\tb\x1b[31mc\x7f", false), "a\\r\\tb\\x1b[31mc\\x7f");
+    assert_string_equal(escaped("a\r\tb\x1b[31mc\x7f", true), "a\\r\\tb\\u001b[31mc\\u007f");
+    assert_string_equal(escaped("q\"\\z", true), "q\\\"\\\\z");
+    assert_string_equal(escaped("q\"\\z", false), "q\"\\z");
+    /* UTF-8 passes; C1 controls and malformed bytes do not */
+    assert_string_equal(escaped("caf\xc3\xa9 \xe2\x82\xac", false), "caf\xc3\xa9 \xe2\x82\xac");
+    assert_string_equal(escaped("\xc2\x9b"
+                                "2J",
+                                false),
+                        "\\u009b2J");
+    assert_string_equal(escaped("\xc2\x9b"
+                                "2J",
+                                true),
+                        "\\u009b2J");
+    assert_string_equal(escaped("\xff\xc3(\xe2\x82", false), "\\xff\\xc3(\\xe2\\x82");
+    assert_string_equal(escaped("\xff", true), "\\ufffd");
+    assert_string_equal(escaped("\xc0\xaf\xed\xa0\x80", false), "\\xc0\\xaf\\xed\\xa0\\x80");
+    assert_string_equal(escaped("", false), "");
+}
+
+static void atomic_writes_are_private(void **state)
+{
+    char dir[] = "/tmp/kinglet-atomic-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], a[160], b[160];
+    snprintf(path, sizeof(path), "%s/rec.json", dir);
+    /* every call its own temporary name */
+    assert_int_equal(atomic_tmp_name(path, a, sizeof(a)), 0);
+    assert_int_equal(atomic_tmp_name(path, b, sizeof(b)), 0);
+    assert_string_not_equal(a, b);
+    mode_t old = umask(077);
+    assert_int_equal(write_file_atomic(AT_FDCWD, path, "one", 3, 0640), 0);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640); /* the mode asked, not the umask's */
+    assert_int_equal(write_file_atomic(AT_FDCWD, path, "two!", 4, 0600), 0);
+    char *text = NULL;
+    assert_int_equal(read_file_at(AT_FDCWD, path, 64, &text, NULL), 0);
+    assert_string_equal(text, "two!");
+    free(text);
+    /* stale temporaries: a dead writer's go, a live one's and strangers stay */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    assert_true(child > 0);
+    waitpid(child, NULL, 0);
+    char dead[160], live[160], old_style[160], stranger[160];
+    snprintf(dead, sizeof(dead), "%s/rec.json.tmp.%d.7", dir, (int)child);
+    snprintf(old_style, sizeof(old_style), "%s/rec.json.tmp.%d", dir, (int)child);
+    snprintf(live, sizeof(live), "%s/rec.json.tmp.%d.1", dir, (int)getppid());
+    snprintf(stranger, sizeof(stranger), "%s/notes.tmp.x", dir);
+    const char *all[] = {dead, old_style, live, stranger};
+    for (size_t i = 0; i < 4; i++) {
+        int fd = open(all[i], O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    size_t removed = 0;
+    assert_int_equal(remove_stale_tmp_files(dir, &removed), 0);
+    assert_int_equal(removed, 2);
+    assert_int_equal(access(dead, F_OK), -1);
+    assert_int_equal(access(old_style, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(stranger, F_OK), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_false(atomic_tmp_stale("rec.json.tmp.-1"));
+    assert_false(atomic_tmp_stale("rec.json.tmp.12x"));
+    assert_false(atomic_tmp_stale(".tmp.1"));
+    int dfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(rm_rf_at(dfd, dir + 5), 0);
+    close(dfd);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(log_escapes_controls),
+    cmocka_unit_test(atomic_writes_are_private),
     cmocka_unit_test(sizes),
     cmocka_unit_test(sizes_or_percent),
     cmocka_unit_test(du_counts_like_du),
     cmocka_unit_test(du_stays_on_one_filesystem),
     cmocka_unit_test(rm_rf_stays_in_the_tree),
+    cmocka_unit_test(memfd_sealed_cannot_change),
 };
 UNIT_MAIN(tests)

@@ -13,7 +13,9 @@ static void defaults(void **state)
     assert_null(c.listen_tcp);
     assert_int_equal(c.shutdown_timeout_s, 10);
     assert_true(c.max_layer_size == 0);
-    assert_true(c.image_min_free == 128u << 20 && !c.image_min_free_pct);
+    /* kubelet's imagefs.available eviction threshold, and bombs stopped */
+    assert_true(c.image_min_free == 15 && c.image_min_free_pct);
+    assert_int_equal(c.max_layer_ratio, 100);
     config_free(&c);
 }
 
@@ -31,7 +33,8 @@ static void parse_file(void **state)
                        "listen-tcp = \"[::1]:9000\"\n"
                        "shutdown-timeout = 3\n"
                        "max-layer-size = 64G\n"
-                       "image-min-free = 10%\n";
+                       "image-min-free = 10%\n"
+                       "max-layer-ratio = 0\n";
     assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
     assert_string_equal(c.socket_path, "/tmp/a b.sock");
     assert_string_equal(c.root_dir, "/srv/kinglet");
@@ -41,6 +44,7 @@ static void parse_file(void **state)
     assert_int_equal(c.shutdown_timeout_s, 3);
     assert_true(c.max_layer_size == 64ULL << 30);
     assert_true(c.image_min_free == 10 && c.image_min_free_pct);
+    assert_int_equal(c.max_layer_ratio, 0);
     assert_int_equal(config_set(&c, "image-min-free", "256M", &err), 0);
     assert_true(c.image_min_free == 256u << 20 && !c.image_min_free_pct);
     config_free(&c);
@@ -64,6 +68,7 @@ static void errors_name_the_line(void **state)
         {" = /a\n", "f.conf:1: expected"},
         {"max-layer-size = lots\n", "f.conf:1: max-layer-size: `lots` is not a size"},
         {"image-min-free = 100%\n", "f.conf:1: image-min-free"},
+        {"max-layer-ratio = -1\n", "f.conf:1: max-layer-ratio: `-1` is not 0..1000000"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct config c;
@@ -91,10 +96,44 @@ static void hostport(void **state)
         assert_int_equal(config_split_hostport(bad[i], host, sizeof(host), &port), -EINVAL);
 }
 
+static void grpc_limits(void **state)
+{
+    struct config c;
+    struct err err = {0};
+    config_defaults(&c);
+    /* zero: the server's defaults */
+    assert_true(c.grpc.idle_timeout_ms == 0 && c.grpc.max_response_memory == 0);
+    const char *text = "grpc-max-connections = 64\n"
+                       "grpc-idle-timeout = 0\n"
+                       "grpc-keepalive-time = 1.5\n"
+                       "grpc-request-timeout = 30\n"
+                       "grpc-request-memory = 64M\n"
+                       "grpc-connection-response-memory = 1M\n";
+    assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
+    assert_int_equal(c.grpc.max_connections, 64);
+    assert_true(c.grpc.idle_timeout_ms == GRPC_NEVER);
+    assert_true(c.grpc.keepalive_time_ms == 1500);
+    assert_true(c.grpc.request_timeout_ms == 30000);
+    assert_true(c.grpc.max_request_memory == 64u << 20);
+    assert_true(c.grpc.max_connection_response_memory == 1u << 20);
+    static const char *bad[][2] = {
+        {"grpc-max-connections", "0"},  {"grpc-max-connections", "70000"},
+        {"grpc-idle-timeout", "-1"},    {"grpc-stall-timeout", "1d"},
+        {"grpc-keepalive-time", "nan"}, {"grpc-request-timeout", "86401"},
+        {"grpc-request-memory", "1K"},  {"grpc-response-memory", "lots"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(config_set(&c, bad[i][0], bad[i][1], &err), -EINVAL);
+        assert_non_null(strstr(err.msg, bad[i][0]));
+    }
+    config_free(&c);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(defaults),
     cmocka_unit_test(parse_file),
     cmocka_unit_test(errors_name_the_line),
     cmocka_unit_test(hostport),
+    cmocka_unit_test(grpc_limits),
 };
 UNIT_MAIN(tests)

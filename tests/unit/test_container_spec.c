@@ -143,14 +143,23 @@ static void env_later_wins(void **state)
     t_init(&t, "{\"Cmd\":[\"sh\"],\"Env\":[\"PATH=/img\",\"A=1\",\"B=2\"]}");
     Runtime__V1__KeyValue kv1 = RUNTIME__V1__KEY_VALUE__INIT, kv2 = RUNTIME__V1__KEY_VALUE__INIT;
     kv1.key = "A";
-    kv1.value = "cfg";
+    kv1.value = (ProtobufCBinaryData){3, (uint8_t *)"cfg"};
     kv2.key = "C";
-    kv2.value = "x=y";
+    kv2.value = (ProtobufCBinaryData){3, (uint8_t *)"x=y"};
     Runtime__V1__KeyValue *envs[] = {&kv1, &kv2};
     t.cfg.envs = envs;
     t.cfg.n_envs = 2;
     assert_int_equal(build(&t), 0);
     assert_json(path(t.out.spec, "process", "env"), "[\"PATH=/img\",\"A=cfg\",\"B=2\",\"C=x=y\"]");
+    /* not UTF-8: each bad byte becomes U+FFFD; a NUL is refused */
+    kv2.value = (ProtobufCBinaryData){5, (uint8_t *)"a\xff\xc3\xa9\xe0"};
+    assert_int_equal(build(&t), 0);
+    assert_json(json_array_get(path(t.out.spec, "process", "env"), 3),
+                "\"C=a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\"");
+    kv2.value = (ProtobufCBinaryData){3, (uint8_t *)"a\0b"};
+    assert_int_equal(build(&t), -EINVAL);
+    assert_non_null(strstr(t.err.msg, "NUL"));
+    kv2.value = (ProtobufCBinaryData){0, NULL};
     kv1.key = "BAD=KEY";
     assert_int_equal(build(&t), -EINVAL);
     t_free(&t);

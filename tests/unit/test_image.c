@@ -304,10 +304,109 @@ static void test_endpoints(void **state)
     reg_endpoints_free(eps, n);
 }
 
+/* Where credentials may go: redirects keep them within one origin and
+ * never turn https into http unless the registry is insecure. */
+static void test_redirect_rules(void **state)
+{
+    struct err err = {0};
+    bool same = true;
+    assert_int_equal(
+        reg_redirect_check("https://r.example/v2/x", "https://r.example:443/b", false, &same, &err),
+        0);
+    assert_true(same);
+    assert_int_equal(
+        reg_redirect_check("https://r.example/v2/", "https://cdn.example/b", false, &same, &err),
+        0);
+    assert_false(same);
+    assert_int_equal(reg_redirect_check("https://r.example:5000/v2/", "https://r.example:5001/b",
+                                        false, &same, &err),
+                     0);
+    assert_false(same);
+    /* userinfo is not the host */
+    assert_int_equal(reg_redirect_check("https://r.example/v2/", "https://r.example@evil.example/",
+                                        false, &same, &err),
+                     0);
+    assert_false(same);
+    assert_int_equal(
+        reg_redirect_check("https://r.example/v2/", "http://r.example/b", false, &same, &err),
+        -EPROTO);
+    assert_non_null(strstr(err.msg, "redirect from https to plain http (r.example) refused"));
+    assert_null(strstr(err.msg, "Protocol error"));
+    assert_int_equal(
+        reg_redirect_check("https://r.example/v2/", "http://r.example/b", true, &same, &err), 0);
+    assert_false(same);
+    assert_int_equal(
+        reg_redirect_check("http://r.example/v2/", "file:///etc/passwd", true, &same, &err),
+        -EPROTO);
+    assert_int_equal(
+        reg_redirect_check("http://[::1]:5000/v2/", "http://[::1]:5000/x", true, &same, &err), 0);
+    assert_true(same);
+}
+
+static void test_realm_rules(void **state)
+{
+    assert_true(reg_realm_gets_credentials("https://registry-1.docker.io",
+                                           "https://auth.docker.io/token", false));
+    assert_true(reg_realm_gets_credentials("https://registry.gitlab.com",
+                                           "https://gitlab.com/jwt/auth", false));
+    assert_true(
+        reg_realm_gets_credentials("https://r.example:5000", "https://r.example/token", false));
+    assert_false(reg_realm_gets_credentials("https://r.example", "https://evil.example/t", false));
+    assert_false(reg_realm_gets_credentials("https://foo.com", "https://bar.com/t", false));
+    assert_false(
+        reg_realm_gets_credentials("https://127.0.0.1:5000", "https://127.0.0.2/token", false));
+    assert_false(
+        reg_realm_gets_credentials("https://127.0.0.1:5000", "https://localhost/token", false));
+    /* never in clear from a verified registry */
+    assert_false(reg_realm_gets_credentials("https://r.example", "http://r.example/t", false));
+    assert_true(reg_realm_gets_credentials("http://r.example", "http://r.example/t", true));
+}
+
+static void test_registry_answers(void **state)
+{
+    char out[300];
+    static const char body[] = "{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\","
+                               "\"message\":\"manifest unknown\",\"detail\":{}}]}";
+    reg_error_message(body, strlen(body), out, sizeof(out));
+    assert_string_equal(out, "MANIFEST_UNKNOWN: manifest unknown");
+    static const char two[] = "{\"errors\":[{\"code\":\"A\",\"message\":\"x\\ny\"},"
+                              "{\"code\":\"DENIED\"}]}";
+    reg_error_message(two, strlen(two), out, sizeof(out));
+    assert_string_equal(out, "A: x y; DENIED");
+    reg_error_message("<html>\r\n502</html>", 18, out, sizeof(out));
+    assert_string_equal(out, "<html>  502</html>");
+    reg_error_message(NULL, 0, out, sizeof(out));
+    assert_string_equal(out, "");
+
+    assert_int_equal(reg_status_line("HTTP/1.1 404 Not Found\r\n", 24), 404);
+    assert_int_equal(reg_status_line("HTTP/2 200\r\n", 12), 200);
+    assert_int_equal(reg_status_line("HTTP/1.1 2000 x", 15), -1);
+    assert_int_equal(reg_status_line("Location: x", 11), -1);
+
+    struct reg_challenge c;
+    reg_challenge_parse("Bearer realm=\"https://a/t\",service=\"reg\",scope=\"repository:x:pull\"",
+                        &c);
+    assert_true(c.bearer);
+    assert_string_equal(c.realm, "https://a/t");
+    assert_string_equal(c.service, "reg");
+    assert_string_equal(c.scope, "repository:x:pull");
+    reg_challenge_parse("Bearerish realm=x", &c);
+    assert_false(c.bearer || c.basic);
+
+    char *tok = NULL;
+    struct err err = {0};
+    assert_int_equal(reg_token_parse("{\"access_token\":\"abc\"}", 22, &tok, &err), 0);
+    assert_string_equal(tok, "abc");
+    free(tok);
+    assert_int_equal(reg_token_parse("{\"token\":\"a\\r\\nX-Evil: 1\"}", 28, &tok, &err), -EACCES);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ref_normalise), cmocka_unit_test(test_ref_invalid),
-    cmocka_unit_test(test_digest_valid),  cmocka_unit_test(test_manifest_image),
-    cmocka_unit_test(test_index_select),  cmocka_unit_test(test_manifest_refused),
-    cmocka_unit_test(test_config),        cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_ref_normalise),    cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),     cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),     cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),           cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_redirect_rules),   cmocka_unit_test(test_realm_rules),
+    cmocka_unit_test(test_registry_answers),
 };
 UNIT_MAIN(tests)

@@ -755,7 +755,76 @@ static void test_sysctl_keys(void **state)
     assert_true(!strcmp(v, "0") || !strcmp(v, "1"));
 }
 
+/* An RTM_NEWROUTE as the kernel dumps it. */
+static struct nlmsghdr *route_msg(uint8_t *buf, int family, unsigned dst_len, uint8_t type,
+                                  uint32_t table, int oif, unsigned mtu)
+{
+    memset(buf, 0, 512);
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = RTM_NEWROUTE;
+    struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+    rtm->rtm_family = (uint8_t)family;
+    rtm->rtm_dst_len = (uint8_t)dst_len;
+    rtm->rtm_type = type;
+    rtm->rtm_table = table < 256 ? (uint8_t)table : RT_TABLE_COMPAT;
+    mnl_attr_put_u32(nlh, RTA_TABLE, table);
+    if (oif)
+        mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)oif);
+    if (mtu) {
+        struct nlattr *m = mnl_attr_nest_start(nlh, RTA_METRICS);
+        mnl_attr_put_u32(nlh, RTAX_MTU, mtu);
+        mnl_attr_nest_end(nlh, m);
+    }
+    return nlh;
+}
+
+static void test_route_default_parse(void **state)
+{
+    uint8_t buf[512];
+    struct net_default_route r;
+    struct nlmsghdr *nlh = route_msg(buf, AF_INET, 0, RTN_UNICAST, RT_TABLE_MAIN, 4, 0);
+    assert_int_equal(net_route_default_parse(nlh, &r), 1);
+    assert_int_equal(r.family, AF_INET);
+    assert_int_equal(r.noifs, 1);
+    assert_int_equal(r.oifs[0], 4);
+    assert_int_equal(r.mtu, 0);
+    nlh = route_msg(buf, AF_INET6, 0, RTN_UNICAST, RT_TABLE_MAIN, 2, 1280);
+    assert_int_equal(net_route_default_parse(nlh, &r), 1);
+    assert_int_equal(r.mtu, 1280);
+    /* not default routes of the main table */
+    nlh = route_msg(buf, AF_INET, 24, RTN_UNICAST, RT_TABLE_MAIN, 4, 0);
+    assert_int_equal(net_route_default_parse(nlh, &r), 0);
+    nlh = route_msg(buf, AF_INET, 0, RTN_UNICAST, RT_TABLE_LOCAL, 4, 0);
+    assert_int_equal(net_route_default_parse(nlh, &r), 0);
+    nlh = route_msg(buf, AF_INET, 0, RTN_UNICAST, 1000, 4, 0);
+    assert_int_equal(net_route_default_parse(nlh, &r), 0);
+    nlh = route_msg(buf, AF_INET, 0, RTN_BLACKHOLE, RT_TABLE_MAIN, 0, 0);
+    assert_int_equal(net_route_default_parse(nlh, &r), 0);
+    /* multipath: every next hop's interface */
+    nlh = route_msg(buf, AF_INET, 0, RTN_UNICAST, RT_TABLE_MAIN, 0, 0);
+    struct nlattr *mp = mnl_attr_nest_start(nlh, RTA_MULTIPATH);
+    for (int i = 5; i <= 6; i++) {
+        struct rtnexthop *nh = mnl_nlmsg_get_payload_tail(nlh);
+        memset(nh, 0, sizeof(*nh));
+        nh->rtnh_len = sizeof(*nh);
+        nh->rtnh_ifindex = i;
+        nlh->nlmsg_len += (uint32_t)RTNH_ALIGN(sizeof(*nh));
+    }
+    mnl_attr_nest_end(nlh, mp);
+    assert_int_equal(net_route_default_parse(nlh, &r), 1);
+    assert_int_equal(r.noifs, 2);
+    assert_int_equal(r.oifs[0], 5);
+    assert_int_equal(r.oifs[1], 6);
+    /* a next hop claiming more than there is */
+    struct rtnexthop *nh = (struct rtnexthop *)mnl_attr_get_payload(mp);
+    nh->rtnh_len = 200;
+    assert_int_equal(net_route_default_parse(nlh, &r), -EBADMSG);
+    nlh->nlmsg_len = MNL_NLMSG_HDRLEN + 2; /* too short for an rtmsg */
+    assert_int_equal(net_route_default_parse(nlh, &r), -EBADMSG);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_route_default_parse),
     cmocka_unit_test(test_subnet_parse),
     cmocka_unit_test(test_subnet_pool),
     cmocka_unit_test(test_config),

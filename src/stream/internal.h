@@ -1,0 +1,186 @@
+/* stream: internal pieces (the protocol codecs, I/O-free, and the
+ * server's types). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "base/base.h"
+
+/* ---- SPDY/3.1 (spdy.c): framing and header compression, no I/O ---- */
+
+#define SPDY_DICT_LEN 1423
+extern const unsigned char spdy_dictionary[SPDY_DICT_LEN];
+
+#define SPDY_FLAG_FIN     0x01
+#define SPDY_CONTROL_MAX  (64u << 10)  /* a control frame's payload */
+#define SPDY_HEADERS_MAX  (256u << 10) /* a decompressed header block */
+#define SPDY_HEADER_PAIRS 64
+#define SPDY_RST_PROTOCOL 1
+#define SPDY_RST_REFUSED  3
+#define SPDY_RST_CANCEL   5
+
+struct spdy_header {
+    const char *name, *value; /* NUL-terminated, in the codec's buffer */
+};
+
+struct spdy_callbacks {
+    /* A new stream from the peer; headers valid during the call. */
+    int (*on_syn_stream)(void *ud, uint32_t id, uint8_t flags, const struct spdy_header *h,
+                         size_t n);
+    /* Payload of a data frame, delivered as it arrives; fin with the last
+     * piece (possibly empty). */
+    int (*on_data)(void *ud, uint32_t id, const uint8_t *data, size_t len, bool fin);
+    int (*on_rst)(void *ud, uint32_t id, uint32_t status);
+    int (*on_ping)(void *ud, uint32_t id);
+    int (*on_goaway)(void *ud);
+};
+
+struct spdy {
+    const struct spdy_callbacks *cb;
+    void *ud;
+    z_stream in, out; /* header (de)compression, one per direction */
+    bool in_init, out_init;
+    /* the frame being read */
+    uint8_t head[8];
+    size_t head_len;
+    bool control;
+    uint16_t type;
+    uint8_t flags;
+    uint32_t len, got, stream;
+    struct buf body; /* a control frame's payload */
+    uint8_t *hbuf;   /* decompressed headers */
+    size_t hcap;
+    bool dead;
+};
+
+int spdy_init(struct spdy *s, const struct spdy_callbacks *cb, void *ud);
+void spdy_free(struct spdy *s);
+/* Consumes len bytes; -EPROTO on a malformed frame (the connection must
+ * go), or a callback's negative result. */
+int spdy_feed(struct spdy *s, const uint8_t *data, size_t len);
+
+/* Frames to send, appended to out. */
+int spdy_syn_reply(struct spdy *s, struct buf *out, uint32_t id, const struct spdy_header *h,
+                   size_t n, bool fin);
+int spdy_data(struct buf *out, uint32_t id, const void *data, size_t len, bool fin);
+int spdy_rst(struct buf *out, uint32_t id, uint32_t status);
+int spdy_ping(struct buf *out, uint32_t id);
+int spdy_goaway(struct buf *out, uint32_t last, uint32_t status);
+/* For clients and tests: a SYN_STREAM. */
+int spdy_syn_stream(struct spdy *s, struct buf *out, uint32_t id, const struct spdy_header *h,
+                    size_t n, bool fin);
+
+/* ---- HTTP/1.1 request heads (http.c) ---- */
+
+#define HTTP_HEAD_MAX    (16u << 10)
+#define HTTP_HEADERS_MAX 64
+
+struct http_request {
+    char method[16];
+    char path[2048]; /* the path, without the query */
+    char query[2048];
+    struct {
+        char *name, *value; /* in buf */
+    } h[HTTP_HEADERS_MAX];
+    size_t n;
+    char buf[HTTP_HEAD_MAX];
+};
+
+/* Parses a complete request head (up to and including the blank line).
+ * -EAGAIN: incomplete; -EPROTO: malformed; -E2BIG: over the limits. On
+ * success, *ret_used is the head's length. */
+int http_request_parse(const char *data, size_t len, struct http_request *ret, size_t *ret_used);
+/* The first header named name (case-insensitive), NULL. */
+const char *http_header(const struct http_request *r, const char *name);
+/* Whether the comma-separated list in any header named name holds token
+ * (case-insensitive). */
+bool http_header_has(const struct http_request *r, const char *name, const char *token);
+
+/* ---- WebSocket handshake (ws.c) ---- */
+
+/* Sec-WebSocket-Accept for key (28 chars + NUL). */
+void ws_accept_key(const char *key, char out[29]);
+
+/* ---- the server's connections (server.c) and sessions (session.c) ---- */
+
+#include <uv.h>
+#include <wslay/wslay.h>
+
+#include "stream/stream.h"
+
+#define STREAM_CHANNELS    (2 * STREAM_PF_STREAMS_MAX)
+#define STREAM_OUT_HIGH    (256u << 10) /* pending output that pauses sources */
+#define STREAM_OUT_LOW     (64u << 10)  /* ... and resumes them */
+#define STREAM_CREATION_MS 30000        /* for the client's streams, as kubelet */
+
+/* exec/attach channels (the WebSocket channel bytes) */
+enum { CH_STDIN, CH_STDOUT, CH_STDERR, CH_ERROR, CH_RESIZE };
+
+enum conn_state { CONN_HTTP, CONN_SPDY, CONN_WS, CONN_DONE };
+
+struct chan {
+    uint32_t spdy_id; /* 0: the client has not opened it (SPDY) */
+    bool out_closed;  /* we sent FIN */
+    bool in_closed;   /* the client sent FIN */
+};
+
+struct pf_slot {
+    char request_id[32];
+    int32_t port;
+    struct pf_conn *pc; /* the pod-side connection, session.c */
+};
+
+struct sess;
+
+struct conn {
+    struct conn *prev, *next;
+    struct stream_server *srv;
+    uv_tcp_t tcp;
+    enum conn_state state;
+    struct buf in; /* the request head, until the upgrade */
+    struct stream_request *req;
+    int version; /* channel protocol 1..5 (exec/attach) */
+    bool base64; /* base64.channel.k8s.io */
+    bool pf;     /* port forwarding */
+    size_t out_pending;
+    bool paused; /* sources paused by out_pending */
+    bool closing;
+    bool aborted; /* the client is gone: nothing more is written */
+    struct spdy spdy;
+    bool spdy_init;
+    wslay_event_context_ptr ws;
+    const uint8_t *ws_in;
+    size_t ws_in_len;
+    struct chan ch[STREAM_CHANNELS];
+    struct pf_slot pf_slots[STREAM_PF_STREAMS_MAX];
+    size_t n_pf;
+    uv_timer_t timer; /* stream creation */
+    bool timer_on;
+    struct sess *sess;
+    int handles;
+};
+
+/* server.c, for sessions */
+int conn_send(struct conn *c, int ch, const void *data, size_t len);
+void conn_close_ch(struct conn *c, int ch);
+/* Flushes what is queued, then closes the connection. */
+void conn_finish(struct conn *c);
+uv_loop_t *conn_loop(struct conn *c);
+/* Stops or resumes reading the client (input backpressure). */
+void conn_read_pause(struct conn *c, bool pause);
+/* A session holds the connection (c->handles) until it is done with it. */
+void conn_unref(struct conn *c);
+
+/* session.c */
+/* The client's streams are there (SPDY) or the upgrade is done (WS). */
+int sess_start(struct conn *c);
+void sess_input(struct conn *c, int ch, const uint8_t *data, size_t len, bool fin);
+/* Port forwarding: slot k has both streams. */
+void sess_pf_open(struct conn *c, size_t k);
+/* Output fell below STREAM_OUT_LOW / rose above STREAM_OUT_HIGH. */
+void sess_pause(struct conn *c, bool pause);
+/* The client is gone or the server closes: end everything, then free. */
+void sess_end(struct conn *c);

@@ -1,0 +1,968 @@
+/* stream/server: the listener, the tokens, the HTTP/1.1 upgrade and the
+ * two framings (SPDY/3.1, WebSocket) of a connection, on the loop. What a
+ * session does with its channels is session.c's.
+ *
+ * A connection's life: CONN_HTTP reads one request head (HTTP_HEAD_MAX),
+ * consumes its token (single use, so a replayed URL gets 404), negotiates
+ * the subprotocol and answers 101; then CONN_SPDY or CONN_WS until either
+ * side ends it. Every byte we send goes through write_raw, which counts
+ * what the kernel has not taken yet: past STREAM_OUT_HIGH the session's
+ * sources are paused, below STREAM_OUT_LOW resumed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "stream/internal.h"
+
+#define TOKENS_MAX 4096
+
+struct token {
+    struct token *next;
+    char id[65];
+    uint64_t expires_ms;
+    struct stream_request *req;
+};
+
+struct stream_server {
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    uv_timer_t sweep;
+    char host[64];
+    int port;
+    struct token *tokens;
+    size_t n_tokens;
+    struct conn *conns;
+    size_t n_conns;
+    bool closing;
+    int handles;
+};
+
+void stream_request_free(struct stream_request *r)
+{
+    if (!r)
+        return;
+    for (char **a = r->argv; a && *a; a++)
+        free(*a);
+    free(r->argv);
+    free(r->socket_dir);
+    free(r->netns);
+    free(r->ports);
+    free(r);
+}
+
+uv_loop_t *conn_loop(struct conn *c) { return c->srv->loop; }
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+
+void conn_read_pause(struct conn *c, bool pause)
+{
+    if (c->state == CONN_DONE || c->closing)
+        return;
+    if (pause)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    else
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* ---- writing ---- */
+
+struct wreq {
+    uv_write_t w;
+    struct conn *c;
+    size_t len;
+    char data[];
+};
+
+static void conn_maybe_free(struct conn *c);
+static void conn_abort(struct conn *c);
+
+static void on_written(uv_write_t *w, int status)
+{
+    struct wreq *r = (struct wreq *)w;
+    struct conn *c = r->c;
+    c->out_pending -= r->len;
+    free(r);
+    if (status < 0) {
+        if (!c->closing)
+            conn_abort(c);
+        return;
+    }
+    if (c->paused && c->out_pending < STREAM_OUT_LOW) {
+        c->paused = false;
+        if (c->sess)
+            sess_pause(c, false);
+    }
+    if (c->closing && c->out_pending == 0)
+        conn_maybe_free(c);
+}
+
+static int write_raw(struct conn *c, const void *data, size_t len)
+{
+    if (c->state == CONN_DONE || !len)
+        return 0;
+    struct wreq *r = malloc(sizeof(*r) + len);
+    if (!r)
+        return -ENOMEM;
+    r->c = c;
+    r->len = len;
+    memcpy(r->data, data, len);
+    uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
+    int e = uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+    if (e < 0) {
+        free(r);
+        return e;
+    }
+    c->out_pending += len;
+    if (!c->paused && c->out_pending > STREAM_OUT_HIGH) {
+        c->paused = true;
+        if (c->sess)
+            sess_pause(c, true);
+    }
+    return 0;
+}
+
+static int write_buf(struct conn *c, struct buf *b)
+{
+    int r = write_raw(c, b->data, b->len);
+    b->len = 0;
+    return r;
+}
+
+static void respond(struct conn *c, const char *status, const char *msg)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof(text),
+                     "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s",
+                     status, strlen(msg), msg);
+    write_raw(c, text, (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1);
+    conn_finish(c);
+}
+
+int conn_send(struct conn *c, int ch, const void *data, size_t len)
+{
+    if (ch < 0 || ch >= STREAM_CHANNELS || c->state == CONN_DONE || c->closing)
+        return 0;
+    struct chan *k = &c->ch[ch];
+    if (k->out_closed)
+        return 0;
+    if (c->state == CONN_SPDY) {
+        if (!k->spdy_id)
+            return 0;
+        struct buf b = {0};
+        int r = 0;
+        for (size_t off = 0; r == 0 && off < len; off += 65536) {
+            size_t n = len - off < 65536 ? len - off : 65536;
+            r = spdy_data(&b, k->spdy_id, (const uint8_t *)data + off, n, false);
+            if (r == 0)
+                r = write_buf(c, &b);
+        }
+        buf_free(&b);
+        return r;
+    }
+    if (c->state != CONN_WS)
+        return 0;
+    struct buf m = {0};
+    int r;
+    if (c->base64) {
+        char *enc = b64_encode(data, len);
+        char digit = (char)('0' + ch);
+        r = enc && buf_append(&m, &digit, 1) == 0 && buf_append(&m, enc, strlen(enc)) == 0
+                ? 0
+                : -ENOMEM;
+        free(enc);
+    } else {
+        uint8_t b = (uint8_t)ch;
+        r = buf_append(&m, &b, 1) == 0 && (!len || buf_append(&m, data, len) == 0) ? 0 : -ENOMEM;
+    }
+    if (r == 0) {
+        struct wslay_event_msg msg = {.opcode = c->base64 ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
+                                      .msg = m.data,
+                                      .msg_length = m.len};
+        r = wslay_event_queue_msg(c->ws, &msg) == 0 ? 0 : -ENOMEM;
+        if (r == 0)
+            wslay_event_send(c->ws);
+    }
+    buf_free(&m);
+    return r;
+}
+
+void conn_close_ch(struct conn *c, int ch)
+{
+    if (ch < 0 || ch >= STREAM_CHANNELS || c->ch[ch].out_closed)
+        return;
+    c->ch[ch].out_closed = true;
+    if (c->state == CONN_SPDY && c->ch[ch].spdy_id && !c->closing) {
+        struct buf b = {0};
+        if (spdy_data(&b, c->ch[ch].spdy_id, NULL, 0, true) == 0)
+            write_buf(c, &b);
+        buf_free(&b);
+    }
+}
+
+/* ---- closing ---- */
+
+static void server_maybe_free(struct stream_server *s);
+
+void conn_unref(struct conn *c)
+{
+    if (--c->handles > 0)
+        return;
+    struct stream_server *s = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    buf_free(&c->in);
+    if (c->spdy_init)
+        spdy_free(&c->spdy);
+    if (c->ws)
+        wslay_event_context_free(c->ws);
+    stream_request_free(c->req);
+    free(c);
+    server_maybe_free(s);
+}
+
+static void on_conn_closed(uv_handle_t *h) { conn_unref(h->data); }
+
+/* Closes the handles once nothing is queued; the session is told first. */
+static void conn_maybe_free(struct conn *c)
+{
+    if (c->state == CONN_DONE)
+        return;
+    if (c->closing && c->out_pending > 0 && !c->aborted)
+        return;
+    c->state = CONN_DONE;
+    if (c->sess)
+        sess_end(c);
+    if (c->timer_on) {
+        c->timer_on = false;
+        uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+    }
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+void conn_finish(struct conn *c)
+{
+    if (c->state == CONN_DONE)
+        return;
+    c->closing = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    conn_maybe_free(c);
+}
+
+/* The client went away: nothing more is written. */
+static void conn_abort(struct conn *c)
+{
+    c->closing = true;
+    c->aborted = true; /* queued writes fail with the close */
+    conn_maybe_free(c);
+}
+
+/* ---- SPDY ---- */
+
+static const char *hget(const struct spdy_header *h, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(h[i].name, name))
+            return h[i].value;
+    return NULL;
+}
+
+static int ch_of_spdy(struct conn *c, uint32_t id)
+{
+    for (int i = 0; i < STREAM_CHANNELS; i++)
+        if (c->ch[i].spdy_id == id)
+            return i;
+    return -1;
+}
+
+static bool exec_streams_ready(struct conn *c)
+{
+    const struct stream_request *q = c->req;
+    if (!c->ch[CH_ERROR].spdy_id)
+        return false;
+    if (q->in && !c->ch[CH_STDIN].spdy_id)
+        return false;
+    if (q->out && !c->ch[CH_STDOUT].spdy_id)
+        return false;
+    if (q->err && !q->tty && !c->ch[CH_STDERR].spdy_id)
+        return false;
+    if (q->tty && c->version >= 3 && !c->ch[CH_RESIZE].spdy_id)
+        return false;
+    return true;
+}
+
+static void start_session(struct conn *c)
+{
+    if (c->timer_on)
+        uv_timer_stop(&c->timer);
+    if (sess_start(c) < 0)
+        conn_finish(c);
+}
+
+static int pf_stream(struct conn *c, uint32_t id, const char *type, const struct spdy_header *h,
+                     size_t n)
+{
+    const char *port = hget(h, n, "port"), *rid = hget(h, n, "requestid");
+    char *end;
+    long p = port ? strtol(port, &end, 10) : 0;
+    if (!port || *end || p < 1 || p > 65535)
+        return -EPROTO;
+    if (!rid)
+        rid = "";
+    size_t k = 0;
+    while (k < c->n_pf && strcmp(c->pf_slots[k].request_id, rid))
+        k++;
+    if (k == c->n_pf) {
+        if (c->n_pf >= STREAM_PF_STREAMS_MAX)
+            return -E2BIG;
+        snprintf(c->pf_slots[k].request_id, sizeof(c->pf_slots[k].request_id), "%s", rid);
+        c->pf_slots[k].port = (int32_t)p;
+        c->n_pf++;
+    }
+    int ch = (int)(2 * k) + (strcasecmp(type, "error") == 0);
+    if (c->ch[ch].spdy_id)
+        return -EPROTO;
+    c->ch[ch].spdy_id = id;
+    if (c->ch[2 * k].spdy_id && c->ch[2 * k + 1].spdy_id) {
+        if (!c->sess && sess_start(c) < 0)
+            return -EIO;
+        sess_pf_open(c, k);
+    }
+    return 0;
+}
+
+static int on_syn_stream(void *ud, uint32_t id, uint8_t flags, const struct spdy_header *h,
+                         size_t n)
+{
+    struct conn *c = ud;
+    struct buf b = {0};
+    const char *type = hget(h, n, "streamtype");
+    int r = -EPROTO;
+    if (type) {
+        if (c->pf) {
+            r = strcasecmp(type, "data") && strcasecmp(type, "error")
+                    ? -EPROTO
+                    : pf_stream(c, id, type, h, n);
+        } else {
+            static const char *const names[] = {"stdin", "stdout", "stderr", "error", "resize"};
+            for (int i = 0; i < 5; i++)
+                if (!strcasecmp(type, names[i]) && !c->ch[i].spdy_id) {
+                    c->ch[i].spdy_id = id;
+                    r = 0;
+                }
+        }
+    }
+    if (r < 0) {
+        /* a stream we do not know: refused, the rest goes on */
+        spdy_rst(&b, id, SPDY_RST_REFUSED);
+        write_buf(c, &b);
+        buf_free(&b);
+        return r == -E2BIG || r == -EIO ? r : 0;
+    }
+    spdy_syn_reply(&c->spdy, &b, id, NULL, 0, false);
+    write_buf(c, &b);
+    buf_free(&b);
+    int ch = ch_of_spdy(c, id);
+    if (flags & SPDY_FLAG_FIN)
+        c->ch[ch].in_closed = true;
+    if (!c->pf && !c->sess && exec_streams_ready(c))
+        start_session(c);
+    return 0;
+}
+
+static int on_data(void *ud, uint32_t id, const uint8_t *data, size_t len, bool fin)
+{
+    struct conn *c = ud;
+    int ch = ch_of_spdy(c, id);
+    if (ch < 0 || c->ch[ch].in_closed)
+        return 0; /* a stream we refused or closed: dropped */
+    if (fin)
+        c->ch[ch].in_closed = true;
+    if (c->sess)
+        sess_input(c, ch, data, len, fin);
+    return 0;
+}
+
+static int on_rst(void *ud, uint32_t id, uint32_t status)
+{
+    (void)status;
+    struct conn *c = ud;
+    int ch = ch_of_spdy(c, id);
+    if (ch < 0)
+        return 0;
+    c->ch[ch].out_closed = true;
+    if (!c->ch[ch].in_closed) {
+        c->ch[ch].in_closed = true;
+        if (c->sess)
+            sess_input(c, ch, NULL, 0, true);
+    }
+    return 0;
+}
+
+static int on_ping(void *ud, uint32_t id)
+{
+    struct conn *c = ud;
+    struct buf b = {0};
+    spdy_ping(&b, id);
+    write_buf(c, &b);
+    buf_free(&b);
+    return 0;
+}
+
+static int on_goaway(void *ud)
+{
+    conn_finish(ud);
+    return 0;
+}
+
+static const struct spdy_callbacks spdy_cb = {
+    .on_syn_stream = on_syn_stream,
+    .on_data = on_data,
+    .on_rst = on_rst,
+    .on_ping = on_ping,
+    .on_goaway = on_goaway,
+};
+
+/* ---- WebSocket ---- */
+
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *ud)
+{
+    (void)flags;
+    struct conn *c = ud;
+    if (!c->ws_in_len) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = len < c->ws_in_len ? len : c->ws_in_len;
+    memcpy(buf, c->ws_in, n);
+    c->ws_in += n;
+    c->ws_in_len -= n;
+    return (ssize_t)n;
+}
+
+static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *ud)
+{
+    (void)flags;
+    struct conn *c = ud;
+    if (write_raw(c, data, len) < 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    return (ssize_t)len;
+}
+
+static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
+                   void *ud)
+{
+    (void)ctx;
+    struct conn *c = ud;
+    if (a->opcode == WSLAY_CONNECTION_CLOSE) {
+        conn_finish(c);
+        return;
+    }
+    if ((a->opcode != WSLAY_BINARY_FRAME && a->opcode != WSLAY_TEXT_FRAME) || !a->msg_length ||
+        !c->sess)
+        return;
+    const uint8_t *m = a->msg;
+    size_t len = a->msg_length;
+    int ch;
+    uint8_t *dec = NULL;
+    size_t dlen = 0;
+    if (c->base64) {
+        ch = m[0] - '0';
+        char *text = strndup((const char *)m + 1, len - 1);
+        if (!text || b64_decode(text, &dec, &dlen) < 0) {
+            free(text);
+            return;
+        }
+        free(text);
+        m = dec;
+        len = dlen;
+    } else {
+        ch = m[0];
+        m++;
+        len--;
+    }
+    if (ch == 255 && !c->pf && c->version >= 5 && len >= 1) {
+        /* v5: the client closes one of its channels */
+        int which = m[0];
+        if (which >= 0 && which < STREAM_CHANNELS && !c->ch[which].in_closed) {
+            c->ch[which].in_closed = true;
+            sess_input(c, which, NULL, 0, true);
+        }
+    } else if (ch >= 0 && ch < STREAM_CHANNELS && !c->ch[ch].in_closed) {
+        if (c->pf && ch % 2 == 0 && (size_t)ch / 2 < c->n_pf)
+            sess_input(c, ch, m, len, false);
+        else if (!c->pf)
+            sess_input(c, ch, m, len, false);
+    }
+    free(dec);
+}
+
+static const struct wslay_event_callbacks ws_cb = {
+    .recv_callback = ws_recv,
+    .send_callback = ws_send,
+    .on_msg_recv_callback = ws_msg,
+};
+
+/* ---- the upgrade ---- */
+
+struct proto {
+    const char *name;
+    int version;
+    bool base64;
+};
+
+static const struct proto spdy_protos[] = {
+    {"v5.channel.k8s.io", 5, false}, {"v4.channel.k8s.io", 4, false},
+    {"v3.channel.k8s.io", 3, false}, {"v2.channel.k8s.io", 2, false},
+    {"channel.k8s.io", 1, false},
+};
+static const struct proto ws_protos[] = {
+    {"v5.channel.k8s.io", 5, false},
+    {"v4.channel.k8s.io", 4, false},
+    {"base64.channel.k8s.io", 4, true},
+    {"channel.k8s.io", 1, false},
+};
+
+/* The first protocol of ours (in our order of preference) the client
+ * offers in any header named name; NULL; *offered says whether it offered
+ * any. */
+static const struct proto *negotiate(const struct http_request *r, const char *name,
+                                     const struct proto *ours, size_t n, bool *offered)
+{
+    *offered = http_header(r, name) != NULL;
+    for (size_t i = 0; i < n; i++)
+        if (http_header_has(r, name, ours[i].name))
+            return &ours[i];
+    return NULL;
+}
+
+static struct token *token_take(struct stream_server *s, const char *id)
+{
+    uint64_t now = uv_now(s->loop);
+    for (struct token **pp = &s->tokens; *pp; pp = &(*pp)->next) {
+        struct token *t = *pp;
+        if (strcmp(t->id, id) != 0)
+            continue;
+        *pp = t->next;
+        s->n_tokens--;
+        if (t->expires_ms < now) {
+            stream_request_free(t->req);
+            free(t);
+            return NULL;
+        }
+        return t;
+    }
+    return NULL;
+}
+
+static void on_creation_timeout(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    if (!c->sess || c->pf)
+        conn_finish(c);
+}
+
+static void upgrade(struct conn *c, const struct http_request *r, size_t used)
+{
+    static const char *const prefixes[] = {"/exec/", "/attach/", "/portforward/"};
+    int kind = -1;
+    const char *tok = NULL;
+    for (int i = 0; i < 3; i++)
+        if (!strncmp(r->path, prefixes[i], strlen(prefixes[i]))) {
+            kind = i;
+            tok = r->path + strlen(prefixes[i]);
+        }
+    struct token *t = tok ? token_take(c->srv, tok) : NULL;
+    if (!t || (int)t->req->kind != kind) {
+        if (t) {
+            stream_request_free(t->req);
+            free(t);
+        }
+        respond(c, "404 Not Found", "404 page not found\n");
+        return;
+    }
+    c->req = t->req;
+    free(t);
+    c->pf = c->req->kind == STREAM_PORTFORWARD;
+    char head[1024];
+    int n;
+    bool offered;
+    if (http_header_has(r, "Upgrade", "SPDY/3.1") && http_header_has(r, "Connection", "Upgrade")) {
+        const char *chosen = "";
+        if (c->pf) {
+            if (http_header(r, "X-Stream-Protocol-Version") &&
+                !http_header_has(r, "X-Stream-Protocol-Version", "portforward.k8s.io")) {
+                respond(c, "403 Forbidden",
+                        "unable to upgrade: unable to negotiate protocol: server supports "
+                        "[portforward.k8s.io]\n");
+                return;
+            }
+            chosen = "portforward.k8s.io";
+        } else {
+            const struct proto *p = negotiate(r, "X-Stream-Protocol-Version", spdy_protos,
+                                              ARRAY_SIZE(spdy_protos), &offered);
+            if (offered && !p) {
+                respond(c, "403 Forbidden",
+                        "unable to upgrade: unable to negotiate protocol: server supports "
+                        "[v5.channel.k8s.io v4.channel.k8s.io v3.channel.k8s.io "
+                        "v2.channel.k8s.io channel.k8s.io]\n");
+                return;
+            }
+            c->version = p ? p->version : 1;
+            chosen = p ? p->name : "";
+        }
+        if (spdy_init(&c->spdy, &spdy_cb, c) < 0) {
+            respond(c, "500 Internal Server Error", "out of memory\n");
+            return;
+        }
+        c->spdy_init = true;
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                     "Upgrade: SPDY/3.1\r\n%s%s%s\r\n",
+                     *chosen ? "X-Stream-Protocol-Version: " : "", chosen, *chosen ? "\r\n" : "");
+        write_raw(c, head, (size_t)n);
+        c->state = CONN_SPDY;
+        /* the client's streams must come in time */
+        uv_timer_init(c->srv->loop, &c->timer);
+        c->timer.data = c;
+        c->timer_on = true;
+        c->handles++;
+        uv_timer_start(&c->timer, on_creation_timeout, STREAM_CREATION_MS, 0);
+    } else if (http_header_has(r, "Upgrade", "websocket") &&
+               http_header_has(r, "Connection", "Upgrade")) {
+        const char *key = http_header(r, "Sec-WebSocket-Key");
+        const char *ver = http_header(r, "Sec-WebSocket-Version");
+        if (!key || strlen(key) != 24 || !ver || strcmp(ver, "13")) {
+            respond(c, "400 Bad Request", "a WebSocket upgrade needs a key and version 13\n");
+            return;
+        }
+        const char *chosen;
+        if (c->pf) {
+            if (!http_header_has(r, "Sec-WebSocket-Protocol", "portforward.k8s.io") &&
+                http_header(r, "Sec-WebSocket-Protocol")) {
+                respond(c, "400 Bad Request", "no supported WebSocket subprotocol\n");
+                return;
+            }
+            chosen = "portforward.k8s.io";
+        } else {
+            const struct proto *p =
+                negotiate(r, "Sec-WebSocket-Protocol", ws_protos, ARRAY_SIZE(ws_protos), &offered);
+            if (!p) {
+                respond(c, "400 Bad Request",
+                        "no supported WebSocket subprotocol (v5.channel.k8s.io, "
+                        "v4.channel.k8s.io, base64.channel.k8s.io, channel.k8s.io)\n");
+                return;
+            }
+            c->version = p->version;
+            c->base64 = p->base64;
+            chosen = p->name;
+        }
+        if (c->pf) {
+            /* the ports: the URL's ?ports=, else the request's */
+            const char *q = strstr(r->query, "ports=");
+            if (q && (q == r->query || q[-1] == '&')) {
+                c->req->n_ports = 0;
+                free(c->req->ports);
+                c->req->ports = calloc(STREAM_PF_STREAMS_MAX, sizeof(int32_t));
+                for (const char *p = q + 6;
+                     c->req->ports && *p && *p != '&' && c->req->n_ports < STREAM_PF_STREAMS_MAX;) {
+                    long v = strtol(p, (char **)&p, 10);
+                    if (v < 1 || v > 65535)
+                        break;
+                    c->req->ports[c->req->n_ports++] = (int32_t)v;
+                    if (*p == ',')
+                        p++;
+                }
+            }
+            if (!c->req->n_ports) {
+                respond(c, "400 Bad Request", "port forwarding needs ports\n");
+                return;
+            }
+        }
+        char accept[29];
+        ws_accept_key(key, accept);
+        if (wslay_event_context_server_init(&c->ws, &ws_cb, c) != 0) {
+            respond(c, "500 Internal Server Error", "out of memory\n");
+            return;
+        }
+        wslay_event_config_set_max_recv_msg_length(c->ws, 1u << 20);
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
+                     "Sec-WebSocket-Protocol: %s\r\n\r\n",
+                     accept, chosen);
+        write_raw(c, head, (size_t)n);
+        c->state = CONN_WS;
+        if (c->pf) {
+            c->n_pf = c->req->n_ports;
+            for (size_t k = 0; k < c->n_pf; k++)
+                c->pf_slots[k].port = c->req->ports[k];
+        }
+        if (sess_start(c) < 0) {
+            conn_finish(c);
+            return;
+        }
+        for (size_t k = 0; c->pf && k < c->n_pf; k++) {
+            /* each channel opens with its port, little-endian */
+            uint8_t port[2] = {(uint8_t)c->pf_slots[k].port, (uint8_t)(c->pf_slots[k].port >> 8)};
+            conn_send(c, (int)(2 * k), port, 2);
+            conn_send(c, (int)(2 * k + 1), port, 2);
+            sess_pf_open(c, k);
+        }
+    } else {
+        respond(c, "400 Bad Request", "this URL needs an upgrade to SPDY/3.1 or websocket\n");
+        return;
+    }
+    /* what came after the head belongs to the new protocol */
+    if (c->in.len > used && c->state != CONN_DONE) {
+        struct buf rest = c->in;
+        c->in = (struct buf){0};
+        if (c->state == CONN_SPDY && spdy_feed(&c->spdy, rest.data + used, rest.len - used) < 0)
+            conn_abort(c);
+        else if (c->state == CONN_WS) {
+            c->ws_in = rest.data + used;
+            c->ws_in_len = rest.len - used;
+            wslay_event_recv(c->ws);
+            c->ws_in_len = 0;
+        }
+        buf_free(&rest);
+    } else {
+        buf_free(&c->in);
+        c->in = (struct buf){0};
+    }
+}
+
+/* ---- reading ---- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)h;
+    (void)hint;
+    static char scratch[65536];
+    *b = uv_buf_init(scratch, sizeof(scratch));
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    struct conn *c = st->data;
+    if (n < 0) {
+        conn_abort(c);
+        return;
+    }
+    if (n == 0 || c->state == CONN_DONE)
+        return;
+    switch (c->state) {
+    case CONN_HTTP: {
+        if (buf_append(&c->in, b->base, (size_t)n) < 0) {
+            conn_abort(c);
+            return;
+        }
+        static struct http_request req; /* the loop's only thread uses it */
+        size_t used = 0;
+        int r = http_request_parse((const char *)c->in.data, c->in.len, &req, &used);
+        if (r == -EAGAIN)
+            return;
+        if (r < 0) {
+            respond(c, r == -E2BIG ? "431 Request Header Fields Too Large" : "400 Bad Request",
+                    r == -E2BIG ? "request head too large\n" : "malformed request\n");
+            return;
+        }
+        upgrade(c, &req, used);
+        return;
+    }
+    case CONN_SPDY:
+        if (spdy_feed(&c->spdy, (const uint8_t *)b->base, (size_t)n) < 0) {
+            struct buf g = {0};
+            spdy_goaway(&g, 0, SPDY_RST_PROTOCOL);
+            write_buf(c, &g);
+            buf_free(&g);
+            conn_finish(c);
+        }
+        return;
+    case CONN_WS:
+        c->ws_in = (const uint8_t *)b->base;
+        c->ws_in_len = (size_t)n;
+        if (wslay_event_recv(c->ws) != 0)
+            conn_finish(c);
+        c->ws_in_len = 0;
+        if (c->state == CONN_WS && !wslay_event_want_read(c->ws))
+            conn_finish(c);
+        return;
+    default:
+        return;
+    }
+}
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    struct stream_server *s = l->data;
+    if (status < 0)
+        return;
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c || s->n_conns >= STREAM_SESSIONS_MAX) {
+        /* accept and drop, so the backlog does not fill */
+        uv_tcp_t *t = malloc(sizeof(*t));
+        free(c);
+        if (t && uv_tcp_init(s->loop, t) == 0 && uv_accept(l, (uv_stream_t *)t) == 0)
+            uv_close((uv_handle_t *)t, (uv_close_cb)free);
+        else
+            free(t);
+        return;
+    }
+    c->srv = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    c->tcp.data = c;
+    c->handles = 1;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+        conn_abort(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* ---- the server ---- */
+
+static void on_sweep(uv_timer_t *t)
+{
+    struct stream_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    for (struct token **pp = &s->tokens; *pp;) {
+        struct token *k = *pp;
+        if (k->expires_ms < now) {
+            *pp = k->next;
+            s->n_tokens--;
+            stream_request_free(k->req);
+            free(k);
+        } else {
+            pp = &k->next;
+        }
+    }
+}
+
+int stream_server_start(uv_loop_t *loop, const char *address, struct stream_server **ret,
+                        struct err *err)
+{
+    char host[64];
+    const char *colon = strrchr(address, ':');
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || *end || port < 0 || port > 65535 || colon == address ||
+        (size_t)(colon - address) >= sizeof(host))
+        return err_set(err, EINVAL, "stream address `%.64s`: expected HOST:PORT", address);
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - address), address);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    struct sockaddr_storage sa;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&sa) != 0 &&
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&sa) != 0)
+        return err_set(err, EINVAL, "stream address `%.64s`: not an IP address", address);
+    struct stream_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return err_set(err, ENOMEM, "stream server");
+    s->loop = loop;
+    snprintf(s->host, sizeof(s->host), "%s", host);
+    uv_tcp_init(loop, &s->tcp);
+    s->tcp.data = s;
+    s->handles = 1;
+    int e = uv_tcp_bind(&s->tcp, (struct sockaddr *)&sa, 0);
+    if (e == 0)
+        e = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection);
+    if (e < 0) {
+        stream_server_close(s);
+        return err_set(err, -e, "stream server: listen on `%.64s`", address);
+    }
+    int len = sizeof(sa);
+    uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&sa, &len);
+    s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                             : ((struct sockaddr_in *)&sa)->sin_port);
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    s->handles++;
+    uv_timer_start(&s->sweep, on_sweep, 10000, 10000);
+    uv_unref((uv_handle_t *)&s->sweep);
+    *ret = s;
+    return 0;
+}
+
+int stream_server_url(struct stream_server *s, struct stream_request *req, char **ret_url,
+                      struct err *err)
+{
+    if (s->n_tokens >= TOKENS_MAX) {
+        stream_request_free(req);
+        return err_set(err, EAGAIN, "%d streaming URLs wait to be used already", TOKENS_MAX);
+    }
+    struct token *t = calloc(1, sizeof(*t));
+    uint8_t raw[32];
+    if (!t || getrandom(raw, sizeof(raw), 0) != sizeof(raw)) {
+        free(t);
+        stream_request_free(req);
+        return err_set(err, t ? EIO : ENOMEM, "streaming token");
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(t->id + 2 * i, 3, "%02x", raw[i]);
+    static const char *const kinds[] = {"exec", "attach", "portforward"};
+    bool v6 = strchr(s->host, ':') != NULL;
+    if (asprintf(ret_url, "http://%s%s%s:%d/%s/%s", v6 ? "[" : "", s->host, v6 ? "]" : "", s->port,
+                 kinds[req->kind], t->id) < 0) {
+        free(t);
+        stream_request_free(req);
+        return err_set(err, ENOMEM, "streaming URL");
+    }
+    t->req = req;
+    t->expires_ms = uv_now(s->loop) + STREAM_TOKEN_TTL_MS;
+    t->next = s->tokens;
+    s->tokens = t;
+    s->n_tokens++;
+    return 0;
+}
+
+static void on_server_closed(uv_handle_t *h)
+{
+    struct stream_server *s = h->data;
+    s->handles--;
+    server_maybe_free(s);
+}
+
+static void server_maybe_free(struct stream_server *s)
+{
+    if (!s->closing || s->handles > 0 || s->conns)
+        return;
+    while (s->tokens) {
+        struct token *t = s->tokens;
+        s->tokens = t->next;
+        stream_request_free(t->req);
+        free(t);
+    }
+    free(s);
+}
+
+void stream_server_close(struct stream_server *s)
+{
+    if (!s || s->closing)
+        return;
+    s->closing = true;
+    for (struct conn *c = s->conns; c; c = c->next)
+        conn_abort(c);
+    uv_close((uv_handle_t *)&s->tcp, on_server_closed);
+    if (s->handles > 1)
+        uv_close((uv_handle_t *)&s->sweep, on_server_closed);
+}

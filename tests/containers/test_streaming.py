@@ -1,0 +1,326 @@
+"""Exec, Attach and PortForward through the streaming server, driven by
+third-party clients: SPDY through spdystream (Go, as kubectl and kubelet)
+and WebSocket through python3-websocket. The clients run in the daemon's
+network namespace, where the server listens on 127.0.0.1."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import grpc
+import pytest
+
+from .conftest import wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STREAM = os.path.join(HERE, "..", "stream")
+
+
+@pytest.fixture(scope="session")
+def spdyclient(tmp_path_factory):
+    if not shutil.which("go") or not os.path.isdir(
+            "/usr/share/gocode/src/github.com/moby/spdystream"):
+        pytest.skip("golang-go or golang-github-docker-spdystream-dev missing: "
+                    "scripts/install-deps test")
+    out = tmp_path_factory.mktemp("spdyclient")
+    env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
+               GOCACHE=str(out / "cache"), GOFLAGS="")
+    subprocess.run(["go", "build", "-o", str(out / "spdyclient"),
+                    os.path.join(STREAM, "spdyclient.go")], check=True, env=env, timeout=300)
+    shutil.rmtree(out / "cache", ignore_errors=True)
+    return str(out / "spdyclient")
+
+
+def in_netns(env, argv):
+    return ["nsenter", "-t", str(env.d.holder.pid), "--net", "--"] + argv
+
+
+def spdy(env, client, *args, input=None, timeout=120):
+    return subprocess.run(in_netns(env, [client] + list(args)), input=input,
+                          capture_output=True, timeout=timeout)
+
+
+def ws(env, *args, timeout=120):
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "wsclient.py")]
+                                + list(args)), capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def status_of(stderr):
+    line = [l for l in stderr.decode().splitlines() if l.startswith("STATUS ")][-1]
+    text = line[len("STATUS "):]
+    return json.loads(text) if text.startswith("{") else text
+
+
+def exec_url(env, cid, cmd, **kw):
+    kw.setdefault("stdout", True)
+    kw.setdefault("stderr", not kw.get("tty"))
+    return env.rs.Exec(env.pb.ExecRequest(container_id=cid, cmd=cmd, **kw), timeout=10).url
+
+
+@pytest.fixture
+def running(env):
+    pod = env.pod()
+    cid = env.run(pod, "x", ["/bin/sleep", "100000"])
+    return env, pod, cid
+
+
+def test_exec_output_and_status(running, spdyclient):
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sh", "-c", "echo out; echo err >&2"])
+    assert url.startswith("http://127.0.0.1:")
+    p = spdy(env, spdyclient, "exec", url)
+    assert (p.stdout, p.stderr.splitlines()[0]) == (b"out\n", b"err")
+    assert status_of(p.stderr) == {"metadata": {}, "status": "Success"}
+    for code, cmd in ((1, "exit 1"), (137, "kill -9 $$")):
+        p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/sh", "-c", cmd]))
+        st = status_of(p.stderr)
+        assert st["status"] == "Failure" and st["reason"] == "NonZeroExitCode"
+        assert st["details"]["causes"] == [{"reason": "ExitCode", "message": str(code)}]
+    # the same URL twice: single use
+    p = spdy(env, spdyclient, "exec", url)
+    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
+
+
+def test_exec_stdin_and_protocols(running, spdyclient):
+    env, _, cid = running
+    data = os.urandom(1 << 20)
+    url = exec_url(env, cid, ["/bin/sh", "-c", "cat | sha256sum"], stdin=True)
+    p = spdy(env, spdyclient, "exec", url, "-stdin", input=data)
+    assert p.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+    # the oldest protocol: no status on success, text on failure
+    p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/false"]), "-proto",
+             "channel.k8s.io")
+    assert "non-zero exit code" in status_of(p.stderr)
+    for proto in ("v5.channel.k8s.io", "v3.channel.k8s.io,v2.channel.k8s.io"):
+        p = subprocess.run(in_netns(env, [spdyclient, "upgrade",
+                                          exec_url(env, cid, ["/bin/true"]), "-proto", proto]),
+                           capture_output=True, text=True, timeout=30)
+        assert p.stdout.split() == ["101", proto.split(",")[0]]
+    p = subprocess.run(in_netns(env, [spdyclient, "upgrade", exec_url(env, cid, ["/bin/true"]),
+                                      "-proto", "v9.channel.k8s.io"]),
+                       capture_output=True, text=True, timeout=30)
+    assert p.stdout.split()[0] == "403"
+
+
+def test_exec_tty_and_resize(running, spdyclient):
+    env, _, cid = running
+    # the resize may come after the command starts: wait for it (5 s at most)
+    script = ("for i in $(seq 100); do [ \"$(stty size 2>/dev/null)\" = '30 100' ] && break; "
+              "sleep 0.05; done; stty size; tty")
+    url = exec_url(env, cid, ["/bin/sh", "-c", script], tty=True, stdin=True)
+    p = spdy(env, spdyclient, "exec", url, "-tty", "-stdin", "-resize", "100x30", input=b"")
+    lines = p.stdout.decode().replace("\r", "").split("\n")
+    assert lines[0] == "30 100", p.stdout
+    assert lines[1].startswith("/dev/pts/")
+    assert status_of(p.stderr)["status"] == "Success"
+
+
+def test_exec_big_output_slow_reader(running, spdyclient):
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sh", "-c", "head -c 104857600 /dev/zero"], stderr=False)
+    rss0 = env.d.rss_kb()
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url, "-stderr=false"]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # nobody reads for a while: the daemon must not buffer what waits (an
+    # ASan build keeps freed memory in quarantine: its RSS says nothing)
+    first = proc.stdout.read(1 << 20)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and not env.d.sanitized():
+        assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
+        time.sleep(0.2)
+    total = len(first)
+    while chunk := proc.stdout.read(1 << 20):
+        total += len(chunk)
+    proc.wait(timeout=60)
+    assert total == 100 << 20
+
+
+def test_client_vanishing_ends_the_command(running, spdyclient):
+    env, _, cid = running
+    fds = len(env.d.fds())
+    url = exec_url(env, cid, ["/bin/sleep", "4242"])
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def sleepers():
+        r = env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["ps", "-o", "args"]),
+                            timeout=30)
+        return r.stdout.decode().count("sleep 4242")
+
+    wait_for(lambda: sleepers() == 1, what="the exec'd command to run")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    wait_for(lambda: sleepers() == 0, what="the command to be killed")
+    wait_for(lambda: len(env.d.fds()) <= fds, what="the daemon's fds to settle")
+
+
+def test_attach(env, spdyclient):
+    pb = env.pb
+    pod = env.pod()
+    counter = env.run(pod, "counter", ["/bin/sh", "-c",
+                                       "i=0; while :; do echo n$i; i=$((i+1)); sleep 0.1; done"])
+    url = env.rs.Attach(pb.AttachRequest(container_id=counter, stdout=True, stderr=True),
+                        timeout=10).url
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stdout.readline()
+    assert line.startswith(b"n")
+    proc.kill()
+    proc.wait()
+    assert env.status(counter).status.state == pb.CONTAINER_RUNNING
+    # a container reading stdin; stdin_once: the first detach closes it
+    cat = env.run(pod, "cat", ["/bin/sh", "-c", "cat; echo closed"], stdin=True,
+                  stdin_once=True)
+    url = env.rs.Attach(pb.AttachRequest(container_id=cat, stdin=True, stdout=True,
+                                         stderr=True), timeout=10).url
+    p = spdy(env, spdyclient, "exec", url, "-stdin", input=b"hello\n")
+    assert p.stdout == b"hello\nclosed\n"
+    env.wait_exited(cat)
+    with pytest.raises(grpc.RpcError) as e:
+        env.rs.Attach(pb.AttachRequest(container_id=cat, stdout=True), timeout=10)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+HTTPD = ("mkdir -p /www && head -c 104857600 /dev/urandom > /www/big && echo small > /www/s "
+         "&& sha256sum /www/big > /www/big.sum && exec httpd -f -p 8080 -h /www")
+
+
+def test_port_forward(env, spdyclient):
+    pb = env.pb
+    pod = env.pod()
+    srv = env.run(pod, "httpd", ["/bin/sh", "-c", HTTPD])
+    wait_for(lambda: env.rs.ExecSync(pb.ExecSyncRequest(
+        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
+        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    big_sum = env.rs.ExecSync(pb.ExecSyncRequest(container_id=srv, cmd=["cat", "/www/big.sum"]),
+                              timeout=30).stdout.split()[0].decode()
+
+    def url():
+        return env.rs.PortForward(pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                                  timeout=10).url
+
+    small = hashlib.sha256(b"small\n").hexdigest()
+    p = spdy(env, spdyclient, "portforward", url(), "8080", "-n", "50", "-body", "-request",
+             r"GET /s HTTP/1.0\r\n\r\n")
+    lines = p.stdout.decode().split("\n")[:50]
+    assert lines == [f"6 {small}"] * 50, p.stdout[:500]
+    # 100 MiB, checked by hash
+    p = spdy(env, spdyclient, "portforward", url(), "8080", "-body", "-request",
+             r"GET /big HTTP/1.0\r\n\r\n", timeout=300)
+    assert p.stdout.decode().split() == [str(100 << 20), big_sum], p.stdout[:300]
+    raw = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", PF_BODY, url()]),
+                         capture_output=True, text=True, timeout=300)
+    assert raw.stdout.strip() == big_sum, raw.stderr
+    # nothing listens: the error stream says so
+    p = spdy(env, spdyclient, "portforward", url(), "9", "-request", "x")
+    assert p.stdout.startswith(b"ERROR error forwarding port 9"), p.stdout
+    # WebSocket
+    out = ws(env, "portforward", url(), "8080", "--request", r"GET /s HTTP/1.0\r\n\r\n")
+    assert not out.startswith("ERROR") and int(out.split()[0]) > 6, out
+
+
+# The body of GET /big through a raw WebSocket port-forward, hashed.
+PF_BODY = r"""
+import hashlib, sys, websocket
+ws = websocket.WebSocket()
+ws.connect(sys.argv[1].replace("http://", "ws://") + "?ports=8080",
+           subprotocols=["portforward.k8s.io"], timeout=120)
+ws.send_binary(b"\x00GET /big HTTP/1.0\r\n\r\n")
+buf, h, head, first = b"", hashlib.sha256(), True, {0: True, 1: True}
+while True:
+    try:
+        op, d = ws.recv_data()
+    except websocket.WebSocketConnectionClosedException:
+        break
+    if op == 8:
+        break
+    if not d or d[0] != 0:
+        continue
+    d = d[1:]
+    if first[0]:
+        first[0] = False
+        d = d[2:]
+    if head:
+        buf += d
+        if b"\r\n\r\n" in buf:
+            head = False
+            h.update(buf.split(b"\r\n\r\n", 1)[1])
+    else:
+        h.update(d)
+print(h.hexdigest())
+"""
+
+
+def test_websocket_exec(running):
+    env, _, cid = running
+    out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/sh", "-c", "echo o; echo e >&2"])))
+    assert out["1"] == "o\n" and out["2"] == "e\n"
+    assert json.loads(out["3"])["status"] == "Success"
+    out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/sh", "-c", "exit 3"]),
+                        "--proto", "base64.channel.k8s.io"))
+    assert json.loads(out["3"])["details"]["causes"][0]["message"] == "3"
+    # v5: the client closes stdin with the close signal
+    out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/sh", "-c", "cat; echo eof"],
+                                              stdin=True),
+                        "--proto", "v5.channel.k8s.io", "--stdin", "in\n", "--close-stdin"))
+    assert out["1"] == "in\neof\n"
+
+
+def test_bad_requests(running):
+    import socket
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/true"])
+    hostport = url.split("/")[2]
+    script = r"""
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+def ask(data):
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(data)
+    out = b""
+    while True:
+        try:
+            c = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not c:
+            break
+        out += c
+    return out.split(b"\r\n")[0].decode()
+tok = sys.argv[2]
+print(ask(b"GET /exec/" + tok.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n"))
+print(ask(b"GET /exec/nope HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n"))
+print(ask(b"GARBAGE\r\n\r\n"))
+print(ask(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n"))
+"""
+    tok = url.rsplit("/", 1)[1]
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", script, hostport, tok]),
+                       capture_output=True, text=True, timeout=60)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("HTTP/1.1 400"), p.stdout  # no upgrade (and the token is spent)
+    assert lines[1].startswith("HTTP/1.1 404")
+    assert lines[2].startswith("HTTP/1.1 400")
+    assert lines[3].startswith("HTTP/1.1 431")
+    # the daemon is fine
+    env.rs.Version(env.pb.VersionRequest(), timeout=10)
+    with pytest.raises(grpc.RpcError) as e:
+        env.rs.Exec(env.pb.ExecRequest(container_id=cid, cmd=["x"]), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        env.rs.Exec(env.pb.ExecRequest(container_id=cid, cmd=["x"], tty=True, stdout=True,
+                                       stderr=True), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.slow
+def test_token_expires(running, spdyclient):
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/true"])
+    time.sleep(61)  # the token's lifetime is one minute
+    p = spdy(env, spdyclient, "exec", url)
+    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")

@@ -1,0 +1,202 @@
+"""CVE-2019-5736: a container must not be able to overwrite kinglet's binary.
+
+The sequence of the published exploit (exe_attack.c): a container process
+executes /proc/self/exe (process.args[0] of the bundle, or the program of
+`oci exec`), which names the binary of the kinglet process that starts it; a
+second process of the container opens /proc/PID/exe of the first with O_PATH
+and, once no process runs the binary any more, reopens it for writing. Run
+with and without a PID namespace, through `create`+`start`, `run` and `exec`,
+with the container's monitor SIGKILLed meanwhile (the monitor runs from a
+sealed memfd; with `oci run` the caller, which runs the binary, stays until
+the monitor is gone). kinglet's binary must come out unchanged.
+
+The test runs a copy of the binary under test, so that a failure cannot
+destroy the build. A last case runs that copy from a memfd that is not
+sealed (nothing to make an overlayfs view of): kinglet must then seal a copy
+of itself in memory.
+"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from ocihelpers import Runtime, cleanup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def elf_interpreter(path):
+    """PT_INTERP of a 64-bit little-endian ELF file, or None."""
+    with open(path, "rb") as f:
+        data = f.read(1 << 16)
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        off = phoff + i * phentsize
+        ptype, = struct.unpack_from("<I", data, off)
+        if ptype == 3:  # PT_INTERP
+            o, = struct.unpack_from("<Q", data, off + 8)
+            n, = struct.unpack_from("<Q", data, off + 32)
+            with open(path, "rb") as f:
+                f.seek(o)
+                return f.read(n).rstrip(b"\0").decode()
+    return None
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def sha256_fd(fd):
+    return hashlib.sha256(os.pread(fd, 1 << 30, 0)).hexdigest()
+
+
+def wait_file(path, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+    with open(path) as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def attack_prog(tmp_path_factory):
+    cc = shutil.which("musl-gcc")
+    if not cc:
+        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static attacker")
+    out = tmp_path_factory.mktemp("attack") / "exe_attack"
+    subprocess.run([cc, "-static", "-O2", "-o", str(out), os.path.join(HERE, "exe_attack.c")],
+                   check=True)
+    return out
+
+
+@pytest.fixture
+def victim(kinglet_bin, tmp_path):
+    """A copy of the kinglet binary, and a runtime that uses it."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    path = d / "kinglet"
+    shutil.copy2(kinglet_bin, path)
+    rt = Runtime("kinglet", [str(path), "oci"], tmp_path / "state")
+    procs = []
+    yield path, rt, procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    # With the pristine binary: the copy may be broken.
+    cleanup(Runtime("kinglet", [kinglet_bin, "oci"], rt.root))
+
+
+@pytest.mark.parametrize("pidns", [True, False], ids=["pidns", "hostpid"])
+@pytest.mark.parametrize("how", ["create", "run", "exec"])
+def test_container_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs, make_bundle,
+                                            cid, tmp_path, how, pidns):
+    binary, rt, procs = victim
+    interp = elf_interpreter(binary)
+    if not interp:
+        pytest.skip("kinglet is linked statically: no interpreter to stand in for")
+    before = sha256(binary)
+
+    # The container's rootfs gets the attacker as the dynamic loader.
+    dst = private_rootfs / interp.lstrip("/")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(attack_prog, dst)
+    out = tmp_path / "out"
+    out.mkdir()
+    (private_rootfs / "out").mkdir()
+
+    def edit(cfg):
+        cfg["mounts"].append({"destination": "/out", "type": "bind", "source": str(out),
+                              "options": ["rbind", "rw"]})
+        if not pidns:
+            cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"]
+                                          if n["type"] != "pid"]
+
+    args = ["/proc/self/exe", "init", "/out", interp] if how != "exec" else ["sleep", "1000"]
+    b = make_bundle(args, edit=edit, root=private_rootfs)
+    log = open(tmp_path / "log", "w")
+    if how == "run":
+        procs.append(subprocess.Popen(rt.cmd("run", "--bundle", b, cid), stdout=log,
+                                      stderr=log))
+        deadline = time.monotonic() + 10
+        while True:
+            r = rt("state", cid)
+            if r.returncode == 0 and json.loads(r.stdout)["status"] == "running":
+                break
+            assert time.monotonic() < deadline, "oci run did not start the container"
+            time.sleep(0.01)
+    else:
+        rt("create", "--bundle", b, cid, stdout=log, stderr=log, check=True)
+        rt("start", cid, check=True)
+    if how == "exec":
+        procs.append(subprocess.Popen(rt.cmd("exec", cid, "/proc/self/exe", "exec", "/out",
+                                                     interp),
+                                      stdout=log, stderr=log))
+    st = json.loads((rt.root / cid / "state.json").read_text())
+
+    opened = wait_file(out / "opened", 20, "the attacker's O_PATH open of /proc/PID/exe")
+    print(f"/proc/PID/exe of the container process: {opened}")
+    # Nothing of ours left to keep the binary busy: the monitor goes too.
+    os.kill(st["monitor"], signal.SIGKILL)
+    result = wait_file(out / "result", 60, "the attacker's write attempt")
+    print(f"attacker: {result}")
+
+    assert sha256(binary) == before, f"kinglet's binary was overwritten ({result})"
+    assert result in ("open for writing: Read-only file system",
+                      "write: Operation not permitted"), result
+
+
+def test_unsealed_memfd_binary_is_sealed_again(kinglet_bin, attack_prog, private_rootfs,
+                                               make_bundle, cid, tmp_path):
+    interp = elf_interpreter(kinglet_bin)
+    if not interp:
+        pytest.skip("kinglet is linked statically: no interpreter to stand in for")
+    fd = os.memfd_create("kinglet-unsealed", 0)
+    try:
+        with open(kinglet_bin, "rb") as f:
+            os.write(fd, f.read())
+        before = sha256_fd(fd)
+        rt = Runtime("kinglet", [f"/proc/self/fd/{fd}", "oci"], tmp_path / "state")
+        dst = private_rootfs / interp.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(attack_prog, dst)
+        out = tmp_path / "out"
+        out.mkdir()
+        (private_rootfs / "out").mkdir()
+
+        def edit(cfg):
+            cfg["mounts"].append({"destination": "/out", "type": "bind", "source": str(out),
+                                  "options": ["rbind", "rw"]})
+
+        b = make_bundle(["/proc/self/exe", "init", "/out", interp], edit=edit,
+                        root=private_rootfs)
+        try:
+            with open(tmp_path / "log", "w") as log:
+                rt("create", "--bundle", b, cid, stdout=log, stderr=log, check=True,
+                   pass_fds=(fd,))
+            rt("start", cid, check=True, pass_fds=(fd,))
+            st = json.loads((rt.root / cid / "state.json").read_text())
+            opened = wait_file(out / "opened", 20, "the attacker's O_PATH open")
+            print(f"/proc/PID/exe of the container process: {opened}")
+            assert opened.startswith("/memfd:kinglet"), opened
+            os.kill(st["monitor"], signal.SIGKILL)
+            result = wait_file(out / "result", 60, "the attacker's write attempt")
+            print(f"attacker: {result}")
+        finally:
+            cleanup(Runtime("kinglet", [kinglet_bin, "oci"], rt.root))
+        assert sha256_fd(fd) == before, f"the memfd kinglet ran from was overwritten ({result})"
+        assert result == "write: Operation not permitted", result
+    finally:
+        os.close(fd)

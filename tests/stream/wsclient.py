@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""A test client of kinglet's streaming server over WebSocket, through
+Python's websocket-client (Debian python3-websocket): the channel
+protocols (v4/v5 binary, base64) for exec/attach and port forwarding.
+
+    wsclient.py exec URL [--proto P] [--stdin TEXT] [--close-stdin]
+        prints what each channel carried as JSON: {"1": "...", "2": "...",
+        "3": "..."} (channel number → text), once the server closes.
+    wsclient.py portforward URL PORT [--request TEXT]
+        prints "<bytes> <sha256>" of the data channel, or "ERROR <text>".
+"""
+import argparse
+import base64
+import hashlib
+import json
+import sys
+
+import websocket
+
+
+def connect(url, proto):
+    ws = websocket.WebSocket()
+    ws.connect(url.replace("http://", "ws://"), subprotocols=[proto], timeout=60)
+    return ws
+
+
+def exec_(a):
+    ws = connect(a.url, a.proto)
+    b64 = a.proto.startswith("base64")
+
+    def send(ch, data):
+        if b64:
+            ws.send(str(ch) + base64.b64encode(data).decode())
+        else:
+            ws.send_binary(bytes([ch]) + data)
+
+    if a.stdin is not None:
+        send(0, a.stdin.encode())
+    if a.close_stdin:
+        ws.send_binary(bytes([255, 0]))
+    out = {}
+    while True:
+        try:
+            op, data = ws.recv_data()
+        except websocket.WebSocketConnectionClosedException:
+            break
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            break
+        if not data:
+            continue
+        if b64:
+            ch, payload = int(chr(data[0])), base64.b64decode(data[1:])
+        else:
+            ch, payload = data[0], data[1:]
+        out.setdefault(str(ch), b"")
+        out[str(ch)] += payload
+    print(json.dumps({k: v.decode(errors="replace") for k, v in out.items()}))
+
+
+def portforward(a):
+    ws = connect(a.url + "?ports=" + a.port, "portforward.k8s.io")
+    ws.send_binary(bytes([0]) + a.request.replace("\\r\\n", "\r\n").encode())
+    h, n, err, seen = hashlib.sha256(), 0, b"", {0: 0, 1: 0}
+    while True:
+        try:
+            op, data = ws.recv_data()
+        except websocket.WebSocketConnectionClosedException:
+            break
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            break
+        if not data:
+            continue
+        ch, payload = data[0], data[1:]
+        if seen.get(ch, 0) == 0:  # each channel opens with its port
+            seen[ch] = 1
+            assert int.from_bytes(payload[:2], "little") == int(a.port), payload
+            payload = payload[2:]
+        if ch == 0:
+            h.update(payload)
+            n += len(payload)
+        elif ch == 1:
+            err += payload
+    print(f"ERROR {err.decode()}" if err else f"{n} {h.hexdigest()}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="mode", required=True)
+    e = sub.add_parser("exec")
+    e.add_argument("url")
+    e.add_argument("--proto", default="v4.channel.k8s.io")
+    e.add_argument("--stdin")
+    e.add_argument("--close-stdin", action="store_true")
+    f = sub.add_parser("portforward")
+    f.add_argument("url")
+    f.add_argument("port")
+    f.add_argument("--request", default="")
+    a = p.parse_args()
+    {"exec": exec_, "portforward": portforward}[a.mode](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
