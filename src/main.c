@@ -23,6 +23,7 @@ static const char usage_text[] =
     "Usage: kinglet [daemon] [OPTIONS]\n"
     "       kinglet oci [--root DIR] COMMAND ...    OCI runtime (runc-compatible)\n"
     "       kinglet image COMMAND ...               image store tools\n"
+    "       kinglet help [COMMAND [SUBCOMMAND]]     the help of a command\n"
     "\n"
     "Runs the CRI v1 runtime daemon that kubelet talks to:\n"
     "  kubelet --container-runtime-endpoint=unix:///run/kinglet/kinglet.sock\n"
@@ -367,7 +368,7 @@ static int daemon_main(int argc, char **argv)
         return 0;
     }
     if (r < 0) {
-        fprintf(stderr, "kinglet: %s\n", err.msg);
+        fprintf(stderr, "kinglet: %s\n", err_str(&err));
         config_free(&d.cfg);
         return 2;
     }
@@ -394,7 +395,7 @@ static int daemon_main(int argc, char **argv)
     uv_loop_init(&d.loop);
     int status = 0;
     if (daemon_start(&d, &err) < 0) {
-        log_error("cannot start: %s", err.msg);
+        log_error("cannot start: %s", err_str(&err));
         status = 1;
         uv_walk(&d.loop, close_walk, NULL);
     }
@@ -406,8 +407,66 @@ static int daemon_main(int argc, char **argv)
     return status;
 }
 
+/* The daemon's internal commands: started by the daemon, never by hand, but
+ * they answer --help like the others. */
+static const struct {
+    const char *name, *usage;
+} internal_cmds[] = {
+    {"image-pull", "Usage: kinglet image-pull\n"
+                   "\n"
+                   "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
+                   "its request on fd 3 and answers there. The daemon starts it; it takes\n"
+                   "no options.\n"},
+};
+
+static const char *internal_usage(const char *cmd)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(internal_cmds); i++)
+        if (strcmp(internal_cmds[i].name, cmd) == 0)
+            return internal_cmds[i].usage;
+    return NULL;
+}
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* `kinglet help [COMMAND [SUBCOMMAND]]`: the same text as `--help` of that
+ * command, on stdout. */
+static int help_main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "daemon") == 0 || strcmp(argv[1], "help") == 0 ||
+        is_help(argv[1])) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (internal_usage(argv[1])) {
+        fputs(internal_usage(argv[1]), stdout);
+        return 0;
+    }
+    if (argc > 3) {
+        fprintf(stderr, "kinglet: help: expected a command and at most one subcommand\n");
+        return 2;
+    }
+    /* kinglet help oci [CMD] -> kinglet oci help [CMD], the same for image. */
+    char *v[] = {argv[1], "help", argc > 2 ? argv[2] : NULL, NULL};
+    int n = argc > 2 ? 3 : 2;
+    if (strcmp(argv[1], "oci") == 0)
+        return oci_cli_main(n, v, v); /* help: never executes itself again */
+    if (strcmp(argv[1], "image") == 0)
+        return cri_image_cli(n, v);
+    fprintf(stderr, "kinglet: unknown command `%s`; see `kinglet help`\n", argv[1]);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "help") == 0)
+        return help_main(argc - 1, argv + 1);
+    /* The internal commands take no arguments: -h must not start a pull
+     * helper. */
+    if (argc > 2 && internal_usage(argv[1]) && is_help(argv[2])) {
+        fputs(internal_usage(argv[1]), stdout);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1, argv);
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)

@@ -44,9 +44,10 @@ enum grpc_status {
 /* Largest request message accepted (RESOURCE_EXHAUSTED beyond). */
 #define GRPC_MAX_RECV_MESSAGE (16u * 1024 * 1024)
 /* Largest response message sent (grpc_call_send: -EMSGSIZE beyond), and what
- * one call may have queued and not yet taken by the client. kubelet and
- * containerd use the same 16 MiB limit. */
-#define GRPC_MAX_SEND_MESSAGE (16u * 1024 * 1024)
+ * one call may have queued and not yet taken by the client: ExecSync's two
+ * outputs of 16 MiB each (capped as containerd caps them) and their framing;
+ * every other response stays within the 16 MiB kubelet reads. */
+#define GRPC_MAX_SEND_MESSAGE (33u * 1024 * 1024)
 /* A timeout option that never fires. */
 #define GRPC_NEVER UINT64_MAX
 
