@@ -186,17 +186,23 @@ def test_attach(env, spdyclient):
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def httpd(env, pod, script):
+    """A container serving /www on port 8080 with busybox httpd, ready."""
+    srv = env.run(pod, "httpd", ["/bin/sh", "-c", script + " && exec httpd -f -p 8080 -h /www"])
+    wait_for(lambda: env.rs.ExecSync(env.pb.ExecSyncRequest(
+        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
+        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    return srv
+
+
 HTTPD = ("mkdir -p /www && head -c 104857600 /dev/urandom > /www/big && echo small > /www/s "
-         "&& sha256sum /www/big > /www/big.sum && exec httpd -f -p 8080 -h /www")
+         "&& sha256sum /www/big > /www/big.sum")
 
 
 def test_port_forward(env, spdyclient):
     pb = env.pb
     pod = env.pod()
-    srv = env.run(pod, "httpd", ["/bin/sh", "-c", HTTPD])
-    wait_for(lambda: env.rs.ExecSync(pb.ExecSyncRequest(
-        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
-        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    srv = httpd(env, pod, HTTPD)
     big_sum = env.rs.ExecSync(pb.ExecSyncRequest(container_id=srv, cmd=["cat", "/www/big.sum"]),
                               timeout=30).stdout.split()[0].decode()
 
@@ -408,11 +414,7 @@ def test_server_limits_and_timeouts(running, spdyclient):
                        capture_output=True, text=True, timeout=120)
     assert p.stdout.split("\n")[:2] == ["extra True", "head-timeout True True"], p.stderr
     # a port-forward outlives the 30 s its streams had to arrive in
-    srv = env.run(pod, "httpd", ["/bin/sh", "-c", "mkdir -p /www && echo small > /www/s && "
-                                                  "exec httpd -f -p 8080 -h /www"])
-    wait_for(lambda: env.rs.ExecSync(env.pb.ExecSyncRequest(
-        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
-        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    httpd(env, pod, "mkdir -p /www && echo small > /www/s")
     url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
                              timeout=10).url
     p = spdy(env, spdyclient, "portforward", url, "8080", "-hold", "35s", "-body", "-request",
