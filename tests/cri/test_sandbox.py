@@ -530,7 +530,8 @@ def test_no_leaks_after_many_cycles(cri, pd, cgroup_parent):
     assert not [x for x in os.listdir(cgroup_parent[1]) if len(x) == 64], "cgroups left"
     assert not os.listdir(os.path.join(pd.state, "pods")), "state directories left"
     assert not os.listdir(os.path.join(pd.root, "pods")), "records left"
-    assert pd.settled_fds() == fds, "daemon fds leaked"
+    # fewer is no leak: the baseline may catch a worker's short-lived socket
+    assert pd.settled_fds() <= fds, "daemon fds leaked"
     assert not [p for p in os.listdir("/proc") if p.isdigit() and alive(int(p)) and
                 _comm(p) == "pod-init" and _in_cgroup(p, cgroup_parent[0])], "pod inits left"
 
