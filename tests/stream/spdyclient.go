@@ -18,7 +18,9 @@
 //	spdyclient execloop [-proto P]
 //	    per line, an exec with error, stdout and stderr streams (as kubectl
 //	    creates them: one after the other, each answered): reads both to EOF
-//	    and the status, prints "<microseconds> <status>", closes.
+//	    and the status; prints "<total> <upgrade> <streams> <status>", the
+//	    microseconds of it all, of the upgrade (connect, request, 101) and of
+//	    the stream creation after it; closes.
 //	spdyclient hold [-proto P]
 //	    per line up to an empty one, an exec session with error, stdin,
 //	    stdout and stderr streams, kept open; prints "ready N", then waits
@@ -245,7 +247,14 @@ func portforward(args []string) {
 // execSession upgrades URL and creates the exec streams in kubectl's order
 // (error, stdin, stdout, stderr), each waited for.
 func execSession(raw, proto string, stdin bool) (net.Conn, map[string]*spdystream.Stream) {
+	conn, s, _ := execSessionTimed(raw, proto, stdin)
+	return conn, s
+}
+
+// execSessionTimed also returns when the upgrade was answered.
+func execSessionTimed(raw, proto string, stdin bool) (net.Conn, map[string]*spdystream.Stream, time.Time) {
 	sc, _, resp, conn := dialConn(raw, proto)
+	upgraded := time.Now()
 	if sc == nil {
 		body, _ := io.ReadAll(resp.Body)
 		fail("HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
@@ -260,7 +269,7 @@ func execSession(raw, proto string, stdin bool) (net.Conn, map[string]*spdystrea
 		h.Set("streamType", t)
 		streams[t] = stream(sc, h)
 	}
-	return conn, streams
+	return conn, streams, upgraded
 }
 
 func execLoop(args []string) {
@@ -270,7 +279,8 @@ func execLoop(args []string) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		t0 := time.Now()
-		conn, s := execSession(in.Text(), *proto, false)
+		conn, s, upgraded := execSessionTimed(in.Text(), *proto, false)
+		created := time.Now()
 		var wg sync.WaitGroup
 		for _, t := range []string{"stdout", "stderr"} {
 			wg.Add(1)
@@ -287,7 +297,8 @@ func execLoop(args []string) {
 		if st == "" {
 			st = "-"
 		}
-		fmt.Printf("%d %s\n", us, strings.ReplaceAll(st, "\n", " "))
+		fmt.Printf("%d %d %d %s\n", us, upgraded.Sub(t0).Microseconds(),
+			created.Sub(upgraded).Microseconds(), strings.ReplaceAll(st, "\n", " "))
 	}
 }
 
