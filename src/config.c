@@ -109,6 +109,53 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->shutdown_timeout_s = (unsigned)v;
         return 0;
     }
+    static const struct {
+        const char *key;
+        size_t off;
+    } grpc_timeouts[] =
+        {
+            {"grpc-idle-timeout", offsetof(struct config, grpc.idle_timeout_ms)},
+            {"grpc-keepalive-time", offsetof(struct config, grpc.keepalive_time_ms)},
+            {"grpc-keepalive-timeout", offsetof(struct config, grpc.keepalive_timeout_ms)},
+            {"grpc-request-timeout", offsetof(struct config, grpc.request_timeout_ms)},
+            {"grpc-stall-timeout", offsetof(struct config, grpc.stall_timeout_ms)},
+        },
+      grpc_sizes[] = {
+          {"grpc-request-memory", offsetof(struct config, grpc.max_request_memory)},
+          {"grpc-response-memory", offsetof(struct config, grpc.max_response_memory)},
+          {"grpc-connection-response-memory",
+           offsetof(struct config, grpc.max_connection_response_memory)},
+      };
+    for (size_t i = 0; i < ARRAY_SIZE(grpc_timeouts); i++) {
+        if (strcmp(key, grpc_timeouts[i].key) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (!value[0] || *end || errno || !(v >= 0 && v <= 86400))
+            return err_set(err, EINVAL, "%s: `%s` is not 0..86400 seconds (0 = never)", key, value);
+        uint64_t ms = (uint64_t)(v * 1000 + 0.5);
+        *(uint64_t *)((char *)cfg + grpc_timeouts[i].off) = ms ? ms : GRPC_NEVER;
+        return 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(grpc_sizes); i++) {
+        if (strcmp(key, grpc_sizes[i].key) != 0)
+            continue;
+        uint64_t v;
+        if (parse_size(value, &v) < 0 || v < 64 * 1024 || v > SIZE_MAX / 2)
+            return err_set(err, EINVAL, "%s: `%s` is not a size of at least 64K (e.g. 256M)", key,
+                           value);
+        *(uint64_t *)((char *)cfg + grpc_sizes[i].off) = v;
+        return 0;
+    }
+    if (strcmp(key, "grpc-max-connections") == 0) {
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (!value[0] || *end || v < 1 || v > 65536)
+            return err_set(err, EINVAL, "grpc-max-connections: `%s` is not 1..65536", value);
+        cfg->grpc.max_connections = (uint32_t)v;
+        return 0;
+    }
     if (strcmp(key, "registry-mirror") == 0 || strcmp(key, "insecure-registry") == 0 ||
         strcmp(key, "registry-mirror-only") == 0) {
         bool mirror = strcmp(key, "registry-mirror") == 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "grpc/grpc.h"
 
 struct config {
     char *socket_path;
@@ -39,6 +40,9 @@ struct config {
      * kinglet's own executor */
     char **runtime_handlers;
     size_t n_runtime_handlers;
+    /* the gRPC endpoint's limits (grpc-* settings); 0 = the server's
+     * default, a timeout set to 0 is GRPC_NEVER */
+    struct grpc_server_options grpc;
 };
 
 void config_defaults(struct config *cfg);

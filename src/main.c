@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -21,6 +23,7 @@ static const char usage_text[] =
     "Usage: kinglet [daemon] [OPTIONS]\n"
     "       kinglet oci [--root DIR] COMMAND ...    OCI runtime (runc-compatible)\n"
     "       kinglet image COMMAND ...               image store tools\n"
+    "       kinglet help [COMMAND [SUBCOMMAND]]     the help of a command\n"
     "\n"
     "Runs the CRI v1 runtime daemon that kubelet talks to:\n"
     "  kubelet --container-runtime-endpoint=unix:///run/kinglet/kinglet.sock\n"
@@ -67,6 +70,22 @@ static const char usage_text[] =
     "                              port-forward (default 127.0.0.1:0, a free port)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
+    "gRPC endpoint limits (timeouts in seconds, 0 = never):\n"
+    "      --grpc-max-connections N  connections at once (default 1024); when full, a\n"
+    "                              new one replaces the connection idle the longest\n"
+    "      --grpc-idle-timeout SEC  close a connection without calls (default 300)\n"
+    "      --grpc-keepalive-time SEC  ping a client silent this long (default 120)\n"
+    "      --grpc-keepalive-timeout SEC  close it if the ping is not answered (default 20)\n"
+    "      --grpc-request-timeout SEC  a started request must be complete within SEC\n"
+    "                              (default 60)\n"
+    "      --grpc-stall-timeout SEC  close a connection whose client takes none of its\n"
+    "                              queued responses for SEC (default 60)\n"
+    "      --grpc-request-memory SIZE  request bytes buffered, all connections together\n"
+    "                              (default 128M; at most 64M per connection)\n"
+    "      --grpc-response-memory SIZE  responses queued for clients, all connections\n"
+    "                              together (default 256M)\n"
+    "      --grpc-connection-response-memory SIZE  responses queued per connection\n"
+    "                              before its new calls wait (default 32M)\n"
     "  -h, --help                  show this help\n"
     "  -V, --version               show the version\n"
     "\n"
@@ -133,6 +152,16 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
         {"stream-address", required_argument, NULL, 'A'},
+        /* long-only options (>= 256): the setting is the option's name */
+        {"grpc-max-connections", required_argument, NULL, 256},
+        {"grpc-idle-timeout", required_argument, NULL, 256},
+        {"grpc-keepalive-time", required_argument, NULL, 256},
+        {"grpc-keepalive-timeout", required_argument, NULL, 256},
+        {"grpc-request-timeout", required_argument, NULL, 256},
+        {"grpc-stall-timeout", required_argument, NULL, 256},
+        {"grpc-request-memory", required_argument, NULL, 256},
+        {"grpc-response-memory", required_argument, NULL, 256},
+        {"grpc-connection-response-memory", required_argument, NULL, 256},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {0},
@@ -156,10 +185,13 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
             return r;
     }
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, NULL)) != -1) {
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, "s:c:l:hV", opts, &idx)) != -1) {
         const char *key = NULL;
         switch (c) {
+        case 256:
+            key = opts[idx].name;
+            break;
         case 's':
             key = "socket";
             break;
@@ -282,7 +314,7 @@ static int daemon_start(struct daemon *d, struct err *err)
     r = cri_new(&d->loop, &cc, &d->cri, err);
     if (r < 0)
         return r;
-    r = grpc_server_new(&d->loop, NULL, &d->srv);
+    r = grpc_server_new(&d->loop, &d->cfg.grpc, &d->srv);
     if (r < 0)
         return err_set(err, -r, "create the gRPC server");
     r = cri_register(d->cri, d->srv, err);
@@ -320,6 +352,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static int daemon_main(int argc, char **argv)
 {
+    /* Whatever the parent left open (a shell's pipe, a supervisor's
+     * sockets) is no business of the daemon's, and would leak into every
+     * child and container it starts. kinglet does not take sockets by
+     * systemd activation, so nothing above stderr is kept. */
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
     struct daemon d = {0};
     struct err err = {0};
     config_defaults(&d.cfg);
@@ -329,7 +368,7 @@ static int daemon_main(int argc, char **argv)
         return 0;
     }
     if (r < 0) {
-        fprintf(stderr, "kinglet: %s\n", err.msg);
+        fprintf(stderr, "kinglet: %s\n", err_str(&err));
         config_free(&d.cfg);
         return 2;
     }
@@ -347,11 +386,16 @@ static int daemon_main(int argc, char **argv)
      * arena of its own, whose freed pages stay resident, and the daemon's
      * allocations are small and short. */
     mallopt(M_ARENA_MAX, 1);
+    /* Buffers a client makes us hold (requests, responses of megabytes)
+     * are mapped and unmapped on their own: glibc's default raises this
+     * threshold after the first large free, and a burst of large responses
+     * then stays in the heap, resident after the client is gone. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
     uv_loop_init(&d.loop);
     int status = 0;
     if (daemon_start(&d, &err) < 0) {
-        log_error("cannot start: %s", err.msg);
+        log_error("cannot start: %s", err_str(&err));
         status = 1;
         uv_walk(&d.loop, close_walk, NULL);
     }
@@ -363,8 +407,66 @@ static int daemon_main(int argc, char **argv)
     return status;
 }
 
+/* The daemon's internal commands: started by the daemon, never by hand, but
+ * they answer --help like the others. */
+static const struct {
+    const char *name, *usage;
+} internal_cmds[] = {
+    {"image-pull", "Usage: kinglet image-pull\n"
+                   "\n"
+                   "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
+                   "its request on fd 3 and answers there. The daemon starts it; it takes\n"
+                   "no options.\n"},
+};
+
+static const char *internal_usage(const char *cmd)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(internal_cmds); i++)
+        if (strcmp(internal_cmds[i].name, cmd) == 0)
+            return internal_cmds[i].usage;
+    return NULL;
+}
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* `kinglet help [COMMAND [SUBCOMMAND]]`: the same text as `--help` of that
+ * command, on stdout. */
+static int help_main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "daemon") == 0 || strcmp(argv[1], "help") == 0 ||
+        is_help(argv[1])) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (internal_usage(argv[1])) {
+        fputs(internal_usage(argv[1]), stdout);
+        return 0;
+    }
+    if (argc > 3) {
+        fprintf(stderr, "kinglet: help: expected a command and at most one subcommand\n");
+        return 2;
+    }
+    /* kinglet help oci [CMD] -> kinglet oci help [CMD], the same for image. */
+    char *v[] = {argv[1], "help", argc > 2 ? argv[2] : NULL, NULL};
+    int n = argc > 2 ? 3 : 2;
+    if (strcmp(argv[1], "oci") == 0)
+        return oci_cli_main(n, v, v); /* help: never executes itself again */
+    if (strcmp(argv[1], "image") == 0)
+        return cri_image_cli(n, v);
+    fprintf(stderr, "kinglet: unknown command `%s`; see `kinglet help`\n", argv[1]);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "help") == 0)
+        return help_main(argc - 1, argv + 1);
+    /* The internal commands take no arguments: -h must not start a pull
+     * helper. */
+    if (argc > 2 && internal_usage(argv[1]) && is_help(argv[2])) {
+        fputs(internal_usage(argv[1]), stdout);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "oci") == 0)
         return oci_cli_main(argc - 1, argv + 1, argv);
     if (argc > 1 && strcmp(argv[1], "image-pull") == 0)

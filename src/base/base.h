@@ -57,19 +57,33 @@ static inline void fclosep(FILE **f)
 
 /* An error object: an errno-style code plus a message that callers extend
  * with context on the way up ("create container `x`: mount `/proc`: ...").
+ * The message never holds the system's text for the code (strerror): that
+ * is added once, where the error is shown (err_str), so that a message
+ * passed on (from a child process, say) does not carry it twice. As crun's
+ * libcrun_error_t keeps status and msg apart.
  * Fixed size so that reporting an error never needs an allocation. */
 #define ERR_MSG_MAX 512
 struct err {
-    int code; /* positive errno value; 0 = no error */
+    int code;    /* positive errno value; 0 = no error */
+    bool no_sys; /* the message says it all: show no system text */
     char msg[ERR_MSG_MAX];
 };
 
-/* Records `code` (an errno value, sign ignored) and the message; appends
- * strerror(code) when code is not 0. Returns -code (or -EIO for 0) so that
- * `return err_set(err, errno, "open `%s`", path);` works. err may be NULL. */
+/* Records `code` (an errno value, sign ignored) and the message; err_str
+ * shows strerror(code) after it. Returns -code (or -EIO for 0, with no
+ * system text) so that `return err_set(err, errno, "open `%s`", path);`
+ * works. err may be NULL. */
 int err_set(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
+/* The same, for a message that says it all (a registry's error, say): the
+ * code is kept for the caller's mapping (ENOENT -> NOT_FOUND), but err_str
+ * shows no system text for it. */
+int err_set_msg(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
 /* Prefixes context to an error already set; returns -err->code. */
 int err_wrap(struct err *err, const char *fmt, ...) _printf_(2, 3);
+/* The error as shown to a person: the message, then ": " and the system's
+ * text for the code unless err_set_msg recorded it. A buffer of the calling
+ * thread's, valid until its next call: use it once per statement. */
+const char *err_str(const struct err *err);
 void err_clear(struct err *err);
 
 /* ---- logging ------------------------------------------------------------ */
@@ -181,6 +195,11 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
+/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
+ * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
+ * cannot be read. */
+int fds_set_cloexec(int from);
+
 /* Runs path with argv (envp NULL: an empty environment) and waits for it
  * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
  * /dev/null; every other fd of ours stays out of it only if it is
@@ -216,6 +235,10 @@ bool exe_is_sealed(void);
  * was executed from does not look sealed, else the errno of what could
  * not be made or executed. */
 int exe_reexec_sealed(char **argv);
+
+/* Reaps the child behind pidfd if it has exited: 1 and its status in the
+ * shell's convention (128+signal when killed), 0 while it runs, -errno. */
+int pidfd_reap(int pidfd, int *ret_status);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

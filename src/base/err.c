@@ -1,24 +1,41 @@
+/* base/err: the error object (base.h). The message and the code stay apart
+ * until the error is shown, as in crun's src/libcrun/error.c: a message
+ * handed on (from a child over a socket, into another error) must not
+ * carry the system's text, or it is shown twice. */
 #include <string.h>
 
 #include "base.h"
 
-int err_set(struct err *err, int code, const char *fmt, ...)
+_printf_(4, 0) static int set(struct err *err, int code, bool no_sys, const char *fmt, va_list ap)
 {
     if (code < 0)
         code = -code;
     if (!err)
         return code ? -code : -EIO;
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
     if (n < 0)
         err->msg[0] = '\0';
-    size_t len = strnlen(err->msg, sizeof(err->msg));
-    if (code && len < sizeof(err->msg) - 1)
-        snprintf(err->msg + len, sizeof(err->msg) - len, ": %s", strerror(code));
     err->code = code ? code : EIO;
+    err->no_sys = no_sys || !code;
     return -err->code;
+}
+
+int err_set(struct err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = set(err, code, false, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int err_set_msg(struct err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = set(err, code, true, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 int err_wrap(struct err *err, const char *fmt, ...)
@@ -49,10 +66,27 @@ int err_wrap(struct err *err, const char *fmt, ...)
     return -err->code;
 }
 
+const char *err_str(const struct err *err)
+{
+    static __thread char buf[ERR_MSG_MAX + 64];
+    if (!err)
+        return "";
+    size_t len = strnlen(err->msg, sizeof(err->msg));
+    if (err->no_sys || !err->code) {
+        memcpy(buf, err->msg, len);
+        buf[len] = '\0';
+    } else {
+        snprintf(buf, sizeof(buf), "%.*s%s%s", (int)len, err->msg, len ? ": " : "",
+                 strerror(err->code));
+    }
+    return buf;
+}
+
 void err_clear(struct err *err)
 {
     if (err) {
         err->code = 0;
+        err->no_sys = false;
         err->msg[0] = '\0';
     }
 }

@@ -4,6 +4,7 @@
  * hold, and costs no copy of the address space. */
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "base/base.h"
@@ -60,4 +61,15 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
             return -errno;
     *ret_status = st;
     return 0;
+}
+
+int pidfd_reap(int pidfd, int *ret_status)
+{
+    siginfo_t si = {0};
+    if (syscall(SYS_waitid, P_PIDFD, pidfd, &si, WEXITED | WNOHANG, NULL) < 0)
+        return -errno;
+    if (si.si_pid == 0)
+        return 0;
+    *ret_status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+    return 1;
 }

@@ -307,7 +307,7 @@ static void save_done(uv_work_t *req, int status)
     struct container *c = container_find_exact(j->cri, j->rec.id);
     if (status < 0 || j->r < 0)
         log_error("container `%s`: save its record: %s", j->rec.id,
-                  status < 0 ? "cancelled" : j->err.msg);
+                  status < 0 ? "cancelled" : err_str(&j->err));
     store_ctr_clear(&j->rec);
     free(j->records_dir);
     struct cri *cri = j->cri;
@@ -439,7 +439,7 @@ static void exit_done(uv_work_t *req, int status)
     c->exit_reading = false;
     if (status < 0 || j->r < 0) {
         log_error("container `%s`: read its exit: %s", c->rec.id,
-                  status < 0 ? "cancelled" : j->err.msg);
+                  status < 0 ? "cancelled" : err_str(&j->err));
         exit_job_free(j);
         return;
     }
@@ -694,7 +694,7 @@ static void remove_strangers(struct recover_job *j, const char *dir)
         struct err e = {0};
         if (container_remains_remove(j->oci_root, j->bundles_dir, j->records_dir, de->d_name, &e) <
             0)
-            log_warn("remove the remains of container `%s`: %s", de->d_name, e.msg);
+            log_warn("remove the remains of container `%s`: %s", de->d_name, err_str(&e));
         else
             log_info("removed the remains of container `%s` (never finished)", de->d_name);
     }
@@ -761,7 +761,7 @@ static void recover_done(uv_work_t *req, int status)
                 container_save(cri, c);
             }
         } else if (it->r < 0) {
-            log_error("container `%s`: recover its state: %s", it->id, it->err.msg);
+            log_error("container `%s`: recover its state: %s", it->id, err_str(&it->err));
         } else if (it->exited) {
             apply_exit(cri, c, &it->rec);
             log_info("container `%s` exited while kinglet was down (exit code %d)", c->rec.id,

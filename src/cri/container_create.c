@@ -542,7 +542,7 @@ fail:
     }
     struct err e = {0};
     if (container_remains_remove(j->oci_root, j->bundles_dir, j->records_dir, id, &e) < 0)
-        log_warn("container `%s`: clean up a failed create: %s", id, e.msg);
+        log_warn("container `%s`: clean up a failed create: %s", id, err_str(&e));
 }
 
 /* ---- the loop ---- */
@@ -562,14 +562,14 @@ static void release_done(void *data, int r, const struct err *err)
 {
     (void)data;
     if (r < 0)
-        log_warn("release an image after a failed create: %s", err->msg);
+        log_warn("release an image after a failed create: %s", err_str(err));
 }
 
 static void unwanted_removed(void *data, int r, const struct err *err)
 {
     struct cri_call *call = data;
     if (r < 0)
-        log_warn("remove a container made for a pod that stopped meanwhile: %s", err->msg);
+        log_warn("remove a container made for a pod that stopped meanwhile: %s", err_str(err));
     cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
              "CreateContainer: the pod sandbox stopped while the container was created");
 }
@@ -641,7 +641,7 @@ static void hold_done(void *data, int r, const struct err *err)
     if (r < 0) {
         pending_drop(call->cri->containers, j->pending);
         cri_fail(call, cri_status_from_errno(r), "create container: hold its image: %s",
-                 err ? err->msg : "");
+                 err ? err_str(err) : "");
         create_job_free(j);
         return;
     }
@@ -695,7 +695,7 @@ void cri_create_container(struct cri_call *call)
     Runtime__V1__ContainerConfig *cfg = req->config;
     struct err err = {0};
     if (cri_container_metadata_check(cfg ? cfg->metadata : NULL, &err) < 0) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "CreateContainer: %s", err.msg);
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "CreateContainer: %s", err_str(&err));
         return;
     }
     if (!cfg->image || !*cfg->image->image) {

@@ -214,12 +214,10 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;
     struct exec_sync *x = p->data;
-    siginfo_t si = {0};
-    if (syscall(SYS_waitid, P_PIDFD, x->pidfd, &si, WEXITED | WNOHANG, NULL) < 0 || si.si_pid == 0)
+    if (pidfd_reap(x->pidfd, &x->status) <= 0)
         return;
     uv_poll_stop(p);
     x->exited = true;
-    x->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
     if (x->timed_out) {
         reply(x);
         return;

@@ -59,7 +59,7 @@ static void start_done(uv_work_t *req, int status)
         free(c->rec.reason);
         free(c->rec.message);
         c->rec.reason = strdup("ContainerCannotRun");
-        c->rec.message = strdup(j->err.msg);
+        c->rec.message = strdup(err_str(&j->err));
         container_save(cri, c);
     }
     if (j->r < 0) {

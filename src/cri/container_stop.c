@@ -49,7 +49,7 @@ static void kill_done(uv_work_t *req, int status)
     if (status == 0 && j->r < 0 && c && c->rec.state == STORE_CTR_RUNNING && c->watch) {
         /* The init may be gone already (ESRCH): the exit is on its way. */
         if (j->r != -ESRCH && j->r != -ENOENT)
-            log_warn("container `%s`: signal %d: %s", j->id, j->sig, j->err.msg);
+            log_warn("container `%s`: signal %d: %s", j->id, j->sig, err_str(&j->err));
     }
     if (c && c->rec.state == STORE_CTR_RUNNING && !c->watch && !c->exit_reading) {
         /* Nothing watches this container (its monitor was killed from
@@ -164,7 +164,7 @@ static void release_done(void *data, int r, const struct err *err)
 {
     char *id = data;
     if (r < 0)
-        log_warn("container `%s`: release its image: %s", id, err->msg);
+        log_warn("container `%s`: release its image: %s", id, err_str(err));
     free(id);
 }
 
@@ -193,7 +193,7 @@ static void remove_done(uv_work_t *req, int status)
         struct err e = {0};
         if (!hid || image_release(cri->images, rm->id, release_done, hid, &e) < 0) {
             log_warn("container `%s`: release its image: %s", rm->id,
-                     hid ? e.msg : "out of memory");
+                     hid ? err_str(&e) : "out of memory");
             free(hid);
         }
         if (c) {

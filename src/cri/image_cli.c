@@ -67,7 +67,7 @@ static int call(const char *sock, const char *method, const ProtobufCMessage *re
     int r = grpc_client_call(sock, method, data, len, CALL_TIMEOUT_MS, &resp, &resp_len, &status,
                              &message, &err);
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         return r;
     }
     if (status != 0) {
@@ -317,6 +317,8 @@ static int daemon_main(const char *sock, int argc, char **argv)
     return 2;
 }
 
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
 /* True when a process (the daemon) holds the store's lock. */
 static bool store_busy(const char *root)
 {
@@ -355,6 +357,20 @@ int cri_image_cli(int argc, char **argv)
             cmd = i;
         }
     }
+    /* Help needs neither the store nor the daemon: `help [COMMAND]`, or -h
+     * or --help anywhere before a `--` (no image reference or option value
+     * can be either). */
+    if (cmd && strcmp(argv[cmd], "help") == 0) {
+        if (argc - cmd > 2) {
+            fprintf(stderr, "kinglet image: help: expected at most one command\n");
+            return 2;
+        }
+        const char *what = cmd + 1 < argc ? argv[cmd + 1] : NULL;
+        return image_cli_help(what && !is_help(what) ? what : NULL);
+    }
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (is_help(argv[i]))
+            return image_cli_help(cmd && i > cmd ? argv[cmd] : NULL);
     /* no daemon socket to talk to: the store's own error ("in use by
      * another kinglet process") says more than a failed connect */
     if (!cmd || (!sock && (!store_busy(root) || access(DEFAULT_SOCKET, F_OK) < 0)))

@@ -206,7 +206,7 @@ void sandbox_net_status_refresh(struct cri *cri, bool force)
     w->cri = cri;
     struct err e = {0};
     if (sandbox_net_config(cri, &w->net, &e) < 0) {
-        snprintf(s->net_reason, sizeof(s->net_reason), "%.200s", e.msg);
+        snprintf(s->net_reason, sizeof(s->net_reason), "%.200s", err_str(&e));
         s->net_ready = false;
         free(w);
         return;
@@ -272,14 +272,14 @@ static void start_work(uv_work_t *req)
         bool listed = net_pod_ids(&w->net, &ids, &n, &err) == 0;
         if ((w->nkeep || (listed && n) ? net_node_setup(&w->net, &err)
                                        : net_node_prepare(&w->net, &err)) < 0)
-            log_warn("pod network: %s", err.msg);
+            log_warn("pod network: %s", err_str(&err));
         if (listed) {
             for (size_t i = 0; i < n; i++) {
                 if (kept(w, ids[i]))
                     continue;
                 struct err e = {0};
                 if (net_pod_teardown(&w->net, ids[i], &e) < 0)
-                    log_warn("release the network of pod `%s`: %s", ids[i], e.msg);
+                    log_warn("release the network of pod `%s`: %s", ids[i], err_str(&e));
                 else
                     log_info("released the network of pod `%s` (not running)", ids[i]);
             }
@@ -298,7 +298,7 @@ static void start_work(uv_work_t *req)
         snprintf(dir, sizeof(dir), "%s/%s", w->state_dir, de->d_name);
         struct err e = {0};
         if (pod_sandbox_remove_orphan(de->d_name, dir, w->network ? &w->net : NULL, &e) < 0)
-            log_warn("remove the remains of pod `%s`: %s", de->d_name, e.msg);
+            log_warn("remove the remains of pod `%s`: %s", de->d_name, err_str(&e));
         else
             log_info("removed the remains of pod `%s` (never finished)", de->d_name);
     }
@@ -358,7 +358,7 @@ void cri_sandboxes_start(struct cri *cri)
     w->network = s->network_enabled;
     w->find_mtu = !s->mtu_configured;
     if (w->network && sandbox_net_config(cri, &w->net, &e) < 0) {
-        log_warn("pod network configuration: %s", e.msg);
+        log_warn("pod network configuration: %s", err_str(&e));
         w->net = s->net;
     }
     for (struct sandbox *sb = s->head; sb; sb = sb->next)
@@ -412,7 +412,7 @@ static int load_records(struct cri *cri, struct err *err)
             struct err e = {0};
             if (store_pod_to_json(&sb->rec, &json, &len, &e) < 0 ||
                 store_pod_write(s->records_dir, sb->rec.id, json, len, &e) < 0)
-                log_warn("pod `%s`: %s", sb->rec.id, e.msg);
+                log_warn("pod `%s`: %s", sb->rec.id, err_str(&e));
         }
         if (sb->rec.state == STORE_POD_READY && sb->rec.init_pid > 0) {
             sb->init_fd = pod_init_pidfd(sb->rec.init_pid, sb->rec.init_start);

@@ -202,7 +202,7 @@ void cri_run_pod_sandbox(struct cri_call *call)
     const Runtime__V1__PodSandboxMetadata *md = c ? c->metadata : NULL;
     struct err err = {0};
     if (cri_pod_metadata_check(md, &err) < 0) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err.msg);
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err_str(&err));
         return;
     }
     const char *handler = req->runtime_handler ? req->runtime_handler : "";
@@ -220,7 +220,7 @@ void cri_run_pod_sandbox(struct cri_call *call)
     Runtime__V1__NamespaceMode ipcm = ns ? ns->ipc : RUNTIME__V1__NAMESPACE_MODE__POD;
     Runtime__V1__NamespaceMode pidm = ns ? ns->pid : RUNTIME__V1__NAMESPACE_MODE__POD;
     if (cri_pod_namespace_check(ns, &err) < 0) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err.msg);
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err_str(&err));
         return;
     }
     if (ns && ns->userns_options && ns->userns_options->mode != RUNTIME__V1__NAMESPACE_MODE__NODE &&

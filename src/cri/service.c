@@ -174,7 +174,7 @@ void cri_fail(struct cri_call *call, int status, const char *fmt, ...)
 
 void cri_fail_err(struct cri_call *call, const struct err *err)
 {
-    cri_finish(call, cri_status_from_errno(err->code), err->msg);
+    cri_finish(call, cri_status_from_errno(err->code), err_str(err));
 }
 
 static void dispatch(struct grpc_call *gc, const uint8_t *msg, size_t len, void *data)

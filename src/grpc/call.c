@@ -4,7 +4,13 @@
  *
  * A call is referenced by its stream (until nghttp2 closes the stream or the
  * connection goes away) and by its handler (from dispatch until
- * grpc_call_finish); it is freed when neither holds it. */
+ * grpc_call_finish); it is freed when neither holds it.
+ *
+ * Memory a client can make a call hold is counted where it is held: request
+ * bytes (call->in) in conn->buffered and srv->buffered until dispatch or
+ * refusal, response bytes (call->out) in conn->pending and srv->pending
+ * until nghttp2 takes them for a DATA frame. The limits on both are in
+ * grpc.h (struct grpc_server_options). */
 #include <assert.h>
 #include <string.h>
 
@@ -31,7 +37,11 @@ struct grpc_call *call_new(struct conn *c, int32_t stream_id)
     call->stream_id = stream_id;
     call->stream_open = true;
     call->refs = 1; /* the stream's */
+    call->started_ms = uv_now(c->srv->loop);
     link_insert(&c->calls, &call->node);
+    link_init(&call->wait);
+    link_append(&c->incomplete, &call->wait);
+    conn_timer_update(c);
     return call;
 }
 
@@ -44,9 +54,22 @@ static void timer_free_cb(uv_handle_t *h)
 
 static void call_release_input(struct grpc_call *call)
 {
-    if (call->conn)
+    if (call->conn) {
         call->conn->buffered -= call->in.len;
+        call->conn->srv->buffered -= call->in.len;
+    }
     buf_free(&call->in);
+}
+
+void call_drop_output(struct grpc_call *call)
+{
+    size_t n = call->out.len - call->out_off;
+    if (call->conn) {
+        call->conn->pending -= n;
+        call->conn->srv->pending -= n;
+    }
+    buf_free(&call->out);
+    call->out_off = 0;
 }
 
 static void call_unref(struct grpc_call *call)
@@ -57,6 +80,7 @@ static void call_unref(struct grpc_call *call)
     call_release_input(call);
     if (call->node.next)
         link_remove(&call->node);
+    link_remove(&call->wait);
     if (call->deadline) {
         uv_timer_stop(call->deadline);
         uv_close((uv_handle_t *)call->deadline, timer_free_cb);
@@ -98,9 +122,16 @@ void call_stream_closed(struct grpc_call *call)
         return;
     call->stream_open = false;
     call_release_input(call);
+    call_drop_output(call);
+    link_remove(&call->wait);
+    struct conn *c = call->conn;
     if (call->node.next)
         link_remove(&call->node);
     call->conn = NULL;
+    if (c && !c->closing && link_empty(&c->calls)) {
+        c->idle_since_ms = uv_now(c->srv->loop);
+        conn_timer_update(c);
+    }
     if (call->deadline)
         uv_timer_stop(call->deadline);
     /* The client went away (or the response is complete): nothing more can
@@ -119,8 +150,17 @@ static ssize_t out_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t 
         size_t n = avail < length ? avail : length;
         memcpy(buf, call->out.data + call->out_off, n);
         call->out_off += n;
-        if (call->out_off == call->out.len)
+        struct conn *c = call->conn;
+        c->pending -= n;
+        c->srv->pending -= n;
+        c->progress_ms = uv_now(c->srv->loop);
+        if (call->out_off == call->out.len) {
             call->out.len = call->out_off = 0;
+            /* A large response is done: give its buffer back rather than
+             * keep it for the life of the call. */
+            if (call->out.cap > 64 * 1024)
+                buf_free(&call->out);
+        }
         return (ssize_t)n;
     }
     if (!call->finished) {
@@ -180,6 +220,7 @@ static void respond(struct grpc_call *call, int status, const char *message)
     if (call->responded || !call->stream_open || !call->conn)
         return;
     call->responded = true;
+    link_remove(&call->wait);
     if (call->deadline)
         uv_timer_stop(call->deadline);
     if (!call->headers_sent) {
@@ -234,6 +275,7 @@ static bool split_path(const char *path, const char **svc, size_t *svc_len, cons
 void call_headers_complete(struct grpc_call *call)
 {
     struct grpc_server *srv = call->conn->srv;
+    call->headers_done = true;
     if (!call->content_type_ok) {
         /* Not gRPC: the gRPC spec asks for HTTP 415. */
         nghttp2_nv nva[] = {NVS(":status", "415")};
@@ -278,14 +320,45 @@ void call_headers_complete(struct grpc_call *call)
     }
 }
 
+/* Grows the request buffer towards the size its prefix announced, never
+ * past it: doubling alone would leave up to twice the message allocated. */
+static int in_reserve(struct buf *in, size_t extra, size_t want)
+{
+    size_t need = in->len + extra;
+    if (need <= in->cap)
+        return 0;
+    size_t cap = in->cap ? in->cap * 2 : 4096;
+    if (want && cap > want)
+        cap = want;
+    if (cap < need)
+        cap = need;
+    uint8_t *d = realloc(in->data, cap);
+    if (!d)
+        return -ENOMEM;
+    in->data = d;
+    in->cap = cap;
+    return 0;
+}
+
 void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
 {
     if (call->responded || !call->method)
         return;
     struct conn *c = call->conn;
-    if (c->buffered + len > MAX_CONN_BUFFERED) {
+    struct grpc_server *srv = c->srv;
+    size_t conn_max = MAX_CONN_BUFFERED < srv->opts.max_request_memory
+                          ? MAX_CONN_BUFFERED
+                          : (size_t)srv->opts.max_request_memory;
+    if (c->buffered + len > conn_max) {
         call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
                            "too many request bytes in flight on this connection");
+        return;
+    }
+    if (srv->buffered + len > srv->opts.max_request_memory &&
+        server_shed_requests(srv, call, len) < 0) {
+        call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "too many request bytes in flight in the daemon (limit %llu)",
+                           (unsigned long long)srv->opts.max_request_memory);
         return;
     }
     uint32_t n = 0;
@@ -315,11 +388,25 @@ void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
             return;
         }
     }
-    if (buf_append(&call->in, data, len) < 0) {
+    size_t want = 0;
+    if (call->in.len >= 5 || len + call->in.len >= 5) {
+        uint8_t head[5];
+        size_t have = call->in.len < 5 ? call->in.len : 5;
+        if (have)
+            memcpy(head, call->in.data, have);
+        if (have < 5)
+            memcpy(head + have, data, 5 - have);
+        want = 5 + ((size_t)head[1] << 24 | (size_t)head[2] << 16 | (size_t)head[3] << 8 | head[4]);
+    }
+    if (in_reserve(&call->in, len, want) < 0) {
         call_respond_error(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
+    if (len)
+        memcpy(call->in.data + call->in.len, data, len);
+    call->in.len += len;
     c->buffered += len;
+    srv->buffered += len;
     if (grpc_frame_peek(call->in.data, call->in.len, GRPC_MAX_RECV_MESSAGE, &n) == GRPC_FRAME_OK &&
         call->in.len > 5 + (size_t)n)
         call_respond_error(call, GRPC_STATUS_INTERNAL,
@@ -329,6 +416,7 @@ void call_data(struct grpc_call *call, const uint8_t *data, size_t len)
 void call_request_complete(struct grpc_call *call)
 {
     call->remote_closed = true;
+    link_remove(&call->wait);
     if (call->responded || !call->method)
         return;
     uint32_t n = 0;
@@ -339,27 +427,69 @@ void call_request_complete(struct grpc_call *call)
                            call->in.len ? "truncated request message" : "no request message");
         return;
     }
+    struct conn *c = call->conn;
+    if (!link_empty(&c->parked) || conn_over_budget(c)) {
+        /* The client is not taking its responses: this request waits (in
+         * order) until they drain, or the connection is closed as stuck. */
+        link_append(&c->parked, &call->wait);
+        conn_timer_update(c);
+        return;
+    }
+    call_dispatch(call);
+}
+
+void call_dispatch(struct grpc_call *call)
+{
+    uint32_t n = 0;
+    grpc_frame_peek(call->in.data, call->in.len, GRPC_MAX_RECV_MESSAGE, &n);
     call->dispatched = true;
+    call->conn->served = true;
     call->refs++; /* the handler's, until grpc_call_finish */
+    call->refs++; /* ours: the handler may finish and the stream close */
     const struct method *m = call->method;
     m->fn(call, call->in.data + 5, n, m->data);
-    /* The stream is open while inside nghttp2's receive callback, so the
-     * call is still alive here even if the handler already finished. */
     call_release_input(call);
+    call_unref(call);
 }
 
 int grpc_call_send(struct grpc_call *call, const void *msg, size_t len)
 {
-    if (call->responded || call->cancelled || !call->stream_open || !call->conn)
+    if (call->responded || call->cancelled || !call->stream_open || !call->conn ||
+        call->conn->evicting)
         return -ECANCELED;
-    if (len > UINT32_MAX)
+    if (len > GRPC_MAX_SEND_MESSAGE)
         return -EMSGSIZE;
+    struct conn *c = call->conn;
+    struct grpc_server *srv = c->srv;
+    size_t add = len + 5, mine = call->out.len - call->out_off;
+    if (mine + add > GRPC_MAX_SEND_MESSAGE + 5)
+        return -ENOBUFS;
+    /* A connection under its budget may take one more message, whatever
+     * its size: a client that reads is served whatever its budget, and a
+     * connection holds at most its budget plus one message. Its new calls
+     * wait while it is over (conn_over_budget). */
+    if (c->pending >= srv->opts.max_connection_response_memory)
+        return -ENOBUFS;
+    if (srv->pending + add > srv->opts.max_response_memory && server_make_room(srv, c, add) < 0)
+        return -ENOBUFS;
+    if (call->out_off) {
+        buf_consume(&call->out, call->out_off);
+        call->out_off = 0;
+    }
     uint8_t head[5];
     grpc_frame_header(head, (uint32_t)len);
-    if (buf_reserve(&call->out, len + 5) < 0)
+    if (buf_reserve(&call->out, add) < 0)
         return -ENOMEM;
     buf_append(&call->out, head, 5);
     buf_append(&call->out, msg, len);
+    if (c->pending == 0) {
+        c->progress_ms = uv_now(srv->loop);
+        c->pending += add;
+        conn_timer_update(c);
+    } else {
+        c->pending += add;
+    }
+    srv->pending += add;
     if (!call->headers_sent) {
         if (submit_headers(call) < 0)
             return -EIO;

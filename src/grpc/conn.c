@@ -1,7 +1,15 @@
 /* One HTTP/2 connection: libuv reads feed nghttp2, nghttp2's output is
  * written with uv_try_write/uv_write. Only one uv_write is in flight at a
  * time; while it is, nghttp2 keeps further frames queued, and reading stops
- * when the client leaves too much output unread (backpressure). */
+ * when the client leaves too much output unread (backpressure).
+ *
+ * A client that reads its socket but not its streams (an HTTP/2 window of
+ * 0) is held by the output budget instead: past it, complete requests are
+ * parked, not dispatched, until the queued responses drain; a connection
+ * whose output makes no progress for the stall timeout is closed. One timer
+ * per connection carries every deadline (handshake, stall, keepalive, idle,
+ * unfinished requests): it is armed for the earliest, and deadlines that
+ * move later (another byte read) are only looked at when it fires. */
 #include <string.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -14,6 +22,7 @@
 #define CONN_WINDOW           (16 << 20)
 
 static void conn_handle_closed(uv_handle_t *h);
+static void conn_timer_cb(uv_timer_t *t);
 
 static struct grpc_call *stream_call(nghttp2_session *s, int32_t id)
 {
@@ -85,10 +94,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *u
     struct conn *c = user_data;
     if (c->closing)
         return 0;
-    if (!c->got_frame) {
-        c->got_frame = true;
-        uv_timer_stop(&c->handshake_timer);
-    }
+    c->got_frame = true;
     struct grpc_call *call = frame->hd.stream_id ? stream_call(s, frame->hd.stream_id) : NULL;
     if (!call)
         return 0;
@@ -195,11 +201,13 @@ static void write_cb(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
+    c->progress_ms = uv_now(c->srv->loop);
     if (c->reading_stopped) {
         c->reading_stopped = false;
         uv_read_start(&c->h.stream, on_alloc, on_read);
     }
     conn_flush(c);
+    conn_dispatch_parked(c);
 }
 
 void conn_flush(struct conn *c)
@@ -227,6 +235,8 @@ void conn_flush(struct conn *c)
         }
         uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
         int n = uv_try_write(&c->h.stream, &b, 1);
+        if (n > 0)
+            c->progress_ms = uv_now(c->srv->loop);
         if (n == (int)c->wbuf.len) {
             c->wbuf.len = 0;
             continue;
@@ -244,9 +254,13 @@ void conn_flush(struct conn *c)
             return;
         }
         c->writing = true;
-        /* The client is not keeping up with its responses: stop taking new
-         * requests until this write completes. */
-        if (c->wbuf.len >= WRITE_BATCH && !c->reading_stopped) {
+        conn_timer_update(c);
+        /* The socket is full: the client is not keeping up with its
+         * responses. Stop taking new requests until this write completes;
+         * reading on would dispatch calls whose answers cannot leave, and
+         * their streams would stay open until the client passes the stream
+         * limit without fault of its own. */
+        if (!c->reading_stopped) {
             uv_read_stop(&c->h.stream);
             c->reading_stopped = true;
         }
@@ -262,6 +276,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    c->last_read_ms = uv_now(c->srv->loop);
+    c->ping_outstanding = false;
     c->in_recv = true;
     ssize_t r = nghttp2_session_mem_recv(c->session, (const uint8_t *)buf->base, (size_t)nread);
     c->in_recv = false;
@@ -274,13 +290,205 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     conn_flush(c);
+    conn_dispatch_parked(c);
 }
 
-static void handshake_timeout(uv_timer_t *t)
+bool conn_over_budget(const struct conn *c)
+{
+    const struct grpc_server *srv = c->srv;
+    return c->pending >= srv->opts.max_connection_response_memory ||
+           (c->pending > 0 && srv->pending >= srv->opts.max_response_memory);
+}
+
+void conn_dispatch_parked(struct conn *c)
+{
+    if (c->dispatching)
+        return;
+    c->dispatching = true;
+    while (!c->closing && !c->evicting && !link_empty(&c->parked) && !conn_over_budget(c)) {
+        struct grpc_call *call = container_of(c->parked.next, struct grpc_call, wait);
+        link_remove(&call->wait);
+        call_dispatch(call);
+    }
+    c->dispatching = false;
+}
+
+/* Output the client has not taken: queued in calls, parked behind them, or
+ * handed to the socket and not yet written. */
+static bool output_waiting(const struct conn *c)
+{
+    return c->pending > 0 || !link_empty(&c->parked) || c->writing;
+}
+
+static uint64_t due_min(uint64_t due, uint64_t since, uint64_t span)
+{
+    if (span == GRPC_NEVER)
+        return due;
+    return since + span < due ? since + span : due;
+}
+
+static bool expired(uint64_t now, uint64_t since, uint64_t span)
+{
+    return span != GRPC_NEVER && now >= since + span;
+}
+
+static uint64_t conn_next_due(const struct conn *c)
+{
+    const struct grpc_server_options *o = &c->srv->opts;
+    if (c->evicting)
+        return 0;
+    uint64_t due = GRPC_NEVER;
+    if (!c->got_frame)
+        due = due_min(due, c->created_ms, o->handshake_timeout_ms);
+    if (!link_empty(&c->incomplete)) {
+        const struct grpc_call *old = container_of(c->incomplete.next, struct grpc_call, wait);
+        due = due_min(due, old->started_ms, o->request_timeout_ms);
+    }
+    if (output_waiting(c))
+        due = due_min(due, c->progress_ms, o->stall_timeout_ms);
+    if (c->ping_outstanding)
+        due = due_min(due, c->ping_ms, o->keepalive_timeout_ms);
+    else
+        due = due_min(due, c->last_read_ms, o->keepalive_time_ms);
+    if (link_empty(&c->calls))
+        due = due_min(due, c->idle_since_ms, o->idle_timeout_ms);
+    return due;
+}
+
+static void conn_timer_arm(struct conn *c, uint64_t due)
+{
+    c->timer_due = due;
+    if (due == GRPC_NEVER) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    uint64_t now = uv_now(c->srv->loop);
+    uv_timer_start(&c->timer, conn_timer_cb, due > now ? due - now : 0, 0);
+}
+
+void conn_timer_update(struct conn *c)
+{
+    if (c->closing)
+        return;
+    uint64_t due = conn_next_due(c);
+    if (due < c->timer_due)
+        conn_timer_arm(c, due);
+}
+
+/* Closes at once, after one try to tell the client why (a GOAWAY it may
+ * never read: this is for clients that do not). */
+static void conn_drop(struct conn *c, uint32_t code)
+{
+    if (c->closing)
+        return;
+    if (c->session) {
+        nghttp2_session_terminate_session(c->session, code);
+        conn_flush(c);
+    }
+    conn_close(c);
+}
+
+/* Closes after a GOAWAY, once it is written (the client is reading). */
+static void conn_goaway_close(struct conn *c)
+{
+    nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+    conn_flush(c);
+}
+
+void conn_evict(struct conn *c, const char *why)
+{
+    if (c->closing || c->evicting)
+        return;
+    log_warn("grpc: closing a connection holding %zu response bytes: %s", c->pending, why);
+    c->evicting = true;
+    for (struct link *l = c->calls.next; l != &c->calls; l = l->next)
+        call_drop_output(container_of(l, struct grpc_call, node));
+    conn_timer_arm(c, 0);
+}
+
+static void conn_timer_cb(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    log_debug("grpc: connection sent no HTTP/2 preface in time");
-    conn_close(c);
+    const struct grpc_server_options *o = &c->srv->opts;
+    uint64_t now = uv_now(c->srv->loop);
+    c->timer_due = GRPC_NEVER;
+    if (c->closing)
+        return;
+    if (c->evicting) {
+        conn_drop(c, NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
+    if (!c->got_frame && expired(now, c->created_ms, o->handshake_timeout_ms)) {
+        log_debug("grpc: connection sent no HTTP/2 preface in time");
+        conn_close(c);
+        return;
+    }
+    if (output_waiting(c) && expired(now, c->progress_ms, o->stall_timeout_ms)) {
+        log_warn("grpc: closing a connection whose client took none of its %zu queued response "
+                 "bytes for %llu ms",
+                 c->pending, (unsigned long long)o->stall_timeout_ms);
+        conn_drop(c, NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
+    if (c->ping_outstanding && expired(now, c->ping_ms, o->keepalive_timeout_ms)) {
+        log_info("grpc: closing a connection that did not answer a keepalive ping");
+        conn_drop(c, NGHTTP2_NO_ERROR);
+        return;
+    }
+    if (!c->ping_outstanding && expired(now, c->last_read_ms, o->keepalive_time_ms)) {
+        c->ping_outstanding = true;
+        c->ping_ms = now;
+        nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, NULL);
+        conn_flush(c);
+        if (c->closing)
+            return;
+    }
+    if (link_empty(&c->calls) && expired(now, c->idle_since_ms, o->idle_timeout_ms)) {
+        log_debug("grpc: closing a connection idle for %llu ms",
+                  (unsigned long long)o->idle_timeout_ms);
+        conn_goaway_close(c);
+        if (c->closing)
+            return;
+    }
+    while (!link_empty(&c->incomplete)) {
+        struct grpc_call *call = container_of(c->incomplete.next, struct grpc_call, wait);
+        if (!expired(now, call->started_ms, o->request_timeout_ms))
+            break;
+        link_remove(&call->wait);
+        if (!call->headers_done) {
+            /* Stuck inside a header block: nothing else can arrive on the
+             * connection until it ends. */
+            log_debug("grpc: closing a connection stuck in a header block");
+            conn_drop(c, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        call_respond_error(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                           "request not received in full within %llu ms",
+                           (unsigned long long)o->request_timeout_ms);
+        if (c->closing)
+            return;
+    }
+    conn_dispatch_parked(c);
+    if (!c->closing)
+        conn_timer_arm(c, conn_next_due(c));
+}
+
+/* The connection to close for a new one when the table is full: one with
+ * no calls, one that never made a call first, idle the longest. */
+static struct conn *idle_victim(struct grpc_server *srv, const struct conn *except)
+{
+    struct conn *best = NULL;
+    for (struct link *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        struct conn *x = container_of(l, struct conn, node);
+        if (x == except || x->closing || !link_empty(&x->calls))
+            continue;
+        if (!best || (best->served && !x->served) ||
+            (best->served == x->served &&
+             (x->idle_since_ms < best->idle_since_ms ||
+              (x->idle_since_ms == best->idle_since_ms && x->seq < best->seq))))
+            best = x;
+    }
+    return best;
 }
 
 /* Creates a connection on an accepted (listener) or given (fd) stream. */
@@ -291,14 +499,19 @@ static struct conn *conn_new(struct grpc_server *srv, bool tcp)
         return NULL;
     c->srv = srv;
     link_init(&c->calls);
+    link_init(&c->incomplete);
+    link_init(&c->parked);
     int r = tcp ? uv_tcp_init(srv->loop, &c->h.tcp) : uv_pipe_init(srv->loop, &c->h.pipe, 0);
     if (r < 0) {
         free(c);
         return NULL;
     }
     c->h.stream.data = c;
-    uv_timer_init(srv->loop, &c->handshake_timer);
-    c->handshake_timer.data = c;
+    uv_timer_init(srv->loop, &c->timer);
+    c->timer.data = c;
+    c->timer_due = GRPC_NEVER;
+    c->seq = srv->conn_seq++;
+    c->created_ms = c->last_read_ms = c->idle_since_ms = c->progress_ms = uv_now(srv->loop);
     c->open_handles = 2;
     link_insert(&srv->conns, &c->node);
     srv->n_conns++;
@@ -309,10 +522,25 @@ static void conn_start(struct conn *c)
 {
     struct grpc_server *srv = c->srv;
     if (srv->n_conns > srv->opts.max_connections) {
-        log_warn("grpc: connection limit (%u) reached, refusing a connection",
-                 srv->opts.max_connections);
-        conn_close(c);
-        return;
+        struct conn *victim = idle_victim(srv, c);
+        if (victim) {
+            log_debug("grpc: connection limit (%u) reached: closing the connection idle the "
+                      "longest",
+                      srv->opts.max_connections);
+            conn_drop(victim, NGHTTP2_NO_ERROR);
+        } else {
+            uint64_t now = uv_now(srv->loop);
+            srv->refused++;
+            if (!srv->refused_logged_ms || now - srv->refused_logged_ms >= 10000) {
+                log_warn("grpc: connection limit (%u) reached and every connection has calls: "
+                         "refused %zu connection(s)",
+                         srv->opts.max_connections, srv->refused);
+                srv->refused_logged_ms = now;
+                srv->refused = 0;
+            }
+            conn_close(c);
+            return;
+        }
     }
     if (nghttp2_session_server_new2(&c->session, srv->callbacks, c, srv->h2opts) != 0) {
         conn_close(c);
@@ -327,7 +555,7 @@ static void conn_start(struct conn *c)
     };
     nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, ARRAY_SIZE(iv));
     nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW);
-    uv_timer_start(&c->handshake_timer, handshake_timeout, srv->opts.handshake_timeout_ms, 0);
+    conn_timer_update(c);
     uv_read_start(&c->h.stream, on_alloc, on_read);
     conn_flush(c);
 }
@@ -397,8 +625,8 @@ void conn_close(struct conn *c)
         nghttp2_session_del(c->session);
         c->session = NULL;
     }
-    uv_timer_stop(&c->handshake_timer);
-    uv_close((uv_handle_t *)&c->handshake_timer, conn_handle_closed);
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
     uv_close((uv_handle_t *)&c->h.stream, conn_handle_closed);
 }
 

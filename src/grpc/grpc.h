@@ -43,6 +43,13 @@ enum grpc_status {
 
 /* Largest request message accepted (RESOURCE_EXHAUSTED beyond). */
 #define GRPC_MAX_RECV_MESSAGE (16u * 1024 * 1024)
+/* Largest response message sent (grpc_call_send: -EMSGSIZE beyond), and what
+ * one call may have queued and not yet taken by the client: ExecSync's two
+ * outputs of 16 MiB each (capped as containerd caps them) and their framing;
+ * every other response stays within the 16 MiB kubelet reads. */
+#define GRPC_MAX_SEND_MESSAGE (33u * 1024 * 1024)
+/* A timeout option that never fires. */
+#define GRPC_NEVER UINT64_MAX
 
 struct grpc_server;
 struct grpc_call;
@@ -52,10 +59,42 @@ struct grpc_call;
 typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *msg, size_t len, void *data);
 typedef void (*grpc_cancel_fn)(struct grpc_call *call, void *data);
 
+/* Limits on what clients can make the server hold. 0 means the default;
+ * a timeout of GRPC_NEVER turns it off. */
 struct grpc_server_options {
-    uint32_t max_concurrent_streams; /* per connection; 0 = default (1024) */
-    uint32_t max_connections;        /* 0 = default (1024) */
-    uint64_t handshake_timeout_ms;   /* 0 = default (10 s) */
+    uint32_t max_concurrent_streams; /* per connection (1024) */
+    /* Connections (1024). When the table is full, a new connection takes
+     * the place of the connection idle the longest (one that never made a
+     * call first); it is refused only if every connection has calls. */
+    uint32_t max_connections;
+    uint64_t handshake_timeout_ms; /* to complete the HTTP/2 preface (10 s) */
+    /* A connection with no calls for this long gets GOAWAY and is closed
+     * (5 min); gRPC clients reconnect on their next call. */
+    uint64_t idle_timeout_ms;
+    /* After this long without a byte from the client, the server sends a
+     * PING (2 min); no answer within keepalive_timeout_ms (20 s) closes
+     * the connection. */
+    uint64_t keepalive_time_ms;
+    uint64_t keepalive_timeout_ms;
+    /* A request whose headers arrived must be complete (END_STREAM) within
+     * this (60 s); DEADLINE_EXCEEDED otherwise. */
+    uint64_t request_timeout_ms;
+    /* A connection with responses queued whose client takes none of them
+     * for this long is closed (60 s). */
+    uint64_t stall_timeout_ms;
+    /* Request bytes buffered before dispatch, all connections together
+     * (128 MiB); one connection holds at most 64 MiB of them. Past the
+     * limit, the largest buffered request is refused with
+     * RESOURCE_EXHAUSTED. */
+    uint64_t max_request_memory;
+    /* Response bytes queued and not yet taken by clients: per connection
+     * (32 MiB) and all connections together (256 MiB). A connection under
+     * its budget may queue one more message; once over, its new calls
+     * wait, in order, until it drains, and grpc_call_send refuses more.
+     * Past the daemon-wide budget the connections holding more than the
+     * sender are closed, largest first. */
+    uint64_t max_connection_response_memory;
+    uint64_t max_response_memory;
 };
 
 int grpc_server_new(uv_loop_t *loop, const struct grpc_server_options *opts,
@@ -78,9 +117,16 @@ void grpc_server_shutdown(struct grpc_server *srv, uint64_t grace_ms, void (*don
 /* After shutdown's done callback. */
 void grpc_server_free(struct grpc_server *srv);
 size_t grpc_server_connections(const struct grpc_server *srv);
+/* Request bytes buffered and response bytes queued, all connections
+ * together (what the memory limits count; both 0 with no connection). */
+void grpc_server_usage(const struct grpc_server *srv, size_t *ret_request_bytes,
+                       size_t *ret_response_bytes);
 
 /* Queues one response message (copied). Returns -ECANCELED once the call
- * is cancelled or finished, -ENOMEM. */
+ * is cancelled or finished, -EMSGSIZE for a message over
+ * GRPC_MAX_SEND_MESSAGE, -ENOBUFS when the call already has a message's
+ * worth queued, or its connection its budget, or the daemon its budget
+ * (the client is not reading), -ENOMEM. */
 int grpc_call_send(struct grpc_call *call, const void *msg, size_t len);
 /* Ends the call: trailers with status and message (percent-encoded on the
  * wire), or a trailers-only response when nothing was sent. The call must

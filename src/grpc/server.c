@@ -26,8 +26,22 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_server_options *opts,
         srv->opts.max_concurrent_streams = 1024;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = 1024;
-    if (!srv->opts.handshake_timeout_ms)
-        srv->opts.handshake_timeout_ms = 10000;
+    struct {
+        uint64_t *v, def;
+    } defaults[] = {
+        {&srv->opts.handshake_timeout_ms, 10000},
+        {&srv->opts.idle_timeout_ms, 300000},
+        {&srv->opts.keepalive_time_ms, 120000},
+        {&srv->opts.keepalive_timeout_ms, 20000},
+        {&srv->opts.request_timeout_ms, 60000},
+        {&srv->opts.stall_timeout_ms, 60000},
+        {&srv->opts.max_request_memory, 128u << 20},
+        {&srv->opts.max_connection_response_memory, 32u << 20},
+        {&srv->opts.max_response_memory, 256u << 20},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+        if (!*defaults[i].v)
+            *defaults[i].v = defaults[i].def;
     link_init(&srv->conns);
     if (conn_callbacks_new(&srv->callbacks) < 0 || nghttp2_option_new(&srv->h2opts) != 0) {
         grpc_server_free(srv);
@@ -38,6 +52,12 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_server_options *opts,
     nghttp2_option_set_max_outbound_ack(srv->h2opts, 1000);
     nghttp2_option_set_max_settings(srv->h2opts, 32);
     nghttp2_option_set_max_deflate_dynamic_table_size(srv->h2opts, 4096);
+    /* The library's defaults, stated: a client resetting streams faster
+     * than 33 a second after a burst of 1000 (rapid reset, CVE-2023-44487)
+     * and a header block of more than 8 CONTINUATION frames (CVE-2024-28182)
+     * end the connection. */
+    nghttp2_option_set_stream_reset_rate_limit(srv->h2opts, 1000, 33);
+    nghttp2_option_set_max_continuations(srv->h2opts, 8);
     /* By default a server session keeps each closed stream (~160 bytes)
      * for the priority tree, up to SETTINGS_MAX_CONCURRENT_STREAMS of
      * them: a busy connection ends up holding ~160 kB that gRPC never
@@ -87,6 +107,52 @@ const struct method *server_find_method(const struct grpc_server *srv, const cha
             break;
         }
     return NULL;
+}
+
+int server_make_room(struct grpc_server *srv, struct conn *c, size_t add)
+{
+    while (srv->pending + add > srv->opts.max_response_memory) {
+        struct conn *big = NULL;
+        for (struct link *l = srv->conns.next; l != &srv->conns; l = l->next) {
+            struct conn *x = container_of(l, struct conn, node);
+            if (x != c && !x->evicting && (!big || x->pending > big->pending))
+                big = x;
+        }
+        /* Never close a connection for one that already holds more. */
+        if (!big || big->pending <= c->pending)
+            return -ENOBUFS;
+        conn_evict(big, "the daemon's response memory is exhausted");
+    }
+    return 0;
+}
+
+int server_shed_requests(struct grpc_server *srv, struct grpc_call *call, size_t add)
+{
+    while (srv->buffered + add > srv->opts.max_request_memory) {
+        struct conn *big = NULL;
+        for (struct link *l = srv->conns.next; l != &srv->conns; l = l->next) {
+            struct conn *x = container_of(l, struct conn, node);
+            if (!big || x->buffered > big->buffered)
+                big = x;
+        }
+        struct grpc_call *victim = NULL;
+        for (struct link *l = big ? big->calls.next : NULL; l && l != &big->calls; l = l->next) {
+            struct grpc_call *x = container_of(l, struct grpc_call, node);
+            if (!victim || x->in.len > victim->in.len)
+                victim = x;
+        }
+        /* Refuse the largest request, unless it is this one (or this one
+         * would become as large). */
+        if (!victim || victim == call || victim->in.len <= call->in.len + add)
+            return -ENOBUFS;
+        size_t before = srv->buffered;
+        call_respond_error(victim, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "too many request bytes in flight in the daemon (limit %llu)",
+                           (unsigned long long)srv->opts.max_request_memory);
+        if (srv->buffered >= before)
+            return -ENOBUFS;
+    }
+    return 0;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -300,6 +366,13 @@ void grpc_server_shutdown(struct grpc_server *srv, uint64_t grace_ms, void (*don
 }
 
 size_t grpc_server_connections(const struct grpc_server *srv) { return srv->n_conns; }
+
+void grpc_server_usage(const struct grpc_server *srv, size_t *ret_request_bytes,
+                       size_t *ret_response_bytes)
+{
+    *ret_request_bytes = srv->buffered;
+    *ret_response_bytes = srv->pending;
+}
 
 void grpc_server_free(struct grpc_server *srv)
 {

@@ -19,31 +19,86 @@ struct cli {
     bool quiet;
 };
 
+static const char global_usage[] =
+    "usage: kinglet image [OPTIONS] COMMAND [ARGS]\n"
+    "       kinglet image help [COMMAND]\n"
+    "\n"
+    "The image store: through the daemon's socket when a daemon owns it (or with\n"
+    "--socket PATH), directly otherwise.\n"
+    "\n"
+    "Options:\n"
+    "  --root DIR                   daemon root (default " DEFAULT_ROOT ")\n"
+    "  --socket PATH                go through the daemon at PATH\n"
+    "  --registry-mirror HOST=URL   pull HOST's images from URL first (repeatable)\n"
+    "  --insecure-registry HOST     allow plain HTTP / unverified TLS (repeatable)\n"
+    "  --certs-dir DIR              per-registry ca.crt, client.cert, client.key\n"
+    "  --no-origin-fallback         with mirrors, never contact the origin\n"
+    "  --pull-concurrency N         layers downloaded at once (default 3)\n"
+    "  --max-layer-size SIZE        refuse layers unpacking to more (default: none)\n"
+    "  --max-layer-ratio N          refuse layers whose tar grows past N times\n"
+    "                               their compressed size, at least 64M\n"
+    "                               (default 100; 0 = none)\n"
+    "  --image-min-free SIZE|N%     free space and inodes a pull leaves\n"
+    "                               (default 15%: kubelet evicts below it)\n"
+    "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
+    "  -h, --help                   show this help\n"
+    "\n"
+    "Commands:\n";
+
+static const struct {
+    const char *name, *summary, *usage;
+} helps[] = {
+    {"pull", "pull images from their registries",
+     "pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
+     "       [--registry-token T] [-q] REF...\n"
+     "  --creds USER:PASS            basic credentials for the registry\n"
+     "  --auth B64                   the same, base64-encoded\n"
+     "  --identity-token T, --registry-token T   token credentials\n"
+     "  -q, --quiet                  print nothing on success\n"},
+    {"ls", "list the images",
+     "ls [--json] [-q] [FILTER]\n"
+     "  --json                       as JSON\n"
+     "  -q, --quiet                  ids only\n"},
+    {"inspect", "print an image as JSON", "inspect REF\n"},
+    {"rm", "remove images", "rm REF...\n"},
+    {"import", "import a docker-archive or oci-archive tarball",
+     "import [--socket PATH] FILE|-\n"
+     "  FILE|-                       the archive, or - for stdin\n"},
+    {"fsinfo", "print the image filesystem's usage", "fsinfo\n"},
+    {"hold", "keep an image from removal for a holder (the runtime's use)", "hold REF HOLDER\n"},
+    {"release", "end a hold", "release HOLDER\n"},
+    {"help", "show the help of a command", "help [COMMAND]\n"},
+};
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kinglet image [OPTIONS] COMMAND\n"
-               "options:\n"
-               "  --root DIR                   daemon root (default " DEFAULT_ROOT ")\n"
-               "  --registry-mirror HOST=URL   pull HOST's images from URL first (repeatable)\n"
-               "  --insecure-registry HOST     allow plain HTTP / unverified TLS (repeatable)\n"
-               "  --certs-dir DIR              per-registry ca.crt, client.cert, client.key\n"
-               "  --no-origin-fallback         with mirrors, never contact the origin\n"
-               "  --pull-concurrency N         layers downloaded at once (default 3)\n"
-               "  --max-layer-size SIZE        refuse layers unpacking to more (default: none)\n"
-               "  --max-layer-ratio N          refuse layers whose tar grows past N times\n"
-               "                               their compressed size, at least 64M\n"
-               "                               (default 100; 0 = none)\n"
-               "  --image-min-free SIZE|N%%     free space and inodes a pull leaves\n"
-               "                               (default 15%%: kubelet evicts below it)\n"
-               "  --platform OS/ARCH[/VARIANT] platform to pick from an index\n"
-               "commands:\n"
-               "  pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
-               "       [--registry-token T] REF...\n"
-               "  ls [--json] [--quiet] [FILTER]\n"
-               "  inspect REF\n"
-               "  rm REF...\n"
-               "  import [--socket PATH] FILE|-\n"
-               "  fsinfo\n");
+    fputs(global_usage, f);
+    for (size_t i = 0; i < ARRAY_SIZE(helps); i++)
+        fprintf(f, "  %-8s %s\n", helps[i].name, helps[i].summary);
+    fprintf(f, "\nSee `kinglet image COMMAND --help` for a command's options.\n");
+}
+
+int image_cli_help(const char *cmd)
+{
+    if (!cmd) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(helps); i++) {
+        if (strcmp(helps[i].name, cmd) != 0)
+            continue;
+        /* The synopsis lines, the summary, then the options. */
+        const char *opts = helps[i].usage;
+        while ((opts = strstr(opts, "\n  ")) && opts[3] == ' ')
+            opts++;
+        int syn = opts ? (int)(opts - helps[i].usage) + 1 : (int)strlen(helps[i].usage);
+        printf("usage: kinglet image [OPTIONS] %.*s\n%s.\n", syn, helps[i].usage, helps[i].summary);
+        if (opts)
+            printf("\nOptions:\n%s", opts + 1);
+        return 0;
+    }
+    fprintf(stderr, "kinglet image: unknown command `%s`; see `kinglet image --help`\n", cmd);
+    return 2;
 }
 
 static void pull_done(void *data, int r, const struct err *err, const char *image_id)
@@ -51,7 +106,7 @@ static void pull_done(void *data, int r, const struct err *err, const char *imag
     struct cli *c = data;
     c->pending--;
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err->msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(err));
         c->failures++;
         return;
     }
@@ -64,7 +119,7 @@ static void rm_done(void *data, int r, const struct err *err)
     struct cli *c = data;
     c->pending--;
     if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err->msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(err));
         c->failures++;
     }
 }
@@ -169,7 +224,7 @@ static int cmd_fsinfo(struct cli *c)
     struct image_fs_usage u;
     struct err err = {0};
     if (image_fs_info(c->svc, &u, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         return 1;
     }
     printf("{\"mountpoint\": \"%s\", \"used_bytes\": %llu, \"inodes_used\": %llu}\n", u.mountpoint,
@@ -347,7 +402,7 @@ int image_cli_main(int argc, char **argv)
     struct cli c = {0};
     struct err err = {0};
     if (image_service_new(&loop, &cfg, &c.svc, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err.msg);
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
         uv_loop_close(&loop);
         rc = 1;
         goto out;
@@ -368,7 +423,7 @@ int image_cli_main(int argc, char **argv)
         for (int i = first; i < argc && rc == 0; i++) {
             err_clear(&err);
             if (image_pull(c.svc, argv[i], &po.auth, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 c.failures++;
             } else {
                 c.pending++;
@@ -386,7 +441,7 @@ int image_cli_main(int argc, char **argv)
             int r = hold ? image_hold(c.svc, argv[1], argv[2], rm_done, &c, &err)
                          : image_release(c.svc, argv[1], rm_done, &c, &err);
             if (r < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 rc = 1;
             } else {
                 c.pending++;
@@ -398,7 +453,7 @@ int image_cli_main(int argc, char **argv)
         for (int i = 1; i < argc; i++) {
             err_clear(&err);
             if (image_remove(c.svc, argv[i], rm_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 c.failures++;
             } else {
                 c.pending++;
@@ -426,7 +481,7 @@ int image_cli_main(int argc, char **argv)
         }
         if (rc == 0) {
             if (image_import(c.svc, path, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err.msg);
+                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
                 rc = 1;
             } else {
                 c.pending++;

@@ -224,6 +224,9 @@ int image_helper_main(int argc, char **argv);
 
 /* `kinglet image ...` command line; returns the process exit status. */
 int image_cli_main(int argc, char **argv);
+/* The usage of one command of `kinglet image` (NULL: of them all) on
+ * stdout; 0, or 2 (and a line on stderr) for an unknown command. */
+int image_cli_help(const char *cmd);
 /* True for the global options of `kinglet image` that take a value
  * ("--root", "--registry-mirror", ...). */
 bool image_cli_opt_has_arg(const char *arg);

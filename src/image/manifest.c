@@ -29,10 +29,13 @@ void image_manifest_free(struct image_manifest *m)
     free(m);
 }
 
-static char *dup_str(json_t *o, const char *key)
+/* The string member `key` of o copied into *ret (NULL when absent or not
+ * a string); -ENOMEM, never a silent NULL, when the copy fails. */
+static int dup_str(json_t *o, const char *key, char **ret)
 {
     const char *s = json_string_value(json_object_get(o, key));
-    return s ? strdup(s) : NULL;
+    *ret = s ? strdup(s) : NULL;
+    return s && !*ret ? -ENOMEM : 0;
 }
 
 static int parse_descriptor(json_t *o, struct image_descriptor *d, bool platform, struct err *err)
@@ -47,16 +50,14 @@ static int parse_descriptor(json_t *o, struct image_descriptor *d, bool platform
         return err_set(err, EINVAL, "descriptor has no valid size");
     d->digest = strdup(json_string_value(digest));
     d->size = (uint64_t)json_integer_value(size);
-    d->media_type = dup_str(o, "mediaType");
-    if (!d->digest)
+    if (!d->digest || dup_str(o, "mediaType", &d->media_type) < 0)
         return err_set(err, ENOMEM, "parse descriptor");
     if (platform) {
         json_t *p = json_object_get(o, "platform");
-        if (json_is_object(p)) {
-            d->os = dup_str(p, "os");
-            d->arch = dup_str(p, "architecture");
-            d->variant = dup_str(p, "variant");
-        }
+        if (json_is_object(p) &&
+            (dup_str(p, "os", &d->os) < 0 || dup_str(p, "architecture", &d->arch) < 0 ||
+             dup_str(p, "variant", &d->variant) < 0))
+            return err_set(err, ENOMEM, "parse descriptor");
     }
     return 0;
 }
@@ -111,6 +112,14 @@ static int parse_descriptors(json_t *arr, size_t max, bool platform, const char 
     return 0;
 }
 
+/* Whether json_loadb failed for memory, not for the input: jansson says
+ * so, or gives no parse error at all (an allocation failed before parsing
+ * began). */
+static bool json_out_of_memory(const json_error_t *jerr)
+{
+    return json_error_code(jerr) == json_error_out_of_memory || jerr->text[0] == '\0';
+}
+
 int image_manifest_parse(const char *content_type, const void *data, size_t len,
                          struct image_manifest **ret, struct err *err)
 {
@@ -118,6 +127,8 @@ int image_manifest_parse(const char *content_type, const void *data, size_t len,
         return err_set(err, EFBIG, "manifest larger than %u bytes", IMAGE_MANIFEST_MAX);
     json_error_t jerr;
     json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && json_out_of_memory(&jerr))
+        return err_set(err, ENOMEM, "manifest");
     if (!root)
         return err_set(err, EINVAL, "manifest is not valid JSON: %s (line %d)", jerr.text,
                        jerr.line);
@@ -273,6 +284,8 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
         return err_set(err, EFBIG, "image config larger than %u bytes", IMAGE_CONFIG_MAX);
     json_error_t jerr;
     json_t *root = json_loadb(data, len, 0, &jerr);
+    if (!root && json_out_of_memory(&jerr))
+        return err_set(err, ENOMEM, "image config");
     if (!root)
         return err_set(err, EINVAL, "image config is not valid JSON: %s", jerr.text);
     struct image_config_info c = {0};
@@ -284,8 +297,10 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
     json_t *cfg = json_object_get(root, "config");
     const char *user = json_is_object(cfg) ? json_string_value(json_object_get(cfg, "User")) : NULL;
     c.user = strdup(user ? user : "");
-    c.os = dup_str(root, "os");
-    c.arch = dup_str(root, "architecture");
+    if (dup_str(root, "os", &c.os) < 0 || dup_str(root, "architecture", &c.arch) < 0) {
+        r = err_set(err, ENOMEM, "parse image config");
+        goto out;
+    }
     json_t *rootfs = json_object_get(root, "rootfs");
     json_t *diff_ids = json_is_object(rootfs) ? json_object_get(rootfs, "diff_ids") : NULL;
     if (!json_is_array(diff_ids)) {

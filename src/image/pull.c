@@ -118,7 +118,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         rm_rf_at(st->root_fd, tmp);
         if (!reg_err_transient(err) || atomic_load(&job->cancel))
             break;
-        log_debug("layer %s: %s; retrying", chain_id, err->msg);
+        log_debug("layer %s: %s; retrying", chain_id, err_str(err));
         usleep(200000u << attempt);
     }
     job_snap_built(job, chain_id, false, 0, 0);

@@ -743,7 +743,7 @@ int reg_get_manifest(struct reg_session *s, const char *reference, struct buf *r
         }
         if (r == -ECANCELED)
             return r;
-        log_debug("manifest %s from %s: %s", reference, s->eps[i].base, err->msg);
+        log_debug("manifest %s from %s: %s", reference, s->eps[i].base, err_str(err));
         /* report the origin's answer (the last endpoint) unless a mirror's
          * was more telling than "unreachable" */
         if (!first.code || (s->eps[i].mirror == false && err->code != ECONNREFUSED))

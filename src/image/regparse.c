@@ -24,6 +24,7 @@ int reg_err_plain(struct err *err, int code, const char *fmt, ...)
     if (n < 0)
         err->msg[0] = '\0';
     err->code = code;
+    err->no_sys = true; /* the registry's words: no errno text when shown */
     return -code;
 }
 

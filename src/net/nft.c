@@ -201,6 +201,9 @@ static int nft_run_locked(const char *cmds, bool json, char **ret_out, struct er
         nft_ctx = nft_ctx_new(NFT_CTX_DEFAULT);
         if (!nft_ctx)
             return err_set(err, ENOMEM, "nftables context");
+        /* libnftables opens its netlink socket without SOCK_CLOEXEC: every
+         * child the daemon spawns would inherit it. */
+        fds_set_cloexec(3);
         if (nft_ctx_buffer_output(nft_ctx) < 0 || nft_ctx_buffer_error(nft_ctx) < 0) {
             nft_ctx_free(nft_ctx);
             nft_ctx = NULL;

@@ -237,12 +237,12 @@ static int status(const struct net_config *cfg, bool table, bool *ret_ready, cha
     struct err e = {0};
     *ret_ready = false;
     if (net_config_validate(cfg, &e) < 0) {
-        snprintf(reason, reason_size, "invalid network configuration: %s", e.msg);
+        snprintf(reason, reason_size, "invalid network configuration: %s", err_str(&e));
         return 0;
     }
     char cur[32];
     if (net_sysctl_read("net.ipv4.ip_forward", cur, sizeof(cur), &e) < 0) {
-        snprintf(reason, reason_size, "%s", e.msg);
+        snprintf(reason, reason_size, "%s", err_str(&e));
         return 0;
     }
     if (strcmp(cur, "1") != 0) {
@@ -252,7 +252,7 @@ static int status(const struct net_config *cfg, bool table, bool *ret_ready, cha
     bool exists = true;
     int r = table ? net_nft_table_exists(&exists, &e) : 0;
     if (r < 0) {
-        snprintf(reason, reason_size, "%s", e.msg);
+        snprintf(reason, reason_size, "%s", err_str(&e));
         return 0;
     }
     if (!exists) {
@@ -420,7 +420,8 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
             for (size_t k = 0; k < cfg->nsubnets; k++)
                 if (net_conntrack_flush_dport(cfg->subnets[k].family, IPPROTO_UDP,
                                               ports[i].host_port, &ignored) < 0)
-                    log_debug("pod `%s`: UDP port %u: %s", pod_id, ports[i].host_port, ignored.msg);
+                    log_debug("pod `%s`: UDP port %u: %s", pod_id, ports[i].host_port,
+                              err_str(&ignored));
         }
     }
     return 0;
@@ -497,7 +498,7 @@ static void *bg_main(void *data)
     /* On failure the leases stay: a later teardown (or the restart's
      * recovery through net_pod_ids) finishes the job. */
     if (teardown_link_leases(job->ipam_dir, job->pod_id, &e) < 0)
-        log_debug("pod `%s`: background network teardown: %s", job->pod_id, e.msg);
+        log_debug("pod `%s`: background network teardown: %s", job->pod_id, err_str(&e));
     free(job);
     pthread_mutex_lock(&bg_lock);
     bg_running--;

@@ -12,6 +12,7 @@
  * An allow rule matches only when it grants every requested access bit, a
  * deny rule as soon as it refuses one of them: a request for "rw" against
  * "allow rwm; deny w" is refused, as on cgroup v1. */
+#include <assert.h>
 #include <linux/bpf.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -142,36 +143,52 @@ int oci_cgroup_devices_parse(json_t *devices, struct oci_dev_rule **ret, size_t 
 #define INSN(c, d, s, o, i)                                                                        \
     ((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
 
-/* Instructions for one rule, excluding the final "mov r0; exit". */
+/* Appends an instruction, or only counts it when out is NULL. */
+#define EMIT(insn)                                                                                 \
+    do {                                                                                           \
+        if (out)                                                                                   \
+            out[k] = (insn);                                                                       \
+        k++;                                                                                       \
+    } while (0)
+
+/* The tests of one rule, excluding the final "mov r0; exit": at most
+ * RULE_TESTS_MAX of them. With out NULL, only counts them, so that the
+ * program is sized from what each rule really emits. */
+#define RULE_TESTS_MAX 6
 static size_t rule_tests(const struct oci_dev_rule *r, struct bpf_insn *out)
 {
     size_t k = 0;
     /* Every test jumps to the next block: fix the offsets afterwards. */
     if (r->type != 'a')
-        out[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_2, 0, 0,
-                        r->type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK);
+        EMIT(INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_2, 0, 0,
+                  r->type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK));
     if ((r->access & 7) != 7) {
-        out[k++] = INSN(BPF_ALU | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_3, 0, 0);
-        out[k++] = INSN(BPF_ALU | BPF_AND | BPF_K, BPF_REG_1, 0, 0, (int32_t)r->access);
+        EMIT(INSN(BPF_ALU | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_3, 0, 0));
+        EMIT(INSN(BPF_ALU | BPF_AND | BPF_K, BPF_REG_1, 0, 0, (int32_t)r->access));
         if (r->allow) /* some requested bit not granted: no match */
-            out[k++] = INSN(BPF_JMP | BPF_JNE | BPF_X, BPF_REG_1, BPF_REG_3, 0, 0);
+            EMIT(INSN(BPF_JMP | BPF_JNE | BPF_X, BPF_REG_1, BPF_REG_3, 0, 0));
         else /* no requested bit refused: no match */
-            out[k++] = INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_1, 0, 0, 0);
+            EMIT(INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_1, 0, 0, 0));
     }
     if (r->major >= 0)
-        out[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_4, 0, 0, (int32_t)r->major);
+        EMIT(INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_4, 0, 0, (int32_t)r->major));
     if (r->minor >= 0)
-        out[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_5, 0, 0, (int32_t)r->minor);
+        EMIT(INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_5, 0, 0, (int32_t)r->minor));
+    assert(k <= RULE_TESTS_MAX);
     return k;
 }
+#undef EMIT
 
 int oci_bpf_devices_build(const struct oci_dev_rule *rules, size_t n, struct bpf_insn **ret,
                           size_t *ret_n, struct err *err)
 {
     if (n > CG_MAX_DEVICE_RULES + ARRAY_SIZE(default_rules))
         return err_set(err, E2BIG, "device rules: too many");
-    /* 6 prologue + at most 7 per rule + 2 epilogue. */
-    size_t cap = 6 + n * 7 + 2;
+    /* 6 prologue, each rule's tests + 2 (its verdict), 2 epilogue:
+     * counted from what each rule emits, never estimated. */
+    size_t cap = 6 + 2;
+    for (size_t i = 0; i < n; i++)
+        cap += rule_tests(&rules[i], NULL) + 2;
     _cleanup_free_ struct bpf_insn *p = calloc(cap, sizeof(*p));
     if (!p)
         return err_set(err, ENOMEM, "device program");
@@ -187,8 +204,9 @@ int oci_bpf_devices_build(const struct oci_dev_rule *rules, size_t n, struct bpf
     for (size_t i = n; i-- > 0;) {
         const struct oci_dev_rule *r = &rules[i];
         size_t start = k;
-        size_t t = rule_tests(r, p + k);
-        k += t;
+        size_t t = rule_tests(r, NULL);
+        assert(k + t + 2 <= cap);
+        k += rule_tests(r, p + k);
         p[k++] = INSN(BPF_ALU | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, r->allow ? 1 : 0);
         p[k++] = INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
         /* Point every conditional jump of the block at its end. */
@@ -198,6 +216,7 @@ int oci_bpf_devices_build(const struct oci_dev_rule *rules, size_t n, struct bpf
         /* A rule that matches everything makes earlier rules and the
          * final deny unreachable, which the verifier refuses. */
         if (t == 0) {
+            assert(k <= cap);
             *ret_n = k;
             *ret = TAKE_PTR(p);
             return 0;
@@ -205,6 +224,7 @@ int oci_bpf_devices_build(const struct oci_dev_rule *rules, size_t n, struct bpf
     }
     p[k++] = INSN(BPF_ALU | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0);
     p[k++] = INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    assert(k == cap);
     *ret_n = k;
     *ret = TAKE_PTR(p);
     return 0;

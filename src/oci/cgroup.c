@@ -404,7 +404,8 @@ static int apply_devices(struct oci_cgroup *cg, json_t *devices, struct warned *
     if (r == -EPERM || r == -ENOSYS || r == -EINVAL || r == -EOPNOTSUPP) {
         /* No BPF for cgroups here: the container still runs. */
         if (warn_once(warned, "devices"))
-            log_warn("cgroup `%s`: device access control is not enforced (%s)", cg->rel, e.msg);
+            log_warn("cgroup `%s`: device access control is not enforced (%s)", cg->rel,
+                     err_str(&e));
         return 0;
     }
     if (r < 0) {

@@ -110,9 +110,11 @@ int oci_cgroup_unified_key_check(const char *key, char *ctrl, size_t ctrl_size)
     for (const char *p = key; *p; p++)
         if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '_' || *p == '-'))
             return -EINVAL;
-    /* Membership and process control are not resources. */
-    static const char *const refused[] = {"cgroup.procs", "cgroup.threads", "cgroup.kill",
-                                          "cgroup.subtree_control", "cgroup.type"};
+    /* Membership and process control are not resources. cgroup.freeze
+     * would freeze the init before it execs, and `create` and `run` would
+     * wait on it for good (runc hangs so): pause and resume do that. */
+    static const char *const refused[] = {"cgroup.procs",  "cgroup.threads",         "cgroup.kill",
+                                          "cgroup.freeze", "cgroup.subtree_control", "cgroup.type"};
     for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
         if (strcmp(key, refused[i]) == 0)
             return -EPERM;
@@ -620,6 +622,10 @@ static int convert_unified(json_t *unified, struct cg_writes *w, struct err *err
     {
         char ctrl[32];
         int r = oci_cgroup_unified_key_check(key, ctrl, sizeof(ctrl));
+        if (r == -EPERM && strcmp(key, "cgroup.freeze") == 0)
+            return err_set(err, EPERM,
+                           "linux.resources.unified: `cgroup.freeze` is not a resource: pause "
+                           "and resume the container instead");
         if (r == -EPERM)
             return err_set(err, EPERM, "linux.resources.unified: `%.64s` is not a resource", key);
         if (r < 0)

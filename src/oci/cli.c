@@ -20,7 +20,7 @@ struct gopts {
 
 static int fail(struct err *err)
 {
-    log_error("%s", err->msg);
+    log_error("%s", err_str(err));
     return 1;
 }
 
@@ -30,8 +30,116 @@ static int usage_error(const char *cmd, const char *what)
     return 2;
 }
 
+/* ---- help ---------------------------------------------------------------- */
+
+static const char global_usage[] =
+    "usage: kinglet oci [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]\n"
+    "       kinglet oci help [COMMAND]\n"
+    "\n"
+    "An OCI runtime with runc's command line.\n"
+    "\n"
+    "Global options:\n"
+    "  --root DIR               container state (default " OCI_ROOT_DEFAULT ")\n"
+    "  --log FILE               write errors to FILE instead of stderr\n"
+    "  --log-format text|json   the format of those lines\n"
+    "  --debug                  log each step\n"
+    "  --systemd-cgroup, --rootless VALUE   accepted for runc compatibility; ignored\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Commands:\n";
+
+struct cmd_help {
+    const char *name, *summary, *usage;
+};
+
+static const struct cmd_help helps[] = {
+    {"create", "create a container from a bundle; its process waits for start",
+     "create [-b BUNDLE] [--pid-file FILE] [--console-socket SOCK]\n"
+     "       [--preserve-fds N] [--no-pivot] [--no-new-keyring] ID\n"
+     "  -b, --bundle DIR         the bundle (default: the current directory)\n"
+     "  --pid-file FILE          write the container's pid to FILE\n"
+     "  --console-socket SOCK    send the terminal's master to this AF_UNIX socket\n"
+     "  --preserve-fds N         pass N more fds (from 3) to the container\n"
+     "  --no-pivot, --no-new-keyring   as in runc\n"
+     "  --cri-log FILE, --cri-stdin, --cri-stdin-once   CRI-format log and stdin (kinglet)\n"},
+    {"run", "create and start a container, and wait for it (unless -d)",
+     "run [-d] [-b BUNDLE] [--pid-file FILE] [--console-socket SOCK]\n"
+     "       [--preserve-fds N] [--keep] ID\n"
+     "  -d, --detach             do not wait for the container; otherwise the exit status\n"
+     "                           is the container's, and SIGTERM/SIGINT are forwarded\n"
+     "  other options as for create\n"},
+    {"start", "start a created container's process", "start ID\n"},
+    {"state", "print a container's state as JSON", "state ID\n"},
+    {"kill", "send a signal (default SIGTERM) to the container's process",
+     "kill [-a] ID [SIGNAL]\n"
+     "  -a, --all                signal every process of the container's cgroup\n"
+     "  SIGNAL                   a name (TERM, SIGKILL) or a number\n"},
+    {"delete", "delete a stopped container (a running one with --force)",
+     "delete [-f] ID\n"
+     "  -f, --force              kill the container first; a missing one is no error\n"},
+    {"list", "list the containers",
+     "list [-q] [--format table|json]\n"
+     "  -q, --quiet              ids only\n"},
+    {"exec", "run another process in a running container",
+     "exec [OPTIONS] ID [--] COMMAND [ARG...]\n"
+     "       kinglet oci exec [OPTIONS] -p PROCESS.json ID\n"
+     "  -p, --process FILE       the process as an OCI process object\n"
+     "  -t, --tty                give it a terminal (with --console-socket)\n"
+     "  -d, --detach             do not wait for it\n"
+     "  -u, --user UID[:GID]     run as this user\n"
+     "  -e, --env NAME=VALUE     set a variable (repeatable)\n"
+     "  --cwd DIR                working directory\n"
+     "  --pid-file FILE, --pid-fd FD   report its pid\n"
+     "  --console-socket SOCK, --preserve-fds N   as for create\n"
+     "  --console-fd FD          as --console-socket, on a connected socket fd\n"},
+    {"ps", "list the container's processes",
+     "ps [--format table|json] ID [PS OPTIONS]\n"
+     "  --format json            the pids as a JSON array\n"},
+    {"pause", "freeze every process of the container", "pause ID\n"},
+    {"resume", "thaw a paused container", "resume ID\n"},
+    {"update", "change a running container's resources",
+     "update --resources FILE ID\n"
+     "  -r, --resources FILE     an OCI linux.resources object (- for stdin)\n"},
+    {"spec", "write a default config.json",
+     "spec [-b BUNDLE] [--rootless]\n"
+     "  -b, --bundle DIR         where to write config.json (default: .)\n"
+     "  --rootless               for a user namespace with the caller's ids\n"},
+    {"features", "print what this runtime supports, as JSON", "features\n"},
+    {"help", "show the help of a command", "help [COMMAND]\n"},
+};
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* The usage of one command (or, for NULL, of them all) on stdout: 0, or 2
+ * for an unknown command. */
+static int help(const char *cmd)
+{
+    if (!cmd) {
+        fputs(global_usage, stdout);
+        for (size_t i = 0; i < ARRAY_SIZE(helps); i++)
+            printf("  %-10s %s\n", helps[i].name, helps[i].summary);
+        printf("\nSee `kinglet oci COMMAND --help` for a command's options.\n");
+        return 0;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(helps); i++)
+        if (strcmp(helps[i].name, cmd) == 0) {
+            /* The synopsis lines, the summary, then the options. */
+            const char *opts = helps[i].usage;
+            while ((opts = strstr(opts, "\n  ")) && opts[3] == ' ')
+                opts++; /* a synopsis' continuation line */
+            int syn = opts ? (int)(opts - helps[i].usage) + 1 : (int)strlen(helps[i].usage);
+            printf("usage: kinglet oci %.*s\n%s.\n", syn, helps[i].usage, helps[i].summary);
+            if (opts)
+                printf("\nOptions:\n%s", opts + 1);
+            return 0;
+        }
+    log_error("oci: unknown command `%s`; see `kinglet oci --help`", cmd);
+    return 2;
+}
+
 /* Every parser below runs getopt_long over argv from the command's own
- * name on; "+" stops at the first operand (exec's command line). */
+ * name on; "+" stops at the first operand (exec's command line). -h and
+ * --help show the command's usage wherever they stand among its options. */
 
 static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run)
 {
@@ -47,6 +155,7 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
         {"cri-log", required_argument, NULL, 'L'},
         {"cri-stdin", no_argument, NULL, 'S'},
         {"cri-stdin-once", no_argument, NULL, 'O'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct oci_create_opts o = {.root = g->root};
@@ -54,7 +163,7 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
     const char *cmd = run ? "run" : "create";
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+b:dp:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+b:dp:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'b':
             o.bundle = optarg;
@@ -95,6 +204,8 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
         case 'O':
             o.cri_stdin_once = true;
             break;
+        case 'h':
+            return help(cmd);
         default:
             return usage_error(cmd, "unknown option or missing argument");
         }
@@ -150,15 +261,18 @@ static int cmd_state(const struct gopts *g, int argc, char **argv)
 
 static int cmd_kill(const struct gopts *g, int argc, char **argv)
 {
-    static const struct option lo[] = {{"all", no_argument, NULL, 'a'}, {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"all", no_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     bool all = false;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+a", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+ah", lo, NULL)) != -1;) {
         switch (c_) {
         case 'a':
             all = true;
             break;
+        case 'h':
+            return help("kill");
         default:
             return usage_error("kill", "unknown option or missing argument");
         }
@@ -176,15 +290,18 @@ static int cmd_kill(const struct gopts *g, int argc, char **argv)
 
 static int cmd_delete(const struct gopts *g, int argc, char **argv)
 {
-    static const struct option lo[] = {{"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     bool force = false;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+f", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+fh", lo, NULL)) != -1;) {
         switch (c_) {
         case 'f':
             force = true;
             break;
+        case 'h':
+            return help("delete");
         default:
             return usage_error("delete", "unknown option or missing argument");
         }
@@ -203,11 +320,12 @@ static int cmd_list(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"format", required_argument, NULL, 'f'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     bool quiet = false, json = false;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+qf:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+qf:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'q':
             quiet = true;
@@ -215,6 +333,8 @@ static int cmd_list(const struct gopts *g, int argc, char **argv)
         case 'f':
             json = strcmp(optarg, "json") == 0;
             break;
+        case 'h':
+            return help("list");
         default:
             return usage_error("list", "unknown option or missing argument");
         }
@@ -331,17 +451,20 @@ static int ps_table(const pid_t *pids, size_t n, char **ps_args, int n_args)
 static int cmd_ps(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {{"format", required_argument, NULL, 'f'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     bool json = false;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+f:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+f:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'f':
             if (strcmp(optarg, "json") != 0 && strcmp(optarg, "table") != 0)
                 return usage_error("ps", "--format is table or json");
             json = strcmp(optarg, "json") == 0;
             break;
+        case 'h':
+            return help("ps");
         default:
             return usage_error("ps", "unknown option or missing argument");
         }
@@ -374,15 +497,18 @@ static int cmd_ps(const struct gopts *g, int argc, char **argv)
 static int cmd_update(const struct gopts *g, int argc, char **argv)
 {
     static const struct option lo[] = {{"resources", required_argument, NULL, 'r'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     const char *file = NULL;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+r:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+r:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'r':
             file = optarg;
             break;
+        case 'h':
+            return help("update");
         default:
             return usage_error("update", "unknown option or missing argument");
         }
@@ -414,6 +540,7 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         {"env", required_argument, NULL, 'e'},
         {"user", required_argument, NULL, 'u'},
         {"preserve-fds", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct oci_exec_opts o = {.root = g->root, .pid_fd = -1, .console_fd = -1};
@@ -422,7 +549,7 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
     size_t n_env = 0;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+p:tdu:e:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+p:tdu:e:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'p':
             process_file = optarg;
@@ -470,6 +597,8 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
         case 'f':
             o.preserve_fds = atoi(optarg);
             break;
+        case 'h':
+            return help("exec");
         default:
             return usage_error("exec", "unknown option or missing argument");
         }
@@ -507,12 +636,13 @@ static int cmd_spec(int argc, char **argv)
 {
     static const struct option lo[] = {{"rootless", no_argument, NULL, 'r'},
                                        {"bundle", required_argument, NULL, 'b'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     bool rootless = false;
     const char *bundle = ".";
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+b:", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+b:h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'r':
             rootless = true;
@@ -520,6 +650,8 @@ static int cmd_spec(int argc, char **argv)
         case 'b':
             bundle = optarg;
             break;
+        case 'h':
+            return help("spec");
         default:
             return usage_error("spec", "unknown option or missing argument");
         }
@@ -592,13 +724,14 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
         {"debug", no_argument, NULL, 'd'},
         {"systemd-cgroup", no_argument, NULL, 's'},
         {"rootless", required_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct gopts g = {0};
     static FILE *logf;
     optind = 1;
     opterr = 0;
-    for (int c_; (c_ = getopt_long(argc, argv, "+", lo, NULL)) != -1;) {
+    for (int c_; (c_ = getopt_long(argc, argv, "+h", lo, NULL)) != -1;) {
         switch (c_) {
         case 'r':
             g.root = optarg;
@@ -623,21 +756,31 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
         case 's':
         case 'R':
             break;
+        case 'h':
+            return help(NULL);
         default:
-            return usage_error("oci", "unknown option or missing argument");
+            return usage_error("oci", "unknown option or missing argument; see `kinglet oci "
+                                      "--help`");
         }
     }
     if (optind >= argc) {
-        fprintf(stderr,
-                "usage: kinglet oci [--root DIR] [--log FILE] [--log-format text|json] COMMAND\n"
-                "commands: create start state kill delete run exec list ps pause resume update "
-                "features spec\n");
+        fprintf(stderr, "usage: kinglet oci [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]\n"
+                        "see `kinglet oci --help`\n");
         return 2;
     }
     /* Commands see argv from their own name on. */
     char **cargv = argv + optind;
     int cargc = argc - optind;
     const char *cmd = cargv[0];
+    if (strcmp(cmd, "help") == 0) {
+        if (cargc > 2)
+            return usage_error("help", "expected at most one command");
+        return help(cargc == 2 && !is_help(cargv[1]) ? cargv[1] : NULL);
+    }
+    /* Commands without options of their own: -h or --help as the first
+     * argument (the others see it in their option loops). */
+    if (cargc >= 2 && is_help(cargv[1]))
+        return help(cmd);
     /* Commands that put processes of ours into a container (the init, the
      * exec relay: what execs the container's program) run from a binary
      * that nothing there can write (base/exe.c). */
@@ -677,6 +820,6 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
         return cmd_spec(cargc, cargv);
     if (strcmp(cmd, "features") == 0)
         return cmd_features();
-    log_error("oci: unknown command `%s`", cmd);
+    log_error("oci: unknown command `%s`; see `kinglet oci --help`", cmd);
     return 2;
 }

@@ -146,8 +146,30 @@ struct create_ctx {
     int exec_check; /* the monitor's end: closed by its execve */
     pid_t init, monitor;
     int sync_fd, mon_fd;
+    int cancel_fd; /* readable when the caller is told to stop (run), or -1 */
     bool dir_made;
 };
+
+/* Waits until fd is readable, or cancel_fd (a signalfd) says stop: then
+ * -EINTR (oci_cancel_read), so that `run` stops creating when told to
+ * (SIGTERM, SIGINT) instead of waiting with those signals blocked. */
+static int wait_or_cancel(int fd, int cancel_fd, struct err *err)
+{
+    if (cancel_fd < 0)
+        return 0;
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = cancel_fd, .events = POLLIN}};
+    for (;;) {
+        int r = poll(p, 2, -1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return err_set(err, errno, "poll");
+        if (p[0].revents)
+            return 0;
+        if ((r = oci_cancel_read(cancel_fd, err)) < 0)
+            return r;
+    }
+}
 
 static void create_abort(struct create_ctx *c, const char *id)
 {
@@ -368,7 +390,10 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
 {
     for (;;) {
         struct oci_sync_msg m;
-        int r = oci_sync_recv(c->sync_fd, &m, -1);
+        int r = wait_or_cancel(c->sync_fd, c->cancel_fd, err);
+        if (r < 0)
+            return r;
+        r = oci_sync_recv(c->sync_fd, &m, -1);
         if (r < 0)
             return err_set(err, r == -EPIPE ? ECHILD : r, "the container init exited during setup");
         switch (m.type) {
@@ -390,11 +415,12 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
                     state_json_for_hooks(o->id, "creating", c->init, bundle, c->spec->annotations);
                 if (!st)
                     return err_set(err, ENOMEM, "hook state");
-                r = oci_hooks_run(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
-                                  "prestart", err);
+                r = oci_hooks_run_cancel(h->list[OCI_HOOK_PRESTART], h->n[OCI_HOOK_PRESTART], st,
+                                         "prestart", c->cancel_fd, err);
                 if (r == 0)
-                    r = oci_hooks_run(h->list[OCI_HOOK_CREATE_RUNTIME],
-                                      h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime", err);
+                    r = oci_hooks_run_cancel(h->list[OCI_HOOK_CREATE_RUNTIME],
+                                             h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime",
+                                             c->cancel_fd, err);
                 if (r < 0) {
                     oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
                     return r;
@@ -452,9 +478,10 @@ static int cri_io_make(struct create_ctx *c, const struct oci_create_opts *o, in
 
 /* console_in: for `run` in the foreground, a socket of the caller's that
  * receives the pty when process.terminal is set and no --console-socket
- * was given; -1 otherwise. */
+ * was given; -1 otherwise. cancel_fd: a signalfd that ends every wait
+ * (the create is undone), or -1. */
 static int container_create(const struct oci_create_opts *o, bool run, int console_in,
-                            int *ret_mon_fd, pid_t *ret_init, struct err *err)
+                            int cancel_fd, int *ret_mon_fd, pid_t *ret_init, struct err *err)
 {
     const char *root = root_or_default(o->root);
     int r = oci_id_validate(o->id, err);
@@ -468,6 +495,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
 
     struct create_ctx c = {.rootfd = -1,
                            .dirfd = -1,
+                           .cancel_fd = cancel_fd,
                            .sync_fd = -1,
                            .mon_fd = -1,
                            .exec_check = -1,
@@ -597,6 +625,8 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     c.mon_fd = mon_fd;
 
     struct oci_sync_msg m;
+    if ((r = wait_or_cancel(mon_fd, cancel_fd, err)) < 0)
+        goto fail;
     if ((r = oci_sync_recv(mon_fd, &m, -1)) < 0) {
         r = err_set(err, r, "the monitor exited");
         goto fail;
@@ -628,6 +658,8 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     {
         char msg[200];
         ssize_t n;
+        if ((r = wait_or_cancel(exec_check, cancel_fd, err)) < 0)
+            goto fail;
         do
             n = read(exec_check, msg, sizeof(msg) - 1);
         while (n < 0 && errno == EINTR);
@@ -657,7 +689,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
             if (st &&
                 oci_hooks_run(c.spec->hooks.list[OCI_HOOK_POSTSTART],
                               c.spec->hooks.n[OCI_HOOK_POSTSTART], st, "poststart", &herr) < 0)
-                log_warn("container `%s`: %s", o->id, herr.msg);
+                log_warn("container `%s`: %s", o->id, err_str(&herr));
         }
     }
     if (ret_init)
@@ -674,7 +706,7 @@ fail:
 
 int oci_container_create(const struct oci_create_opts *opts, struct err *err)
 {
-    int r = container_create(opts, false, -1, NULL, NULL, err);
+    int r = container_create(opts, false, -1, -1, NULL, NULL, err);
     if (r < 0)
         return err_wrap(err, "create container `%s`", opts->id);
     return 0;
@@ -696,7 +728,7 @@ static int run_poststart(int dirfd, const struct oci_record *rec, struct err *er
         state_json_for_hooks(rec->id, "running", rec->pid, rec->bundle, spec->annotations);
     if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTART], spec->hooks.n[OCI_HOOK_POSTSTART], st,
                       "poststart", err) < 0)
-        log_warn("container `%s`: %s", rec->id, err->msg);
+        log_warn("container `%s`: %s", rec->id, err_str(err));
     return 0;
 }
 
@@ -758,8 +790,11 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
             console_theirs = sp[1];
         }
     }
+    /* The forwarded signals, read from here; SIGTERM, SIGINT, SIGHUP and
+     * SIGQUIT also end the create (undone) while it waits. */
+    _cleanup_close_ int sfd = detach ? -1 : signalfd(-1, &fwd, SFD_CLOEXEC);
     pid_t init = 0;
-    int r = container_create(opts, true, console_theirs, &mon_fd, &init, err);
+    int r = container_create(opts, true, console_theirs, sfd, &mon_fd, &init, err);
     if (console_theirs >= 0)
         close(TAKE_FD(console_theirs));
     /* A pty came back (sent before READY) when process.terminal is set. */
@@ -775,7 +810,6 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
             *ret_status = 0;
         return 0;
     }
-    _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
     int status = 255;
     struct termios saved_tio;
     bool raw = false;
@@ -791,6 +825,7 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
         }
     }
     bool in_open = master >= 0;
+    int stop_sig = 0; /* a SIGTERM or SIGINT was forwarded */
     for (;;) {
         struct pollfd p[4] = {{.fd = mon_fd, .events = POLLIN},
                               {.fd = sfd, .events = POLLIN},
@@ -805,10 +840,29 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
                 struct winsize ws;
-                if (si.ssi_signo == SIGWINCH && master >= 0 && ioctl(0, TIOCGWINSZ, &ws) == 0)
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGWINCH && master >= 0 && ioctl(0, TIOCGWINSZ, &ws) == 0)
                     ioctl(master, TIOCSWINSZ, &ws);
                 else
-                    kill(init, (int)si.ssi_signo);
+                    kill(init, sig);
+                /* A paused container cannot act on the signal, and a
+                 * second SIGTERM or SIGINT means "now": stop waiting; the
+                 * container is killed and deleted below. */
+                if (sig == SIGTERM || sig == SIGINT) {
+                    struct oci_state st;
+                    bool paused = false;
+                    if (oci_container_state(opts->root, opts->id, &st, NULL) == 0) {
+                        paused = st.status == OCI_STATUS_PAUSED;
+                        oci_state_clear(&st);
+                    }
+                    if (paused || stop_sig) {
+                        log_warn("run `%s`: %s%s: killing the container", opts->id, strsignal(sig),
+                                 paused ? " while paused" : " again");
+                        status = 128 + sig;
+                        break;
+                    }
+                    stop_sig = sig;
+                }
             }
         }
         if (master >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -854,7 +908,7 @@ int oci_container_run(const struct oci_create_opts *opts, bool detach, int *ret_
     log_debug("run `%s`: exit status %d", opts->id, status);
     struct err derr = {0};
     if (oci_container_delete(opts->root, opts->id, true, &derr) < 0)
-        log_warn("%s", derr.msg);
+        log_warn("%s", err_str(&derr));
     if (ret_status)
         *ret_status = status;
     return 0;
@@ -1029,7 +1083,7 @@ static void run_poststop(int dirfd, const struct oci_record *rec)
         state_json_for_hooks(rec->id, "stopped", 0, rec->bundle, spec->annotations);
     if (oci_hooks_run(spec->hooks.list[OCI_HOOK_POSTSTOP], spec->hooks.n[OCI_HOOK_POSTSTOP], st,
                       "poststop", &err) < 0)
-        log_warn("container `%s`: %s", rec->id, err.msg);
+        log_warn("container `%s`: %s", rec->id, err_str(&err));
 }
 
 int oci_container_delete(const char *root, const char *id, bool force, struct err *err)

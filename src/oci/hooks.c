@@ -10,7 +10,7 @@
 
 #include "oci/internal.h"
 
-static int run_one(const struct oci_hook *h, const char *state, struct err *err)
+static int run_one(const struct oci_hook *h, const char *state, int cancel_fd, struct err *err)
 {
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -44,18 +44,34 @@ static int run_one(const struct oci_hook *h, const char *state, struct err *err)
     close(pipefd[1]);
     signal(SIGPIPE, old);
 
+    /* Until the hook exits, its timeout passes (then it is killed), or the
+     * caller is told to stop (cancel_fd, a signalfd; -1 for none). */
     _cleanup_close_ int pidfd = oci_pidfd_open(pid);
-    if (h->timeout > 0 && pidfd >= 0) {
-        struct pollfd p = {.fd = pidfd, .events = POLLIN};
-        int r;
-        do
-            r = poll(&p, 1, h->timeout * 1000);
-        while (r < 0 && errno == EINTR);
+    uint64_t deadline = h->timeout > 0 ? now_mono_ns() + (uint64_t)h->timeout * 1000000000ull : 0;
+    while (pidfd >= 0 && (h->timeout > 0 || cancel_fd >= 0)) {
+        struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = cancel_fd, .events = POLLIN}};
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = now_mono_ns();
+            ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
+        }
+        int r = poll(p, 2, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r > 0 && p[0].revents)
+            break; /* exited */
         if (r == 0) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             return err_set(err, ETIMEDOUT, "hook `%s`: timed out after %d s", h->path, h->timeout);
         }
+        if (r > 0 && p[1].revents && (r = oci_cancel_read(cancel_fd, err)) < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return err_wrap(err, "hook `%s`", h->path);
+        }
+        if (r < 0)
+            break; /* poll failed: wait below */
     }
     int status;
     while (waitpid(pid, &status, 0) < 0)
@@ -71,8 +87,14 @@ static int run_one(const struct oci_hook *h, const char *state, struct err *err)
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
                   struct err *err)
 {
+    return oci_hooks_run_cancel(hooks, n, state_json, what, -1, err);
+}
+
+int oci_hooks_run_cancel(const struct oci_hook *hooks, size_t n, const char *state_json,
+                         const char *what, int cancel_fd, struct err *err)
+{
     for (size_t i = 0; i < n; i++) {
-        int r = run_one(&hooks[i], state_json, err);
+        int r = run_one(&hooks[i], state_json, cancel_fd, err);
         if (r < 0)
             return err_wrap(err, "`hooks.%s[%zu]`", what, i);
     }

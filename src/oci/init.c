@@ -242,7 +242,7 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     }
     close(a->sync_fd);
     if (run_hooks_here(a, OCI_HOOK_START_CONTAINER, "startContainer", host_pid, &err) < 0) {
-        dprintf(2, "kinglet: %s\n", err.msg);
+        dprintf(2, "kinglet: %s\n", err_str(&err));
         _exit(127);
     }
     /* The monitor takes this as the start time. */
@@ -251,6 +251,6 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
         (void)w;
     }
     oci_process_exec(&a->spec->process, exe, a->spec->seccomp, a->preserve_fds, tty_slave, &err);
-    dprintf(2, "kinglet: %s\n", err.msg);
+    dprintf(2, "kinglet: %s\n", err_str(&err));
     _exit(127);
 }

@@ -205,6 +205,15 @@ struct oci_record {
 };
 int oci_id_validate(const char *id, struct err *err);
 int oci_state_dir_open(const char *root, const char *id, int *ret_fd, struct err *err);
+/* The kernel's PID_MAX_LIMIT: no pid is larger. */
+#define OCI_PID_MAX 4194304
+/* state.json as text (malloc'd) and back. The parse refuses what no
+ * create writes, as a corrupt record (-EINVAL): a missing or mistyped field,
+ * an invalid id, a relative path or one with `..`, a pid outside
+ * [0, OCI_PID_MAX] (so a record can never make us signal pid -1 or a wrapped
+ * pid), negative times, annotations that are not an object; -ENOMEM. */
+int oci_record_format(const struct oci_record *rec, char **ret, struct err *err);
+int oci_record_parse(const char *data, size_t len, struct oci_record *rec, struct err *err);
 int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err);
 int oci_record_read(int dirfd, struct oci_record *rec, struct err *err);
 void oci_record_clear(struct oci_record *rec);
@@ -283,6 +292,14 @@ int oci_fd_recv(int sock, bool nonblock, int *ret_fd);
 /* hooks.c */
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
                   struct err *err);
+/* The same, ended early (-EINTR, the hook killed) when cancel_fd, a
+ * signalfd, delivers a stop signal (oci_cancel_read); -1 for none. */
+int oci_hooks_run_cancel(const struct oci_hook *hooks, size_t n, const char *state_json,
+                         const char *what, int cancel_fd, struct err *err);
+/* Reads one signal from the signalfd cancel_fd: -EINTR with the signal
+ * named in err for SIGTERM, SIGINT, SIGHUP or SIGQUIT (stop waiting), 0
+ * for any other (dropped) or when nothing could be read. */
+int oci_cancel_read(int cancel_fd, struct err *err);
 
 /* init.c: the container's init, in the cloned child. */
 struct oci_init_args {

@@ -1050,7 +1050,8 @@ json_t *oci_spec_default(bool rootless)
         "{s:s, s:{s:b, s:{s:i, s:i}, s:[s], s:[s, s], s:s, s:{s:o, s:o, s:o}, s:[{s:s, s:i, s:i}], "
         "s:b}, s:{s:s, s:b}, s:s, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s, s:[s, s, s, s]}, "
         "{s:s, s:s, s:s, s:[s, s, s, s, s, s]}, {s:s, s:s, s:s, s:[s, s, s, s]}, "
-        "{s:s, s:s, s:s, s:[s, s, s, s]}, {s:s, s:s, s:s, s:[s, s, s, s]}]}",
+        "{s:s, s:s, s:s, s:[s, s, s, s]}, {s:s, s:s, s:s, s:[s, s, s, s]}, "
+        "{s:s, s:s, s:s, s:[s, s, s, s, s]}]}",
         "ociVersion", OCI_VERSION, "process", "terminal", false, "user", "uid", 0, "gid", 0, "args",
         "sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "TERM=xterm", "cwd", "/", "capabilities", "bounding", json_deep_copy(capl), "effective",
@@ -1063,7 +1064,11 @@ json_t *oci_spec_default(bool rootless)
         "mode=0620", "gid=5", "destination", "/dev/shm", "type", "tmpfs", "source", "shm",
         "options", "nosuid", "noexec", "nodev", "mode=1777", "destination", "/dev/mqueue", "type",
         "mqueue", "source", "mqueue", "options", "nosuid", "noexec", "nodev", "ro", "destination",
-        "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid", "noexec", "nodev", "ro");
+        "/sys", "type", "sysfs", "source", "sysfs", "options", "nosuid", "noexec", "nodev", "ro",
+        /* As in runc's and crun's default specs: the container's own
+         * cgroup (a cgroup namespace), read-only. */
+        "destination", "/sys/fs/cgroup", "type", "cgroup", "source", "cgroup", "options", "nosuid",
+        "noexec", "nodev", "relatime", "ro");
     if (!spec)
         return NULL;
     json_t *ns = json_array();

@@ -9,6 +9,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -57,7 +59,7 @@ int oci_state_dir_open(const char *root, const char *id, int *ret_fd, struct err
     return 0;
 }
 
-int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
+int oci_record_format(const struct oci_record *rec, char **ret, struct err *err)
 {
     json_t *j =
         json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", rec->id, "bundle", rec->bundle,
@@ -73,10 +75,20 @@ int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
         if (a)
             json_object_set_new(j, "annotations", a);
     }
-    _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+    char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s)
         return err_set(err, ENOMEM, "state.json");
+    *ret = s;
+    return 0;
+}
+
+int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err)
+{
+    _cleanup_free_ char *s = NULL;
+    int r = oci_record_format(rec, &s, err);
+    if (r < 0)
+        return r;
     /* Not durable on purpose: see the top of the file. */
     size_t len = strlen(s);
     _cleanup_close_ int fd = openat(dirfd, "state.json.tmp",
@@ -96,27 +108,57 @@ void oci_record_clear(struct oci_record *rec)
     memset(rec, 0, sizeof(*rec));
 }
 
-int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
+/* A path that state.json may name: empty (no cgroup), or absolute, without
+ * a `..` component, shorter than its buffer. */
+static bool record_path_ok(const char *p, size_t max, bool may_be_empty)
+{
+    size_t n = strlen(p);
+    if (n == 0)
+        return may_be_empty;
+    if (n >= max || p[0] != '/')
+        return false;
+    for (const char *c = p; (c = strstr(c, "..")); c += 2)
+        if (c[-1] == '/' && (c[2] == '/' || c[2] == '\0'))
+            return false;
+    return true;
+}
+
+/* Whether a pid read back can be a process of ours: 0 (none) up to the
+ * kernel's PID_MAX_LIMIT. A wider value would wrap in pid_t, and -1 would
+ * signal every process. */
+static bool record_pid_ok(json_int_t pid) { return pid >= 0 && pid <= OCI_PID_MAX; }
+
+int oci_record_parse(const char *data, size_t len, struct oci_record *rec, struct err *err)
 {
     memset(rec, 0, sizeof(*rec));
-    _cleanup_free_ char *data = NULL;
-    size_t len;
-    int r = read_file_at(dirfd, "state.json", 1 << 20, &data, &len);
-    if (r < 0)
-        return err_set(err, r, "read state.json");
-    json_t *j = json_loadb(data, len, 0, NULL);
+    json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
     if (!j)
         return err_set(err, EINVAL, "state.json: corrupt");
     const char *id = NULL, *bundle = NULL, *cg = NULL;
     json_int_t pid = 0, ps = 0, mon = 0, ms = 0, created = 0;
     json_t *ann = NULL;
     int creating = 0;
+    const char *bad = NULL;
     if (json_unpack(j, "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s?o, s?b}", "id", &id, "bundle",
                     &bundle, "cgroup", &cg, "pid", &pid, "pidStart", &ps, "monitor", &mon,
                     "monitorStart", &ms, "created", &created, "annotations", &ann, "creating",
-                    &creating) < 0) {
+                    &creating) < 0)
+        bad = "missing or mistyped field";
+    else if (oci_id_validate(id, NULL) < 0)
+        bad = "id";
+    else if (!record_path_ok(bundle, sizeof(rec->bundle), false))
+        bad = "bundle";
+    else if (!record_path_ok(cg, sizeof(rec->cgroup), true))
+        bad = "cgroup";
+    else if (!record_pid_ok(pid) || !record_pid_ok(mon))
+        bad = "pid";
+    else if (ps < 0 || ms < 0 || created < 0)
+        bad = "start time";
+    else if (ann && !json_is_object(ann))
+        bad = "annotations";
+    if (bad) {
         json_decref(j);
-        return err_set(err, EINVAL, "state.json: corrupt");
+        return err_set(err, EINVAL, "state.json: corrupt (%s)", bad);
     }
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     snprintf(rec->bundle, sizeof(rec->bundle), "%s", bundle);
@@ -127,10 +169,26 @@ int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
     rec->monitor_start = (uint64_t)ms;
     rec->created_ns = (uint64_t)created;
     rec->creating = creating != 0;
-    if (ann)
+    if (ann && json_object_size(ann)) {
         rec->annotations_json = json_dumps(ann, JSON_COMPACT);
+        if (!rec->annotations_json) {
+            json_decref(j);
+            return err_set(err, ENOMEM, "state.json");
+        }
+    }
     json_decref(j);
     return 0;
+}
+
+int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
+{
+    memset(rec, 0, sizeof(*rec));
+    _cleanup_free_ char *data = NULL;
+    size_t len;
+    int r = read_file_at(dirfd, "state.json", 1 << 20, &data, &len);
+    if (r < 0)
+        return err_set(err, r, "read state.json");
+    return oci_record_parse(data, len, rec, err);
 }
 
 int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state)
@@ -217,6 +275,17 @@ const char *oci_status_name(enum oci_status s)
 {
     static const char *const names[] = {"creating", "created", "running", "paused", "stopped"};
     return names[s];
+}
+
+int oci_cancel_read(int cancel_fd, struct err *err)
+{
+    struct signalfd_siginfo si = {0};
+    if (read(cancel_fd, &si, sizeof(si)) != sizeof(si))
+        return 0;
+    int sig = (int)si.ssi_signo;
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
+        return err_set(err, EINTR, "interrupted by %s", strsignal(sig));
+    return 0;
 }
 
 /* ---- sync messages ------------------------------------------------------ */

@@ -115,17 +115,21 @@ static void close_pipe(struct sess *s, struct pipe_h *p)
     uv_close((uv_handle_t *)&p->p, on_handle_closed);
 }
 
-static void close_all(struct sess *s)
+/* Closes every handle; with keep_exit, not the exit watch and the pid pipe
+ * (to reap the executor, and to kill the command once its pid is known). */
+static void close_handles(struct sess *s, bool keep_exit)
 {
     close_pipe(s, &s->in);
     close_pipe(s, &s->out);
     close_pipe(s, &s->errp);
-    close_pipe(s, &s->pidp);
     close_pipe(s, &s->master);
     close_pipe(s, &s->mon);
-    if (s->poll_open) {
-        s->poll_open = false;
-        uv_close((uv_handle_t *)&s->exit_poll, on_handle_closed);
+    if (!keep_exit) {
+        close_pipe(s, &s->pidp);
+        if (s->poll_open) {
+            s->poll_open = false;
+            uv_close((uv_handle_t *)&s->exit_poll, on_handle_closed);
+        }
     }
     if (s->drain_open) {
         s->drain_open = false;
@@ -139,6 +143,8 @@ static void close_all(struct sess *s)
         }
     }
 }
+
+static void close_all(struct sess *s) { close_handles(s, false); }
 
 /* ---- the end: the status on the error channel ---- */
 
@@ -564,13 +570,10 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;
     struct sess *s = p->data;
-    siginfo_t si = {0};
-    if (syscall(SYS_waitid, P_PIDFD, s->relay_fd, &si, WEXITED | WNOHANG, NULL) < 0 ||
-        si.si_pid == 0)
+    if (pidfd_reap(s->relay_fd, &s->status) <= 0)
         return;
     uv_poll_stop(p);
     s->exited = true;
-    s->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
     if (s->ended) {
         close_all(s);
         return;
@@ -588,7 +591,7 @@ static void exec_done(uv_work_t *w, int status)
         s->r = err_set(&s->err, ECANCELED, "cancelled");
     if (s->r < 0) {
         char why[600];
-        snprintf(why, sizeof(why), "exec: %s", s->err.msg);
+        snprintf(why, sizeof(why), "exec: %s", err_str(&s->err));
         finish(s, 0, why);
         unref(s);
         return;
@@ -667,7 +670,7 @@ static void attach_done(uv_work_t *w, int status)
         s->r = err_set(&s->err, ECANCELED, "cancelled");
     if (s->r < 0) {
         char why[600];
-        snprintf(why, sizeof(why), "attach: %s", s->err.msg);
+        snprintf(why, sizeof(why), "attach: %s", err_str(&s->err));
         finish(s, 0, why);
     } else {
         open_pipe(s, &s->mon, s->fd_mon, true);
@@ -872,28 +875,7 @@ void sess_end(struct conn *c)
         else if (s->relay_fd >= 0 && !s->pidp.open)
             syscall(SYS_pidfd_send_signal, s->relay_fd, SIGKILL, NULL, 0);
     }
-    if (s->exited || s->relay_fd < 0 || !s->poll_open) {
-        close_all(s);
-    } else {
-        /* keep watching the exit (to reap the executor) and the pid pipe
-         * (to kill the command once known); the rest goes */
-        close_pipe(s, &s->in);
-        close_pipe(s, &s->out);
-        close_pipe(s, &s->errp);
-        close_pipe(s, &s->master);
-        close_pipe(s, &s->mon);
-        if (s->drain_open) {
-            s->drain_open = false;
-            uv_close((uv_handle_t *)&s->drain, on_handle_closed);
-        }
-        for (size_t k = 0; k < STREAM_PF_STREAMS_MAX; k++) {
-            struct pf_conn *p = s->pf[k];
-            if (p && p->open) {
-                p->open = false;
-                uv_close((uv_handle_t *)&p->tcp, on_handle_closed);
-            }
-        }
-    }
+    close_handles(s, !s->exited && s->relay_fd >= 0 && s->poll_open);
     if (first)
         unref(s);
 }

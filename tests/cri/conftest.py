@@ -68,10 +68,11 @@ class Daemon:
 
     umask = None  # the umask the daemon inherits (None: the test's)
 
-    def start(self, wait=True):
+    def start(self, wait=True, pass_fds=()):
         self.log = open(self.log_path, "ab")
         mask = self.umask
         self.proc = subprocess.Popen(self.args(), stdout=self.log, stderr=self.log,
+                                     pass_fds=pass_fds,
                                      preexec_fn=(lambda: os.umask(mask)) if mask is not None
                                      else None)
         if wait:
@@ -96,16 +97,35 @@ class Daemon:
         except OSError:
             return ""
 
-    def settled_fds(self):
-        """The fd count once connections from earlier probes are closed."""
-        last, since = None, time.monotonic()
-        while True:
-            n = len(self.fds())
-            if n != last:
-                last, since = n, time.monotonic()
-            elif time.monotonic() - since > 0.3:
-                return n
-            time.sleep(0.02)
+    def connections(self):
+        """Client connections the daemon holds: its sockets connected to a
+        peer (the unix sockets of its network namespace, /proc/PID/net/unix,
+        whose state is connected and that do not listen)."""
+        mine = set()
+        for fd in self.fds():
+            try:
+                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except FileNotFoundError:
+                continue
+            if target.startswith("socket:["):
+                mine.add(target[8:-1])
+        n = 0
+        with open(f"/proc/{self.pid}/net/unix") as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                # Flags 00010000: listening; St 03: connected.
+                if (cols[6] in mine and int(cols[3], 16) & 0x10000 == 0 and cols[5] == "03"
+                        and len(cols) > 7 and cols[7] in (self.sock, self.sock + "." + str(self.pid))):
+                    n += 1
+        return n
+
+    def settled_fds(self, timeout=10):
+        """The fd count once the connections of earlier probes (and calls)
+        are closed: waits until the daemon holds no client connection."""
+        wait_for(lambda: self.connections() == 0, timeout=timeout,
+                 what="the daemon to close the connections of earlier probes")
+        return len(self.fds())
 
     def fds(self):
         return sorted(os.listdir(f"/proc/{self.pid}/fd"), key=int)
@@ -199,7 +219,7 @@ class PodDaemon(Daemon):
         # uplink with a default route, say)
         self.setup = []
 
-    def start(self, wait=True):
+    def start(self, wait=True, pass_fds=()):
         if self.holder is None:
             # A holder keeps the namespaces across daemon restarts.
             self.holder = subprocess.Popen(
@@ -212,7 +232,7 @@ class PodDaemon(Daemon):
             for cmd in self.setup:
                 self.run(*cmd)
         self.prefix = ("nsenter", "-t", str(self.holder.pid), "--net", "--mount", "--")
-        return super().start(wait)
+        return super().start(wait, pass_fds)
 
     def run(self, *cmd, check=True, timeout=30, net=None):
         """Runs cmd in the daemon's mount namespace and in its network

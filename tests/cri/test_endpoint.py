@@ -142,17 +142,40 @@ def test_unknown_service_and_method(cri, daemon):
         assert words in e.value.details()
 
 
+def peak_kb(daemon):
+    with open(f"/proc/{daemon.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+
+
+def reset_peak(daemon):
+    with open(f"/proc/{daemon.pid}/clear_refs", "w") as f:
+        f.write("5")  # VmHWM starts again from VmRSS
+
+
 def test_17_mib_request_is_refused(cri, daemon):
     big = 32 << 20
     rs = runtime(cri, daemon, **{"grpc.max_send_message_length": big})
+    assert rs.Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
+    measure = not daemon.sanitized()
+    if measure:
+        reset_peak(daemon)
+        rss0 = daemon.rss_kb()
     with pytest.raises(grpc.RpcError) as e:
         rs.Version(cri.pb.VersionRequest(version="x" * (17 << 20)), timeout=20)
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "larger than max" in e.value.details()
-    # Exactly at the limit still works (16 MiB of message).
+    if measure:
+        # Refused from the length prefix: not one of its bytes was held.
+        assert peak_kb(daemon) - rss0 < 1024, peak_kb(daemon) - rss0
+    # Exactly at the limit still works (16 MiB of message): the daemon holds
+    # it twice at most (the bytes and the decoded string) and gives both back.
     exact = "x" * ((16 << 20) - 8)
     assert rs.Version(cri.pb.VersionRequest(version=exact), timeout=20).runtime_name == "kinglet"
-    assert daemon.rss_kb() < 512 * 1024
+    if measure:
+        assert peak_kb(daemon) - rss0 < 2 * 16 * 1024 + 4 * 1024, peak_kb(daemon) - rss0
+        assert daemon.rss_kb() - rss0 < 2 * 1024, daemon.rss_kb() - rss0
 
 
 def test_undecodable_protobuf_is_invalid_argument(daemon):
@@ -302,15 +325,17 @@ def test_client_vanishing_mid_call_costs_only_its_stream(cri, daemon):
 
 
 def test_500_concurrent_calls_over_20_connections(cri, daemon):
+    base = daemon.settled_fds()
     stubs = [runtime(cri, daemon) for _ in range(20)]
     futures = [stubs[i % 20].Version.future(cri.pb.VersionRequest(), timeout=30)
                for i in range(500)]
     results = [f.result() for f in futures]
     assert len(results) == 500
     assert all(r.runtime_name == "kinglet" for r in results)
-    # Each stub really has its own connection to the daemon.
-    conns = len(daemon.fds())
-    assert conns >= 20
+    # Each stub really has its own connection to the daemon, and nothing
+    # else stayed open.
+    assert daemon.connections() == 20
+    assert len(daemon.fds()) == base + 20
 
 
 def test_many_streams_on_one_connection(daemon):
@@ -370,8 +395,11 @@ def test_socket_mode_and_stale_socket(cri, daemon_factory, tmp_path):
     assert stat.S_IMODE(os.stat(d.sock).st_mode) == 0o660
     assert "replaced stale socket" in d.logtext()
     # A second daemon on a live socket refuses and leaves the first alone.
+    # (without pod networking, which would build the machine's own bridge and
+    # nftables table before finding the socket taken)
     second = subprocess.run(d.args()[:1] + ["--socket", d.sock, "--root", str(tmp_path / "r"),
-                                            "--state", str(tmp_path / "s")],
+                                            "--state", str(tmp_path / "s"),
+                                            "--pod-network", "none"],
                             capture_output=True, text=True, timeout=10)
     assert second.returncode != 0
     assert "another daemon" in second.stderr
@@ -427,8 +455,11 @@ def test_config_file_and_flags(cri, daemon_factory, tmp_path, kinglet_bin):
     d = daemon_factory(start=False)
     cfg.write_text(f'# test config\nsocket = "{d.sock}"\nroot = {d.root}\n'
                    f'state = "{d.state}"  # volatile\nlog-level = warning\n')
-    p = subprocess.Popen([kinglet_bin, "--config", str(cfg), "--log-level", "debug"],
-                         stderr=subprocess.PIPE, text=True)
+    # The daemon has its default pod networking: it runs in a network
+    # namespace of its own, so that its bridge and nftables table never
+    # reach the machine's.
+    p = subprocess.Popen(["unshare", "--net", "--", kinglet_bin, "--config", str(cfg),
+                          "--log-level", "debug"], stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: os.path.exists(d.sock), what="socket from the config file")
         stub = runtime(cri, d)
@@ -450,7 +481,11 @@ def test_help_documents_every_flag(kinglet_bin):
     out = subprocess.run([kinglet_bin, "--help"], capture_output=True, text=True,
                          timeout=10).stdout
     for flag in ["--socket", "--root", "--state", "--config", "--log-level", "--log-format",
-                 "--listen-tcp", "--shutdown-timeout", "--help", "--version"]:
+                 "--listen-tcp", "--shutdown-timeout", "--help", "--version",
+                 "--grpc-max-connections", "--grpc-idle-timeout", "--grpc-keepalive-time",
+                 "--grpc-keepalive-timeout", "--grpc-request-timeout", "--grpc-stall-timeout",
+                 "--grpc-request-memory", "--grpc-response-memory",
+                 "--grpc-connection-response-memory"]:
         assert flag in out
     v = subprocess.run([kinglet_bin, "--version"], capture_output=True, text=True, timeout=10)
     assert v.returncode == 0 and "kinglet" in v.stdout
@@ -469,3 +504,38 @@ def test_idle_rss_is_small(daemon):
     maps = open(f"/proc/{daemon.pid}/maps").read()
     for lib in ("libcurl", "libarchive", "libcrypto", "libnftables"):
         assert lib not in maps, f"{lib} is mapped by the idle daemon"
+
+
+def test_daemon_fds(cri, pod_daemon_factory):
+    """The daemon closes what it inherits, and every fd it holds itself is
+    close-on-exec (no child or container inherits one), after a pod too:
+    networking opens netlink and nftables sockets."""
+    r, w = os.pipe()
+    try:
+        d = pod_daemon_factory(start=False)
+        d.start(pass_fds=(r, w))
+        inherited = {f"pipe:[{os.fstat(r).st_ino}]"}
+    finally:
+        os.close(r)
+        os.close(w)
+    rs = runtime(cri, d)
+    pb = cri.pb
+    cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(name="fds", namespace="default",
+                                                             uid="uid-fds", attempt=0))
+    pod = rs.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg), timeout=60).pod_sandbox_id
+    rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod), timeout=60)
+    rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod), timeout=60)
+    d.settled_fds()
+    leaks = []
+    for fd in d.fds():
+        try:
+            target = os.readlink(f"/proc/{d.pid}/fd/{fd}")
+            with open(f"/proc/{d.pid}/fdinfo/{fd}") as f:
+                flags = int(next(l for l in f if l.startswith("flags:")).split()[1], 8)
+        except (FileNotFoundError, StopIteration):
+            continue  # closed meanwhile
+        assert target not in inherited, f"fd {fd} ({target}) was inherited"
+        if int(fd) > 2 and not flags & os.O_CLOEXEC:
+            leaks.append(f"{fd} -> {target}")
+    assert not leaks, f"fds without O_CLOEXEC: {leaks}"
+    assert d.stop() == 0

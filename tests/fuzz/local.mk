@@ -20,12 +20,19 @@ tests_fuzz_fuzz_cgroup_resources_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_cgroup_resources_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_cgroup_resources_LDADD = libkbase.a $(DEP_LIBS)
 
-# oci/spec: config.json and exec's process object.
-noinst_PROGRAMS += tests/fuzz/fuzz_oci_spec
-tests_fuzz_fuzz_oci_spec_SOURCES = tests/fuzz/fuzz_oci_spec.c src/oci/spec.c
+# oci/spec: config.json and exec's process object, and the spec's device
+# rules through the device program builder; oci/state: state.json as read
+# back by every command after create.
+noinst_PROGRAMS += tests/fuzz/fuzz_oci_spec tests/fuzz/fuzz_oci_state
+tests_fuzz_fuzz_oci_spec_SOURCES = tests/fuzz/fuzz_oci_spec.c src/oci/spec.c \
+	src/oci/cgroup_resources.c src/oci/bpf_devices.c src/oci/cgroup.c
 tests_fuzz_fuzz_oci_spec_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_oci_spec_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_oci_spec_LDADD = libkbase.a $(DEP_LIBS)
+tests_fuzz_fuzz_oci_state_SOURCES = tests/fuzz/fuzz_oci_state.c src/oci/state.c
+tests_fuzz_fuzz_oci_state_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_oci_state_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_oci_state_LDADD = libkoci.a libkbase.a $(DEP_LIBS)
 
 # src/net: netlink replies and pod CIDRs. The library sources are compiled
 # into each target so that the parsers carry the fuzzer's instrumentation.
@@ -126,7 +133,7 @@ tests_fuzz_fuzz_net_nft_json_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
 EXTRA_DIST += tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
-	tests/fuzz/oci_spec_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
+	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
 	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_json_corpus tests/fuzz/image_registry_corpus \
 	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \

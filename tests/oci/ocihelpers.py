@@ -2,10 +2,11 @@
 bundles made from a Python dict, and the runtime under test.
 
 Every test that says it works for "any runtime" takes the `runtime` fixture,
-parametrized over kinglet and crun (Debian's crun is the reference: a
-disagreement shows up as one of the two failing). crun 1.8 refuses to run on
-a hybrid cgroup host, so it is run inside a private mount namespace where
-the cgroup2 hierarchy is mounted on /sys/fs/cgroup.
+parametrized over kinglet, crun and runc (Debian's crun and runc are the
+references: a disagreement shows up as one of them failing). crun 1.8
+refuses to run on a hybrid cgroup host, so both references run inside a
+private mount namespace where the cgroup2 hierarchy is mounted on
+/sys/fs/cgroup: the three runtimes see the same cgroup layout.
 
 The fixtures live here, not in a conftest.py: test modules import them
 (`from ocihelpers import *`), so that no second module named `conftest`
@@ -22,7 +23,8 @@ import uuid
 import pytest
 
 __all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
-           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS"]
+           "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup",
+           "skip_for_runc"]
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
@@ -75,6 +77,35 @@ def base_config(rootfs, args):
     }
 
 
+def skip_for_runc(runtime, why):
+    """Debian 12's runc is 1.1.5: features of the runtime spec that came
+    with runc 1.2 are missing there. The reason names what."""
+    if runtime.name == "runc":
+        pytest.skip(f"runc 1.1.5 (Debian 12): {why}")
+
+
+def cgroup2_root():
+    """Where the cgroup2 hierarchy is mounted here, from the real layout:
+    /sys/fs/cgroup on a pure v2 host, /sys/fs/cgroup/unified on a hybrid
+    one; None without one."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup2":
+                return fields[4]
+    return None
+
+
+def proc_cgroup(pid):
+    """The cgroup2 path of a process, relative to cgroup2_root()."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return line[3:].strip()
+    return None
+
+
 class Runtime:
     def __init__(self, name, argv, root):
         self.name = name
@@ -111,15 +142,20 @@ class Runtime:
             time.sleep(0.01)
 
 
-def crun_wrapper(tmp):
-    script = tmp / "crun-v2"
+def v2_wrapper(tmp, name):
+    script = tmp / f"{name}-v2"
     script.write_text(
         "#!/bin/sh\n"
-        "# crun 1.8 refuses hybrid cgroup hosts: give it a pure cgroup2 view.\n"
+        "# crun 1.8 refuses hybrid cgroup hosts: give it (and runc) a pure\n"
+        "# cgroup2 view.\n"
         "exec unshare -m sh -c 'mount --make-rprivate / && "
-        "mount -t cgroup2 none /sys/fs/cgroup && exec crun \"$@\"' crun \"$@\"\n")
+        f"mount -t cgroup2 none /sys/fs/cgroup && exec {name} \"$@\"' {name} \"$@\"\n")
     script.chmod(0o755)
     return [str(script)]
+
+
+def crun_wrapper(tmp):
+    return v2_wrapper(tmp, "crun")
 
 
 CGROUP2 = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
@@ -178,15 +214,15 @@ def rootfs(tmp_path_factory):
     return root
 
 
-@pytest.fixture(params=["kinglet", "crun"])
+@pytest.fixture(params=["kinglet", "crun", "runc"])
 def runtime(request, kinglet_bin, tmp_path):
     root = tmp_path / "state"
     if request.param == "kinglet":
         rt = Runtime("kinglet", [kinglet_bin, "oci"], root)
     else:
-        if not shutil.which("crun"):
-            pytest.skip("crun (Debian package) not installed: no reference run")
-        rt = Runtime("crun", crun_wrapper(tmp_path), root)
+        if not shutil.which(request.param):
+            pytest.skip(f"{request.param} (Debian package) not installed: no reference run")
+        rt = Runtime(request.param, v2_wrapper(tmp_path, request.param), root)
     yield rt
     cleanup(rt)
 

@@ -2,6 +2,7 @@
 behind; the monitor is small, detached and keeps the exit status."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -66,10 +67,16 @@ def test_setup_failure_in_the_init_is_reported_and_cleaned(kinglet, make_bundle,
                             "source": str(tmp_path / "missing"), "options": ["rbind"]})
         c["linux"]["cgroupsPath"] = f"/kinglet-test/{cid}"
     b = make_bundle(["true"], edit=edit)
+    root = cgroup2_root()
+    assert root and os.path.exists(f"{root}/cgroup.procs"), "no cgroup2 hierarchy"
     r = kinglet("create", "--bundle", b, cid)
     one_line_error(r, "`mounts[7].source`", "missing")
+    # The init's message crosses to the creator: the system's text once,
+    # at the end, not once per process it went through.
+    assert r.stderr.count("No such file or directory") == 1, r.stderr
+    assert r.stderr.rstrip().endswith(": No such file or directory"), r.stderr
     assert not (kinglet.root / cid).exists()
-    assert not os.path.exists(f"/sys/fs/cgroup/unified/kinglet-test/{cid}")
+    assert not os.path.exists(f"{root}/kinglet-test/{cid}")
 
 
 def test_missing_executable_fails_create(runtime, make_bundle, cid):
@@ -198,6 +205,36 @@ def test_spec_and_features(kinglet, tmp_path, rootfs, cid):
     assert "rbind" in f["mountOptions"]
 
 
+@pytest.mark.parametrize("reference", ["runc", "crun"])
+def test_spec_mounts_match_reference(kinglet, tmp_path, rootfs, cid, reference):
+    """`kinglet oci spec` mounts what runc's and crun's default specs mount,
+    /sys/fs/cgroup included, and a container of that spec sees its cgroup
+    there, read-only."""
+    if not shutil.which(reference):
+        pytest.skip(f"{reference} (Debian package) not installed: no reference spec")
+    ours_dir, ref_dir = tmp_path / "ours", tmp_path / "ref"
+    ours_dir.mkdir()
+    ref_dir.mkdir()
+    kinglet("spec", "--bundle", ours_dir, check=True)
+    subprocess.run([reference, "spec"], cwd=ref_dir, check=True, timeout=30)
+    ours = json.loads((ours_dir / "config.json").read_text())
+    ref = json.loads((ref_dir / "config.json").read_text())
+    assert [(m["destination"], m["type"]) for m in ours["mounts"]] == \
+        [(m["destination"], m["type"]) for m in ref["mounts"]]
+    cg = next(m for m in ours["mounts"] if m["destination"] == "/sys/fs/cgroup")
+    assert "ro" in cg["options"]
+
+    ours["root"]["path"] = str(rootfs)
+    ours["process"]["args"] = ["sh", "-c", "grep ' /sys/fs/cgroup ' /proc/self/mountinfo; "
+                               "touch /sys/fs/cgroup/x 2>/dev/null && echo writable; exit 0"]
+    (ours_dir / "config.json").write_text(json.dumps(ours))
+    r = kinglet("run", "--bundle", ours_dir, cid)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.splitlines()[0]
+    assert " - cgroup2 " in line and " ro," in line, r.stdout
+    assert "writable" not in r.stdout
+
+
 def test_log_file_json(kinglet, cid, tmp_path):
     log = tmp_path / "kinglet.log"
     r = subprocess.run(kinglet.argv[:2] + ["--root", str(kinglet.root), "--log", str(log),
@@ -253,6 +290,10 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
             assert time.monotonic() < deadline and p.poll() is None
             time.sleep(0.01)
         st = json.loads((kinglet.root / cid / "state.json").read_text())
+        # The cgroup, where the host mounts cgroup2 (not a hard-coded path).
+        root = cgroup2_root()
+        assert st["cgroup"] == f"{root}/kinglet-test/{cid}", st["cgroup"]
+        assert os.path.isdir(st["cgroup"])
         p.kill()
         p.wait(timeout=10)
         assert kinglet.state(cid)["status"] in ("creating", "stopped")
@@ -260,7 +301,7 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
             assert kinglet("delete", cid).returncode != 0
         kinglet("delete", "--force", cid, check=True)
         assert not (kinglet.root / cid).exists()
-        assert not os.path.exists(f"/sys/fs/cgroup/unified/kinglet-test/{cid}")
+        assert not os.path.exists(st["cgroup"])
         for pid in (st["pid"], st["monitor"]):
             while os.path.exists(f"/proc/{pid}"):
                 s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]

@@ -1,4 +1,4 @@
-/* src/base: size parsing, du_path, rm_rf_at and sealed memfds. */
+/* src/base: the error object, size parsing, du_path, rm_rf_at and sealed memfds. */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -197,6 +197,39 @@ static void rm_rf_stays_in_the_tree(void **state)
     free(out);
 }
 
+/* The system's text is kept out of the message and added once, where the
+ * error is shown, however many times the message is passed on. */
+static void errors_show_the_system_text_once(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    assert_int_equal(err_set(&e, -ENOENT, "open `%s`", "/x"), -ENOENT);
+    assert_string_equal(e.msg, "open `/x`");
+    assert_string_equal(err_str(&e), "open `/x`: No such file or directory");
+    /* A child's message handed on, as the init's reaches the creator. */
+    struct err parent = {0};
+    err_set(&parent, e.code, "%s", e.msg);
+    err_wrap(&parent, "create container `%s`", "c1");
+    assert_string_equal(err_str(&parent),
+                        "create container `c1`: open `/x`: No such file or directory");
+    /* A message that says it all keeps its code but shows no errno text. */
+    err_set_msg(&e, ENOENT, "manifest unknown (MANIFEST_UNKNOWN)");
+    assert_int_equal(e.code, ENOENT);
+    assert_string_equal(err_str(&e), "manifest unknown (MANIFEST_UNKNOWN)");
+    err_wrap(&e, "pull `%s`", "busybox");
+    assert_string_equal(err_str(&e), "pull `busybox`: manifest unknown (MANIFEST_UNKNOWN)");
+    /* Code 0: EIO, with no system text. */
+    assert_int_equal(err_set(&e, 0, "broken"), -EIO);
+    assert_string_equal(err_str(&e), "broken");
+    /* err_set resets what err_set_msg recorded. */
+    err_set(&e, EACCES, "x");
+    assert_string_equal(err_str(&e), "x: Permission denied");
+    err_clear(&e);
+    assert_int_equal(e.code, 0);
+    assert_string_equal(err_str(&e), "");
+    assert_int_equal(err_set(NULL, EPERM, "nothing"), -EPERM);
+}
+
 /* What memfd_sealed hands out holds the data and refuses every change. */
 static void memfd_sealed_cannot_change(void **state)
 {
@@ -319,6 +352,7 @@ static void atomic_writes_are_private(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
     cmocka_unit_test(atomic_writes_are_private),
     cmocka_unit_test(sizes),

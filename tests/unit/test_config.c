@@ -96,10 +96,44 @@ static void hostport(void **state)
         assert_int_equal(config_split_hostport(bad[i], host, sizeof(host), &port), -EINVAL);
 }
 
+static void grpc_limits(void **state)
+{
+    struct config c;
+    struct err err = {0};
+    config_defaults(&c);
+    /* zero: the server's defaults */
+    assert_true(c.grpc.idle_timeout_ms == 0 && c.grpc.max_response_memory == 0);
+    const char *text = "grpc-max-connections = 64\n"
+                       "grpc-idle-timeout = 0\n"
+                       "grpc-keepalive-time = 1.5\n"
+                       "grpc-request-timeout = 30\n"
+                       "grpc-request-memory = 64M\n"
+                       "grpc-connection-response-memory = 1M\n";
+    assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
+    assert_int_equal(c.grpc.max_connections, 64);
+    assert_true(c.grpc.idle_timeout_ms == GRPC_NEVER);
+    assert_true(c.grpc.keepalive_time_ms == 1500);
+    assert_true(c.grpc.request_timeout_ms == 30000);
+    assert_true(c.grpc.max_request_memory == 64u << 20);
+    assert_true(c.grpc.max_connection_response_memory == 1u << 20);
+    static const char *bad[][2] = {
+        {"grpc-max-connections", "0"},  {"grpc-max-connections", "70000"},
+        {"grpc-idle-timeout", "-1"},    {"grpc-stall-timeout", "1d"},
+        {"grpc-keepalive-time", "nan"}, {"grpc-request-timeout", "86401"},
+        {"grpc-request-memory", "1K"},  {"grpc-response-memory", "lots"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(config_set(&c, bad[i][0], bad[i][1], &err), -EINVAL);
+        assert_non_null(strstr(err.msg, bad[i][0]));
+    }
+    config_free(&c);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(defaults),
     cmocka_unit_test(parse_file),
     cmocka_unit_test(errors_name_the_line),
     cmocka_unit_test(hostport),
+    cmocka_unit_test(grpc_limits),
 };
 UNIT_MAIN(tests)

@@ -327,7 +327,11 @@ static void test_default_spec_round_trip(void **state)
         free(text);
         assert_string_equal(s->process.args[0], "sh");
         assert_true(s->root_readonly);
-        assert_int_equal(s->n_mounts, 6);
+        assert_int_equal(s->n_mounts, 7);
+        /* The container's own cgroup, read-only, as runc's and crun's. */
+        assert_string_equal(s->mounts[6].destination, "/sys/fs/cgroup");
+        assert_string_equal(s->mounts[6].type, "cgroup");
+        assert_true(s->mounts[6].flags & MS_RDONLY);
         assert_true(s->ns[OCI_NS_PID].enabled);
         assert_int_equal(s->ns[OCI_NS_USER].enabled, rootless);
         assert_int_equal(s->n_masked, 10);

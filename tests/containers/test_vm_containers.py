@@ -1,0 +1,55 @@
+"""Containers with cgroup v2 controllers: an OOM kill reported as
+OOMKilled, the resources written into the container's cgroup, stats from
+it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
+controllers); kept small, as the VM's CPU is emulated."""
+import os
+
+import pytest
+
+from .conftest import wait_for
+
+NEEDED = {"cpu", "memory", "pids"}
+
+
+def v2_controllers():
+    try:
+        return set(open("/sys/fs/cgroup/cgroup.controllers").read().split())
+    except OSError:
+        return set()
+
+
+pytestmark = [pytest.mark.vm, pytest.mark.skipif(
+    not NEEDED <= v2_controllers(),
+    reason="needs cgroup v2 controllers on /sys/fs/cgroup: run tests/vm/run-cgroup-tests")]
+
+
+def read(cg, name):
+    with open(os.path.join(cg, name)) as f:
+        return f.read().strip()
+
+
+def test_oom_killed_limits_and_stats(env):
+    pb = env.pb
+    pod = env.pod()
+    res = pb.LinuxContainerResources(memory_limit_in_bytes=32 << 20, cpu_shares=512,
+                                     cpu_quota=50000, cpu_period=100000)
+    busy = env.run(pod, "busy", ["/bin/sh", "-c", "while :; do :; done"],
+                   linux=pb.LinuxContainerConfig(resources=res))
+    cg = env.cgroup_dir(busy)
+    assert read(cg, "memory.max") == str(32 << 20)
+    assert read(cg, "cpu.weight") == "59"  # 512 shares along runc 1.3's curve
+    assert read(cg, "cpu.max") == "50000 100000"
+    st = wait_for(lambda: (lambda s: s if s.cpu.usage_core_nano_seconds.value > 0 and
+                           s.memory.working_set_bytes.value > 0 else None)(
+        env.rs.ContainerStats(pb.ContainerStatsRequest(container_id=busy), timeout=30).stats),
+        what="cpu and memory figures", timeout=60)
+    assert st.memory.working_set_bytes.value < 32 << 20
+    # 64 MiB in one buffer under a 32 MiB limit: the kernel kills it
+    hog = env.run(pod, "hog", ["/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"],
+                  linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
+                      memory_limit_in_bytes=32 << 20, memory_swap_limit_in_bytes=32 << 20)))
+    st = env.wait_exited(hog, timeout=120)
+    assert st.reason == "OOMKilled" and st.exit_code == 137, (st.reason, st.exit_code)
+    env.stop(busy)
+    # a plain SIGKILL under a limit is no OOM kill
+    assert env.status(busy).status.reason != "OOMKilled"
