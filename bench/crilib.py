@@ -209,12 +209,19 @@ def wait_socket(path, proc, log, timeout=60):
     raise RuntimeError(f"no socket {path}")
 
 
-def start_containerd(d, sandbox_image, subnet="10.98.0.0/16", state=None):
+# A daemon's own mount namespace (a copy of the benchmark's): the mounts of
+# its pods stay out of the other daemon's /proc/self/mountinfo and out of the
+# mount table its containers' namespaces copy, as on a node with one runtime.
+OWN_MOUNTS = ["unshare", "--mount", "--propagation", "private", "--"]
+
+
+def start_containerd(d, sandbox_image, subnet="10.98.0.0/16", state=None, own_mounts=False):
     """containerd 1.6 + CRI plugin + runc (io.containerd.runc.v2), overlayfs,
     Debian's CNI plugins (bridge cni0 + host-local + portmap), its root and
     sockets under d, its state in `state` (default d/state; in production
     it is on /run, a tmpfs); the registry of `sandbox_image` over plain
-    HTTP. Returns (proc, socket path, log path)."""
+    HTTP. With own_mounts, in a mount namespace of its own. Returns (proc,
+    socket path, log path)."""
     d = pathlib.Path(d)
     state = state or d / "state"
     (d / "cni").mkdir(parents=True)
@@ -256,24 +263,27 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
 ''')
     log = d / "containerd.log"
     with open(log, "wb") as f:
-        proc = subprocess.Popen(["containerd", "--config", str(d / "config.toml")],
+        proc = subprocess.Popen([*(OWN_MOUNTS if own_mounts else []),
+                                 "containerd", "--config", str(d / "config.toml")],
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     wait_socket(str(d / "containerd.sock"), proc, log)
     return proc, str(d / "containerd.sock"), log
 
 
-def start_kinglet(binary, d, *extra, state=None):
+def start_kinglet(binary, d, *extra, state=None, own_mounts=False):
     """kinglet's daemon with its root, state and socket under d. Both
     daemons run in a session of their own, so that a Ctrl-C reaches the
     benchmark only, which removes its pods and then stops them. Its state
-    goes to `state` (default d/state; in production it is on /run)."""
+    goes to `state` (default d/state; in production it is on /run). With
+    own_mounts, in a mount namespace of its own."""
     d = pathlib.Path(d)
     state = state or d / "state"
     d.mkdir(parents=True)
     log = d / "kinglet.log"
     sock = d / "kinglet.sock"
     with open(log, "wb") as f:
-        proc = subprocess.Popen([binary, "daemon", "--socket", str(sock), "--root", str(d / "root"),
+        proc = subprocess.Popen([*(OWN_MOUNTS if own_mounts else []),
+                                 binary, "daemon", "--socket", str(sock), "--root", str(d / "root"),
                                  "--state", str(state), "--log-level", "error", *extra],
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     wait_socket(str(sock), proc, log)
