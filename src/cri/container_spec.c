@@ -1075,6 +1075,20 @@ static json_t *build_namespaces(const struct ctr_spec_input *in)
 
 /* ---- the checks on the loop ---- */
 
+/* Absolute, without a ".." component (what the executor takes). */
+static bool clean_abs_path(const char *p)
+{
+    if (!p || p[0] != '/')
+        return false;
+    for (const char *s = p; *s;) {
+        const char *e = strchrnul(s, '/');
+        if (e - s == 2 && s[0] == '.' && s[1] == '.')
+            return false;
+        s = *e ? e + 1 : e;
+    }
+    return true;
+}
+
 int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
 {
     const Runtime__V1__LinuxContainerConfig *lx = cfg->linux;
@@ -1118,9 +1132,8 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     }
     for (size_t i = 0; i < cfg->n_devices; i++) {
         const Runtime__V1__Device *d = cfg->devices[i];
-        if (!d->host_path || d->host_path[0] != '/' || !d->container_path ||
-            d->container_path[0] != '/')
-            return err_set(err, EINVAL, "devices[%zu]: paths must be absolute", i);
+        if (!d->host_path || d->host_path[0] != '/' || !clean_abs_path(d->container_path))
+            return err_set(err, EINVAL, "devices[%zu]: paths must be absolute, without `..`", i);
         if (d->permissions && strspn(d->permissions, "rwm") != strlen(d->permissions))
             return err_set(err, EINVAL, "devices[%zu]: permissions `%.16s` are not of `rwm`", i,
                            d->permissions);
@@ -1129,6 +1142,14 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         return err_set(err, EINVAL, "stop_signal %d is not a signal", cfg->stop_signal);
     if (!sc)
         return 0;
+    for (size_t i = 0; i < sc->n_masked_paths; i++)
+        if (!clean_abs_path(sc->masked_paths[i]))
+            return err_set(err, EINVAL, "masked_paths[%zu]: `%.200s` is not an absolute path", i,
+                           sc->masked_paths[i]);
+    for (size_t i = 0; i < sc->n_readonly_paths; i++)
+        if (!clean_abs_path(sc->readonly_paths[i]))
+            return err_set(err, EINVAL, "readonly_paths[%zu]: `%.200s` is not an absolute path", i,
+                           sc->readonly_paths[i]);
     if (sc->capabilities) {
         const Runtime__V1__Capability *c = sc->capabilities;
         int r;
@@ -1336,6 +1357,21 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         goto fail;
     }
     ret->spec = spec;
+    /* What the executor would refuse is refused now, by its own parser:
+     * INVALID_ARGUMENT at create naming the field, not a failed start. */
+    char *text = json_dumps(spec, JSON_COMPACT);
+    if (!text) {
+        r = err_set(err, ENOMEM, "spec");
+        goto fail;
+    }
+    r = oci_spec_check(text, strlen(text), err);
+    free(text);
+    if (r < 0) {
+        if (r != -ENOMEM)
+            r = -EINVAL;
+        err->code = -r;
+        goto fail;
+    }
     return 0;
 fail:
     json_decref(args);

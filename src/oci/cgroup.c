@@ -235,6 +235,20 @@ static int keyed_value(const char *text, const char *key, uint64_t *ret)
 
 static int root_open(char **ret_mount, int *ret_fd, struct err *err)
 {
+    /* The canonical places first (what oci_cgroup_mountinfo_find prefers
+     * anyway): every oci command opens the root, and a node with many pods
+     * has a mountinfo of hundreds of lines to parse. */
+    static const char *const canonical[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t i = 0; i < ARRAY_SIZE(canonical); i++) {
+        _cleanup_close_ int fd = open(canonical[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct statfs sfs;
+        if (fd >= 0 && fstatfs(fd, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
+            if (!(*ret_mount = strdup(canonical[i])))
+                return err_set(err, ENOMEM, "cgroup2 mount");
+            *ret_fd = TAKE_FD(fd);
+            return 0;
+        }
+    }
     _cleanup_free_ char *mi = NULL;
     int r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &mi, NULL);
     if (r < 0)

@@ -122,5 +122,9 @@ int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err)
  * execute it again from a sealed view of the binary (exe_reexec_sealed). */
 int oci_cli_main(int argc, char **argv, char **full_argv);
 
+/* Whether a config.json would be taken by the executor (pure: parses and
+ * forgets); -EINVAL naming the field, -E2BIG, -ENOMEM. */
+int oci_spec_check(const char *data, size_t len, struct err *err);
+
 /* A signal by name (SIGTERM, TERM, RTMIN+3, any case) or number; -EINVAL. */
 int oci_signal_parse(const char *s, int *ret);

@@ -1094,3 +1094,11 @@ json_t *oci_spec_default(bool rootless)
     json_object_set_new(spec, "linux", linux_obj);
     return spec;
 }
+
+int oci_spec_check(const char *data, size_t len, struct err *err)
+{
+    struct oci_spec *spec = NULL;
+    int r = oci_spec_parse(data, len, "/", &spec, err);
+    oci_spec_free(spec);
+    return r;
+}

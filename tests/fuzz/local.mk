@@ -103,6 +103,12 @@ tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/mo
 tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
 
+# cri: request messages fed straight into the handlers' checks.
+noinst_PROGRAMS += tests/fuzz/fuzz_cri_requests
+tests_fuzz_fuzz_cri_requests_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_cri_requests_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_cri_requests_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
+
 # stream: SPDY frames and HTTP request heads from the streaming port.
 noinst_PROGRAMS += tests/fuzz/fuzz_stream_spdy tests/fuzz/fuzz_stream_http
 tests_fuzz_fuzz_stream_spdy_SOURCES = tests/fuzz/fuzz_stream_spdy.c src/stream/spdy.c \
@@ -131,7 +137,7 @@ tests_fuzz_fuzz_net_nft_json_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAG
 tests_fuzz_fuzz_net_nft_json_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_nft_json_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
-EXTRA_DIST += tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
