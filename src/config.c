@@ -237,6 +237,11 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
             return err_set(err, EINVAL, "stream-address: `%s` is not HOST:PORT", value);
         return set_str(&cfg->stream_address, value);
     }
+    if (strcmp(key, "stream-tls-cert") == 0 || strcmp(key, "stream-tls-key") == 0) {
+        if (value[0] != '/')
+            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
+        return set_str(key[11] == 'c' ? &cfg->stream_tls_cert : &cfg->stream_tls_key, value);
+    }
     if (strcmp(key, "mtu") == 0) {
         char *end;
         long v = strtol(value, &end, 10);
@@ -365,6 +370,8 @@ void config_free(struct config *cfg)
     free(cfg->pod_cidr);
     free(cfg->bridge);
     free(cfg->stream_address);
+    free(cfg->stream_tls_cert);
+    free(cfg->stream_tls_key);
     for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
         free(cfg->runtime_handlers[i]);
     free(cfg->runtime_handlers);

@@ -36,6 +36,7 @@ struct config {
     /* the streaming server (exec, attach, port-forward): HOST:PORT, NULL =
      * 127.0.0.1:0 (a free port) */
     char *stream_address;
+    char *stream_tls_cert, *stream_tls_key; /* PEM files; NULL: plain HTTP */
     /* RuntimeClass handlers accepted besides the default (""); they all run
      * kinglet's own executor */
     char **runtime_handlers;

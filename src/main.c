@@ -68,6 +68,8 @@ static const char usage_text[] =
     "      --pod-network MODE      builtin (default) or none (host-network pods only)\n"
     "      --stream-address HOST:PORT  the streaming server of exec, attach and\n"
     "                              port-forward (default 127.0.0.1:0, a free port)\n"
+    "      --stream-tls-cert FILE  serve the streaming port over TLS with this\n"
+    "      --stream-tls-key FILE   certificate chain and key (PEM; both or neither)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
     "gRPC endpoint limits (timeouts in seconds, 0 = never):\n"
@@ -152,6 +154,8 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"pod-network", required_argument, NULL, 'N'},
         {"runtime-handler", required_argument, NULL, 'H'},
         {"stream-address", required_argument, NULL, 'A'},
+        {"stream-tls-cert", required_argument, NULL, 'T'},
+        {"stream-tls-key", required_argument, NULL, 'K'},
         /* long-only options (>= 256): the setting is the option's name */
         {"grpc-max-connections", required_argument, NULL, 256},
         {"grpc-idle-timeout", required_argument, NULL, 256},
@@ -255,6 +259,12 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         case 'A':
             key = "stream-address";
             break;
+        case 'T':
+            key = "stream-tls-cert";
+            break;
+        case 'K':
+            key = "stream-tls-key";
+            break;
         case 'c':
             continue;
         case 'h':
@@ -308,6 +318,8 @@ static int daemon_start(struct daemon *d, struct err *err)
         .mtu = d->cfg.mtu,
         .network_disabled = d->cfg.network_disabled,
         .stream_address = d->cfg.stream_address,
+        .stream_tls_cert = d->cfg.stream_tls_cert,
+        .stream_tls_key = d->cfg.stream_tls_key,
         .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
         .n_runtime_handlers = d->cfg.n_runtime_handlers,
     };

@@ -30,6 +30,7 @@ struct cri_config {
     /* the streaming server's HOST:PORT; NULL: 127.0.0.1:0 (a free port,
      * as containerd) */
     const char *stream_address;
+    const char *stream_tls_cert, *stream_tls_key; /* NULL: plain HTTP */
     /* RuntimeClass handlers accepted besides the default ("") */
     const char *const *runtime_handlers;
     size_t n_runtime_handlers;

@@ -331,7 +331,7 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
         return r;
     }
     r = stream_server_start(loop, cfg->stream_address ? cfg->stream_address : "127.0.0.1:0",
-                            &cri->streams, err);
+                            cfg->stream_tls_cert, cfg->stream_tls_key, &cri->streams, err);
     if (r < 0) {
         cri_free(cri);
         return r;

@@ -152,6 +152,7 @@ struct conn {
     struct spdy spdy;
     bool spdy_init;
     wslay_event_context_ptr ws;
+    struct tls_conn *tls; /* NULL: plain */
     const uint8_t *ws_in;
     size_t ws_in_len;
     struct chan ch[STREAM_CHANNELS];
@@ -184,3 +185,20 @@ void sess_pf_open(struct conn *c, size_t k);
 void sess_pause(struct conn *c, bool pause);
 /* The client is gone or the server closes: end everything, then free. */
 void sess_end(struct conn *c);
+
+/* ---- TLS (tls.c): OpenSSL through memory BIOs, loaded on first use ---- */
+
+struct tls_ctx;
+struct tls_conn;
+/* Loads the certificate chain and key (PEM). -EINVAL naming the file. */
+int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct err *err);
+void tls_ctx_free(struct tls_ctx *t);
+struct tls_conn *tls_conn_new(struct tls_ctx *ctx); /* NULL: no memory */
+void tls_conn_free(struct tls_conn *t);
+/* Bytes from the socket: plaintext appended to plain, what must go back to
+ * the socket (handshake, alerts) to out. -EPROTO on a TLS error,
+ * -ECONNRESET when the client closed the session, -ENOMEM. */
+int tls_conn_feed(struct tls_conn *t, const uint8_t *in, size_t len, struct buf *plain,
+                  struct buf *out);
+/* Plaintext to send: the records appended to out. */
+int tls_conn_write(struct tls_conn *t, const void *data, size_t len, struct buf *out);

@@ -27,6 +27,7 @@ struct token {
 
 struct stream_server {
     uv_loop_t *loop;
+    struct tls_ctx *tls; /* NULL: plain HTTP */
     uv_tcp_t tcp;
     uv_timer_t sweep;
     char host[64];
@@ -99,7 +100,7 @@ static void on_written(uv_write_t *w, int status)
         conn_maybe_free(c);
 }
 
-static int write_raw(struct conn *c, const void *data, size_t len)
+static int sock_write(struct conn *c, const void *data, size_t len)
 {
     if (c->state == CONN_DONE || !len)
         return 0;
@@ -122,6 +123,21 @@ static int write_raw(struct conn *c, const void *data, size_t len)
             sess_pause(c, true);
     }
     return 0;
+}
+
+/* Everything we send: encrypted first on a TLS connection. */
+static int write_raw(struct conn *c, const void *data, size_t len)
+{
+    if (!c->tls)
+        return sock_write(c, data, len);
+    if (c->state == CONN_DONE || !len)
+        return 0;
+    struct buf out = {0};
+    int r = tls_conn_write(c->tls, data, len, &out);
+    if (r == 0)
+        r = sock_write(c, out.data, out.len);
+    buf_free(&out);
+    return r;
 }
 
 static int write_buf(struct conn *c, struct buf *b)
@@ -224,6 +240,7 @@ void conn_unref(struct conn *c)
         spdy_free(&c->spdy);
     if (c->ws)
         wslay_event_context_free(c->ws);
+    tls_conn_free(c->tls);
     stream_request_free(c->req);
     free(c);
     server_maybe_free(s);
@@ -753,18 +770,16 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     *b = uv_buf_init(scratch, sizeof(scratch));
 }
 
-static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+/* Plaintext from the client. */
+static void conn_input(struct conn *c, const char *data, size_t n)
 {
-    struct conn *c = st->data;
-    if (n < 0) {
-        conn_abort(c);
-        return;
-    }
-    if (n == 0 || c->state == CONN_DONE)
+    const uv_buf_t one = uv_buf_init((char *)data, (unsigned)n);
+    const uv_buf_t *b = &one;
+    if (c->state == CONN_DONE || c->closing)
         return;
     switch (c->state) {
     case CONN_HTTP: {
-        if (buf_append(&c->in, b->base, (size_t)n) < 0) {
+        if (buf_append(&c->in, b->base, n) < 0) {
             conn_abort(c);
             return;
         }
@@ -782,7 +797,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     }
     case CONN_SPDY:
-        if (spdy_feed(&c->spdy, (const uint8_t *)b->base, (size_t)n) < 0) {
+        if (spdy_feed(&c->spdy, (const uint8_t *)b->base, n) < 0) {
             struct buf g = {0};
             spdy_goaway(&g, 0, SPDY_RST_PROTOCOL);
             write_buf(c, &g);
@@ -792,7 +807,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     case CONN_WS:
         c->ws_in = (const uint8_t *)b->base;
-        c->ws_in_len = (size_t)n;
+        c->ws_in_len = n;
         if (wslay_event_recv(c->ws) != 0)
             conn_finish(c);
         c->ws_in_len = 0;
@@ -802,6 +817,31 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     default:
         return;
     }
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    struct conn *c = st->data;
+    if (n < 0) {
+        conn_abort(c);
+        return;
+    }
+    if (n == 0 || c->state == CONN_DONE)
+        return;
+    if (!c->tls) {
+        conn_input(c, b->base, (size_t)n);
+        return;
+    }
+    struct buf plain = {0}, out = {0};
+    int r = tls_conn_feed(c->tls, (const uint8_t *)b->base, (size_t)n, &plain, &out);
+    if (out.len)
+        sock_write(c, out.data, out.len);
+    if (plain.len)
+        conn_input(c, (const char *)plain.data, plain.len);
+    buf_free(&plain);
+    buf_free(&out);
+    if (r < 0)
+        conn_finish(c);
 }
 
 static void on_connection(uv_stream_t *l, int status)
@@ -833,6 +873,10 @@ static void on_connection(uv_stream_t *l, int status)
         conn_abort(c);
         return;
     }
+    if (s->tls && !(c->tls = tls_conn_new(s->tls))) {
+        conn_abort(c);
+        return;
+    }
     uv_tcp_nodelay(&c->tcp, 1);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
@@ -856,8 +900,8 @@ static void on_sweep(uv_timer_t *t)
     }
 }
 
-int stream_server_start(uv_loop_t *loop, const char *address, struct stream_server **ret,
-                        struct err *err)
+int stream_server_start(uv_loop_t *loop, const char *address, const char *tls_cert,
+                        const char *tls_key, struct stream_server **ret, struct err *err)
 {
     char host[64];
     const char *colon = strrchr(address, ':');
@@ -880,6 +924,17 @@ int stream_server_start(uv_loop_t *loop, const char *address, struct stream_serv
         return err_set(err, ENOMEM, "stream server");
     s->loop = loop;
     snprintf(s->host, sizeof(s->host), "%s", host);
+    if ((tls_cert || tls_key) && (!tls_cert || !tls_key)) {
+        free(s);
+        return err_set(err, EINVAL, "streaming TLS needs both a certificate and a key");
+    }
+    if (tls_cert) {
+        int r = tls_ctx_new(tls_cert, tls_key, &s->tls, err);
+        if (r < 0) {
+            free(s);
+            return r;
+        }
+    }
     uv_tcp_init(loop, &s->tcp);
     s->tcp.data = s;
     s->handles = 1;
@@ -894,6 +949,8 @@ int stream_server_start(uv_loop_t *loop, const char *address, struct stream_serv
     uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&sa, &len);
     s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                              : ((struct sockaddr_in *)&sa)->sin_port);
+    log_info("streaming server on %s%s%s:%d%s", strchr(s->host, ':') ? "[" : "", s->host,
+             strchr(s->host, ':') ? "]" : "", s->port, s->tls ? " (TLS)" : "");
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     s->handles++;
@@ -921,8 +978,8 @@ int stream_server_url(struct stream_server *s, struct stream_request *req, char 
         snprintf(t->id + 2 * i, 3, "%02x", raw[i]);
     static const char *const kinds[] = {"exec", "attach", "portforward"};
     bool v6 = strchr(s->host, ':') != NULL;
-    if (asprintf(ret_url, "http://%s%s%s:%d/%s/%s", v6 ? "[" : "", s->host, v6 ? "]" : "", s->port,
-                 kinds[req->kind], t->id) < 0) {
+    if (asprintf(ret_url, "%s://%s%s%s:%d/%s/%s", s->tls ? "https" : "http", v6 ? "[" : "", s->host,
+                 v6 ? "]" : "", s->port, kinds[req->kind], t->id) < 0) {
         free(t);
         stream_request_free(req);
         return err_set(err, ENOMEM, "streaming URL");
@@ -952,6 +1009,7 @@ static void server_maybe_free(struct stream_server *s)
         stream_request_free(t->req);
         free(t);
     }
+    tls_ctx_free(s->tls);
     free(s);
 }
 

@@ -48,10 +48,11 @@ struct stream_request {
 
 struct stream_server;
 
-/* Listens on address ("host:port"; port 0: any free port). -EINVAL for a
- * bad address, or the bind's error. */
-int stream_server_start(uv_loop_t *loop, const char *address, struct stream_server **ret,
-                        struct err *err);
+/* Listens on address ("host:port"; port 0: any free port), with TLS when a
+ * certificate chain and key (PEM files, read now) are given. -EINVAL for a
+ * bad address or unusable TLS files, or the bind's error. */
+int stream_server_start(uv_loop_t *loop, const char *address, const char *tls_cert,
+                        const char *tls_key, struct stream_server **ret, struct err *err);
 /* A URL for req, which the server now owns (freed when used, expired or at
  * close). -ENOMEM, -EAGAIN when too many tokens wait. */
 int stream_server_url(struct stream_server *s, struct stream_request *req, char **ret_url,

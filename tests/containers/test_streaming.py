@@ -324,3 +324,61 @@ def test_token_expires(running, spdyclient):
     time.sleep(61)  # the token's lifetime is one minute
     p = spdy(env, spdyclient, "exec", url)
     assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
+
+
+def test_tls(env_factory, spdyclient, tmp_path):
+    """--stream-tls-cert/--stream-tls-key: https URLs, exec and port-forward
+    through TLS with a test CA, and plain HTTP refused on that port."""
+    ca, cert, key = tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    ca.write_bytes(cert.read_bytes())
+    env = env_factory(["--stream-tls-cert", str(cert), "--stream-tls-key", str(key)])
+    pod = env.pod()
+    cid = env.run(pod, "x", ["/bin/sleep", "100000"])
+    url = exec_url(env, cid, ["/bin/sh", "-c", "echo secret; exit 5"])
+    assert url.startswith("https://127.0.0.1:"), env.d.logtext()[:3000]
+    p = subprocess.run(in_netns(env, ["env", f"SPDYCLIENT_CA={ca}", spdyclient, "exec", url]),
+                       capture_output=True, timeout=120)
+    assert p.stdout == b"secret\n", p.stderr
+    assert status_of(p.stderr)["details"]["causes"][0]["message"] == "5"
+    # a client speaking plain HTTP gets no answer it can use, and the daemon is fine
+    plain = exec_url(env, cid, ["/bin/true"]).replace("https://", "http://")
+    p = subprocess.run(in_netns(env, [spdyclient, "exec", plain]), capture_output=True,
+                       timeout=120)
+    assert p.returncode != 0 and b"secret" not in p.stdout
+    env.rs.Version(env.pb.VersionRequest(), timeout=10)
+    # WebSocket over TLS
+    out = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", WSS, exec_url(
+        env, cid, ["/bin/echo", "wss"]), str(ca)]), capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "wss", out.stderr
+
+
+WSS = r"""
+import ssl, sys, websocket
+ws = websocket.WebSocket(sslopt={"ca_certs": sys.argv[2], "cert_reqs": ssl.CERT_REQUIRED,
+                                 "check_hostname": False})
+ws.connect(sys.argv[1].replace("https://", "wss://"), subprotocols=["v4.channel.k8s.io"],
+           timeout=60)
+out = b""
+while True:
+    try:
+        op, d = ws.recv_data()
+    except websocket.WebSocketConnectionClosedException:
+        break
+    if op == 8:
+        break
+    if d and d[0] == 1:
+        out += d[1:]
+print(out.decode().strip())
+"""
+
+def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
+    bogus = tmp_path / "bogus.pem"
+    bogus.write_text("not a certificate\n")
+    d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(bogus), "--stream-tls-key",
+                                       str(bogus)], start=False)
+    d.start(wait=False)
+    assert d.proc.wait(timeout=30) != 0
+    assert f"the streaming certificate `{bogus}`" in d.logtext(), d.logtext()

@@ -26,6 +26,8 @@
 //	    stdout and stderr streams, kept open; prints "ready N", then waits
 //	    for EOF on our stdin and closes them all.
 //
+// An https URL is dialled with TLS, trusting the CA file in $SPDYCLIENT_CA.
+//
 // Built by the tests with Debian's golang-go and
 // golang-github-docker-spdystream-dev (GO111MODULE=off).
 package main
@@ -33,6 +35,8 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -67,9 +71,23 @@ func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.
 	if err != nil {
 		fail("url: %v", err)
 	}
-	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
-	if err != nil {
-		fail("dial: %v", err)
+	var conn net.Conn
+	if u.Scheme == "https" {
+		pool := x509.NewCertPool()
+		pem, err := os.ReadFile(os.Getenv("SPDYCLIENT_CA"))
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			fail("https needs SPDYCLIENT_CA, a CA file: %v", err)
+		}
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", u.Host,
+			&tls.Config{RootCAs: pool, ServerName: "localhost"})
+		if err != nil {
+			fail("dial: %v", err)
+		}
+	} else {
+		conn, err = net.DialTimeout("tcp", u.Host, 10*time.Second)
+		if err != nil {
+			fail("dial: %v", err)
+		}
 	}
 	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", u.RequestURI(), u.Host)
 	for _, p := range strings.Split(protos, ",") {
@@ -87,7 +105,6 @@ func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.
 		fail("response: %v", err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		conn.Close()
 		return nil, "", resp, nil
 	}
 	sc, err := spdystream.NewConnection(&bufConn{conn, br}, false)
