@@ -1076,18 +1076,7 @@ static json_t *build_namespaces(const struct ctr_spec_input *in)
 /* ---- the checks on the loop ---- */
 
 /* Absolute, without a ".." component (what the executor takes). */
-static bool clean_abs_path(const char *p)
-{
-    if (!p || p[0] != '/')
-        return false;
-    for (const char *s = p; *s;) {
-        const char *e = strchrnul(s, '/');
-        if (e - s == 2 && s[0] == '.' && s[1] == '.')
-            return false;
-        s = *e ? e + 1 : e;
-    }
-    return true;
-}
+static bool clean_abs_path(const char *p) { return p && p[0] == '/' && oci_path_is_clean(p); }
 
 int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
 {

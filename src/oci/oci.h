@@ -122,6 +122,10 @@ int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err)
  * execute it again from a sealed view of the binary (exe_reexec_sealed). */
 int oci_cli_main(int argc, char **argv, char **full_argv);
 
+/* Whether a path has no ".." component (what the executor requires of
+ * paths it resolves inside the container). */
+bool oci_path_is_clean(const char *p);
+
 /* Whether a config.json would be taken by the executor (pure: parses and
  * forgets); -EINVAL naming the field, -E2BIG, -ENOMEM. */
 int oci_spec_check(const char *data, size_t len, struct err *err);

@@ -518,7 +518,7 @@ int oci_mount_options_parse(json_t *options, struct oci_mount *m, const char *fi
     return 0;
 }
 
-static bool path_is_clean(const char *p)
+bool oci_path_is_clean(const char *p)
 {
     /* Rejects NUL-free paths with ".." components; "." and "//" are fine. */
     for (const char *s = p; *s;) {
@@ -679,7 +679,7 @@ static int parse_devices(json_t *arr, struct oci_spec *spec, struct err *err)
         snprintf(f, sizeof(f), "linux.devices[%zu].path", i);
         if ((r = get_str(o, "path", f, true, &d->path, err)) < 0)
             return r;
-        if (d->path[0] != '/' || !path_is_clean(d->path))
+        if (d->path[0] != '/' || !oci_path_is_clean(d->path))
             return err_set(err, EINVAL, "`%s`: `%s` must be an absolute path without `..`", f,
                            d->path);
         json_t *t = json_object_get(o, "type");

@@ -115,6 +115,7 @@ void ws_accept_key(const char *key, char out[29]);
 #define STREAM_OUT_HIGH    (256u << 10) /* pending output that pauses sources */
 #define STREAM_OUT_LOW     (64u << 10)  /* ... and resumes them */
 #define STREAM_CREATION_MS 30000        /* for the client's streams, as kubelet */
+#define STREAM_HEAD_MS     10000        /* for the request head (and TLS handshake) */
 
 /* exec/attach channels (the WebSocket channel bytes) */
 enum { CH_STDIN, CH_STDOUT, CH_STDERR, CH_ERROR, CH_RESIZE };

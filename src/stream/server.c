@@ -583,10 +583,14 @@ static struct token *token_take(struct stream_server *s, const char *id)
     return NULL;
 }
 
-static void on_creation_timeout(uv_timer_t *t)
+/* The request head must come within STREAM_HEAD_MS of the connection, and
+ * after a SPDY upgrade the client's streams within STREAM_CREATION_MS (for
+ * port forwarding: its first pair; a forward may then last for hours). */
+static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    if (!c->sess || c->pf)
+    if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
+        (c->state == CONN_SPDY && c->pf && c->n_pf == 0))
         conn_finish(c);
 }
 
@@ -651,11 +655,7 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         write_raw(c, head, (size_t)n);
         c->state = CONN_SPDY;
         /* the client's streams must come in time */
-        uv_timer_init(c->srv->loop, &c->timer);
-        c->timer.data = c;
-        c->timer_on = true;
-        c->handles++;
-        uv_timer_start(&c->timer, on_creation_timeout, STREAM_CREATION_MS, 0);
+        uv_timer_start(&c->timer, on_conn_timeout, STREAM_CREATION_MS, 0);
     } else if (http_header_has(r, "Upgrade", "websocket") &&
                http_header_has(r, "Connection", "Upgrade")) {
         const char *key = http_header(r, "Sec-WebSocket-Key");
@@ -721,6 +721,7 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
                      accept, chosen);
         write_raw(c, head, (size_t)n);
         c->state = CONN_WS;
+        uv_timer_stop(&c->timer);
         if (c->pf) {
             c->n_pf = c->req->n_ports;
             for (size_t k = 0; k < c->n_pf; k++)
@@ -873,6 +874,11 @@ static void on_connection(uv_stream_t *l, int status)
         conn_abort(c);
         return;
     }
+    uv_timer_init(s->loop, &c->timer);
+    c->timer.data = c;
+    c->timer_on = true;
+    c->handles++;
+    uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
     if (s->tls && !(c->tls = tls_conn_new(s->tls))) {
         conn_abort(c);
         return;

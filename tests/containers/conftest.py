@@ -38,6 +38,7 @@ _cri = _load_cri_conftest()
 cri = _cri.cri
 pod_daemon_factory = _cri.pod_daemon_factory
 channel = _cri.channel
+vm_marks = _cri.vm_marks
 wait_for = _cri.wait_for
 
 BUSYBOX_CONFIG = {"Cmd": ["/bin/sh"], "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}

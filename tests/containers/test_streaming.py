@@ -186,17 +186,23 @@ def test_attach(env, spdyclient):
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def httpd(env, pod, script):
+    """A container serving /www on port 8080 with busybox httpd, ready."""
+    srv = env.run(pod, "httpd", ["/bin/sh", "-c", script + " && exec httpd -f -p 8080 -h /www"])
+    wait_for(lambda: env.rs.ExecSync(env.pb.ExecSyncRequest(
+        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
+        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    return srv
+
+
 HTTPD = ("mkdir -p /www && head -c 104857600 /dev/urandom > /www/big && echo small > /www/s "
-         "&& sha256sum /www/big > /www/big.sum && exec httpd -f -p 8080 -h /www")
+         "&& sha256sum /www/big > /www/big.sum")
 
 
 def test_port_forward(env, spdyclient):
     pb = env.pb
     pod = env.pod()
-    srv = env.run(pod, "httpd", ["/bin/sh", "-c", HTTPD])
-    wait_for(lambda: env.rs.ExecSync(pb.ExecSyncRequest(
-        container_id=srv, cmd=["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/s"]),
-        timeout=30).exit_code == 0, what="httpd to serve", timeout=60)
+    srv = httpd(env, pod, HTTPD)
     big_sum = env.rs.ExecSync(pb.ExecSyncRequest(container_id=srv, cmd=["cat", "/www/big.sum"]),
                               timeout=30).stdout.split()[0].decode()
 
@@ -382,3 +388,35 @@ def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
     d.start(wait=False)
     assert d.proc.wait(timeout=30) != 0
     assert f"the streaming certificate `{bogus}`" in d.logtext(), d.logtext()
+
+
+LIMITS = r"""
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(256)]
+extra = socket.create_connection((host, int(port)), timeout=30)
+# past 256 connections: accepted and closed at once
+print("extra", extra.recv(10) == b"")
+for s in idle:
+    s.close()
+# a connection that sends no request head is closed (after 10 s)
+t = time.monotonic()
+lone = socket.create_connection((host, int(port)), timeout=30)
+print("head-timeout", lone.recv(10) == b"", 8 < time.monotonic() - t < 20)
+"""
+
+
+@pytest.mark.slow
+def test_server_limits_and_timeouts(running, spdyclient):
+    env, pod, cid = running
+    hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", LIMITS, hostport]),
+                       capture_output=True, text=True, timeout=120)
+    assert p.stdout.split("\n")[:2] == ["extra True", "head-timeout True True"], p.stderr
+    # a port-forward outlives the 30 s its streams had to arrive in
+    httpd(env, pod, "mkdir -p /www && echo small > /www/s")
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                             timeout=10).url
+    p = spdy(env, spdyclient, "portforward", url, "8080", "-hold", "35s", "-body", "-request",
+             r"GET /s HTTP/1.0\r\n\r\n")
+    assert p.stdout.decode().split() == ["6", hashlib.sha256(b"small\n").hexdigest()], p.stdout

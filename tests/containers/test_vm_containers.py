@@ -4,23 +4,9 @@ it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
 controllers); kept small, as the VM's CPU is emulated."""
 import os
 
-import pytest
+from .conftest import vm_marks, wait_for
 
-from .conftest import wait_for
-
-NEEDED = {"cpu", "memory", "pids"}
-
-
-def v2_controllers():
-    try:
-        return set(open("/sys/fs/cgroup/cgroup.controllers").read().split())
-    except OSError:
-        return set()
-
-
-pytestmark = [pytest.mark.vm, pytest.mark.skipif(
-    not NEEDED <= v2_controllers(),
-    reason="needs cgroup v2 controllers on /sys/fs/cgroup: run tests/vm/run-cgroup-tests")]
+pytestmark = vm_marks({"cpu", "memory", "pids"})
 
 
 def read(cg, name):

@@ -266,3 +266,20 @@ def pod_daemon_factory(kinglet_bin):
                 dm.proc.kill()
                 dm.proc.wait()
             dm.close()
+
+
+def v2_controllers():
+    """The controllers of the cgroup2 root at /sys/fs/cgroup (none on a
+    hybrid host)."""
+    try:
+        return set(open("/sys/fs/cgroup/cgroup.controllers").read().split())
+    except OSError:
+        return set()
+
+
+def vm_marks(needed):
+    """The marks of a test that needs cgroup v2 controllers: run by
+    tests/vm/run-cgroup-tests (in its VM where the host lacks them)."""
+    return [pytest.mark.vm, pytest.mark.skipif(
+        not set(needed) <= v2_controllers(),
+        reason="needs cgroup v2 controllers on /sys/fs/cgroup: run tests/vm/run-cgroup-tests")]

@@ -5,23 +5,10 @@ runs them (in its VM where the host lacks them). Kept small: the VM's CPU is
 emulated."""
 import os
 
-import pytest
-
 from .test_sandbox import cgroup_parent, info, pod_config, run_pod, runtime, stop_remove  # noqa: F401
+from .conftest import vm_marks
 
-NEEDED = {"cpu", "cpuset", "memory", "pids"}
-
-
-def v2_controllers():
-    try:
-        return set(open("/sys/fs/cgroup/cgroup.controllers").read().split())
-    except OSError:
-        return set()
-
-
-pytestmark = [pytest.mark.vm, pytest.mark.skipif(
-    not NEEDED <= v2_controllers(),
-    reason="needs cgroup v2 controllers on /sys/fs/cgroup: run tests/vm/run-cgroup-tests")]
+pytestmark = vm_marks({"cpu", "cpuset", "memory", "pids"})
 
 
 def read(cg, name):

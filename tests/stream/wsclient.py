@@ -24,6 +24,19 @@ def connect(url, proto):
     return ws
 
 
+def messages(ws):
+    """The data messages until the server closes, as (opcode, bytes)."""
+    while True:
+        try:
+            op, data = ws.recv_data()
+        except websocket.WebSocketConnectionClosedException:
+            return
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            return
+        if data:
+            yield op, data
+
+
 def exec_(a):
     ws = connect(a.url, a.proto)
     b64 = a.proto.startswith("base64")
@@ -39,15 +52,7 @@ def exec_(a):
     if a.close_stdin:
         ws.send_binary(bytes([255, 0]))
     out = {}
-    while True:
-        try:
-            op, data = ws.recv_data()
-        except websocket.WebSocketConnectionClosedException:
-            break
-        if op == websocket.ABNF.OPCODE_CLOSE:
-            break
-        if not data:
-            continue
+    for _, data in messages(ws):
         if b64:
             ch, payload = int(chr(data[0])), base64.b64decode(data[1:])
         else:
@@ -61,15 +66,7 @@ def portforward(a):
     ws = connect(a.url + "?ports=" + a.port, "portforward.k8s.io")
     ws.send_binary(bytes([0]) + a.request.replace("\\r\\n", "\r\n").encode())
     h, n, err, seen = hashlib.sha256(), 0, b"", {0: 0, 1: 0}
-    while True:
-        try:
-            op, data = ws.recv_data()
-        except websocket.WebSocketConnectionClosedException:
-            break
-        if op == websocket.ABNF.OPCODE_CLOSE:
-            break
-        if not data:
-            continue
+    for _, data in messages(ws):
         ch, payload = data[0], data[1:]
         if seen.get(ch, 0) == 0:  # each channel opens with its port
             seen[ch] = 1
