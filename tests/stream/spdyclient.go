@@ -13,6 +13,19 @@
 //	spdyclient upgrade URL [-proto P,...]
 //	    prints the HTTP status line and the negotiated protocol, then quits.
 //
+// For bench/stream-bench, which feeds URLs of Exec on our stdin:
+//
+//	spdyclient execloop [-proto P]
+//	    per line, an exec with error, stdout and stderr streams (as kubectl
+//	    creates them: one after the other, each answered): reads both to EOF
+//	    and the status; prints "<total> <upgrade> <streams> <status>", the
+//	    microseconds of it all, of the upgrade (connect, request, 101) and of
+//	    the stream creation after it; closes.
+//	spdyclient hold [-proto P]
+//	    per line up to an empty one, an exec session with error, stdin,
+//	    stdout and stderr streams, kept open; prints "ready N", then waits
+//	    for EOF on our stdin and closes them all.
+//
 // An https URL is dialled with TLS, trusting the CA file in $SPDYCLIENT_CA.
 //
 // Built by the tests with Debian's golang-go and
@@ -47,6 +60,13 @@ type bufConn struct {
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func dial(raw string, protos string) (*spdystream.Connection, string, *http.Response) {
+	sc, proto, resp, _ := dialConn(raw, protos)
+	return sc, proto, resp
+}
+
+// dialConn is dial that also returns the TCP connection, for callers that
+// close it without spdystream's graceful shutdown.
+func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.Response, net.Conn) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		fail("url: %v", err)
@@ -85,14 +105,14 @@ func dial(raw string, protos string) (*spdystream.Connection, string, *http.Resp
 		fail("response: %v", err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		return nil, "", resp
+		return nil, "", resp, nil
 	}
 	sc, err := spdystream.NewConnection(&bufConn{conn, br}, false)
 	if err != nil {
 		fail("spdy: %v", err)
 	}
 	go sc.Serve(spdystream.NoOpStreamHandler)
-	return sc, resp.Header.Get("X-Stream-Protocol-Version"), resp
+	return sc, resp.Header.Get("X-Stream-Protocol-Version"), resp, conn
 }
 
 func fail(f string, a ...interface{}) {
@@ -178,7 +198,9 @@ func portforward(args []string) {
 	request := fs.String("request", "", "what each connection sends")
 	hold := fs.Duration("hold", 0, "wait this long before reading")
 	body := fs.Bool("body", false, "hash only what follows the first blank line (an HTTP body)")
+	doHash := fs.Bool("hash", true, "hash what is read (false: count it, print - for the hash)")
 	fs.Parse(args[2:])
+	t0 := time.Now()
 	sc, _, resp := dial(args[0], "portforward.k8s.io")
 	if sc == nil {
 		fmt.Printf("HTTP %d\n", resp.StatusCode)
@@ -215,26 +237,125 @@ func portforward(args []string) {
 				}
 				hash.Write(all)
 				nb = int64(len(all))
-			} else {
+			} else if *doHash {
 				nb, _ = io.Copy(hash, ds)
+			} else {
+				nb, _ = io.Copy(io.Discard, ds)
 			}
 			<-done
 			if len(emsg) > 0 {
 				results[i] = "ERROR " + string(emsg)
-			} else {
+			} else if *doHash || *body {
 				results[i] = fmt.Sprintf("%d %s", nb, hex.EncodeToString(hash.Sum(nil)))
+			} else {
+				results[i] = fmt.Sprintf("%d -", nb)
 			}
 			ds.Close()
 		}(i)
 	}
 	wg.Wait()
+	fmt.Fprintf(os.Stderr, "ELAPSED %.6f\n", time.Since(t0).Seconds())
 	for _, r := range results {
 		fmt.Println(r)
 	}
 	sc.Close()
 }
 
+// execSession upgrades URL and creates the exec streams in kubectl's order
+// (error, stdin, stdout, stderr), each waited for.
+func execSession(raw, proto string, stdin bool) (net.Conn, map[string]*spdystream.Stream) {
+	conn, s, _ := execSessionTimed(raw, proto, stdin)
+	return conn, s
+}
+
+// execSessionTimed also returns when the upgrade was answered.
+func execSessionTimed(raw, proto string, stdin bool) (net.Conn, map[string]*spdystream.Stream, time.Time) {
+	sc, _, resp, conn := dialConn(raw, proto)
+	upgraded := time.Now()
+	if sc == nil {
+		body, _ := io.ReadAll(resp.Body)
+		fail("HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	streams := map[string]*spdystream.Stream{}
+	types := []string{"error", "stdout", "stderr"}
+	if stdin {
+		types = []string{"error", "stdin", "stdout", "stderr"}
+	}
+	for _, t := range types {
+		h := http.Header{}
+		h.Set("streamType", t)
+		streams[t] = stream(sc, h)
+	}
+	return conn, streams, upgraded
+}
+
+func execLoop(args []string) {
+	fs := flag.NewFlagSet("execloop", flag.ExitOnError)
+	proto := fs.String("proto", "v4.channel.k8s.io", "protocol offered")
+	fs.Parse(args)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		t0 := time.Now()
+		conn, s, upgraded := execSessionTimed(in.Text(), *proto, false)
+		created := time.Now()
+		var wg sync.WaitGroup
+		for _, t := range []string{"stdout", "stderr"} {
+			wg.Add(1)
+			go func(st *spdystream.Stream) {
+				defer wg.Done()
+				io.Copy(io.Discard, st)
+			}(s[t])
+		}
+		status, _ := io.ReadAll(s["error"])
+		wg.Wait()
+		us := time.Since(t0).Microseconds()
+		conn.Close()
+		st := strings.TrimSpace(string(status))
+		if st == "" {
+			st = "-"
+		}
+		fmt.Printf("%d %d %d %s\n", us, upgraded.Sub(t0).Microseconds(),
+			created.Sub(upgraded).Microseconds(), strings.ReplaceAll(st, "\n", " "))
+	}
+}
+
+func hold(args []string) {
+	fs := flag.NewFlagSet("hold", flag.ExitOnError)
+	proto := fs.String("proto", "v4.channel.k8s.io", "protocol offered")
+	fs.Parse(args)
+	in := bufio.NewReader(os.Stdin)
+	var conns []net.Conn
+	for {
+		line, err := in.ReadString('\n')
+		line = strings.TrimSpace(line)
+		if line == "" {
+			break
+		}
+		conn, s := execSession(line, *proto, true)
+		for _, t := range []string{"stdout", "stderr", "error"} {
+			go io.Copy(io.Discard, s[t])
+		}
+		conns = append(conns, conn)
+		if err != nil {
+			break
+		}
+	}
+	fmt.Printf("ready %d\n", len(conns))
+	io.Copy(io.Discard, in)
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "execloop" {
+		execLoop(os.Args[2:])
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "hold" {
+		hold(os.Args[2:])
+		return
+	}
 	if len(os.Args) < 3 {
 		fail("usage: spdyclient exec|portforward|upgrade URL ...")
 	}
