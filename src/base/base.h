@@ -236,6 +236,17 @@ bool exe_is_sealed(void);
  * not be made or executed. */
 int exe_reexec_sealed(char **argv);
 
+/* For a process that starts many copies of itself (the daemon spawning
+ * `kinglet oci`): makes the read-only overlay view of its binary once, so
+ * that the copies start from it, already sealed, instead of each executing
+ * itself a second time. -errno when the view cannot be made (the copies
+ * then seal themselves). */
+int exe_seal_for_children(void);
+/* What to spawn for a copy of ourselves, and its environment (NULL: an
+ * empty one): the view and its mark, or /proc/self/exe. */
+const char *exe_children_path(void);
+char *const *exe_children_env(void);
+
 /* Reaps the child behind pidfd if it has exited: 1 and its status in the
  * shell's convention (128+signal when killed), 0 while it runs, -errno. */
 int pidfd_reap(int pidfd, int *ret_status);

@@ -215,3 +215,25 @@ int exe_reexec_sealed(char **argv)
     close(fd);
     return -e;
 }
+
+/* ---- the daemon's children ---- */
+
+static int children_fd = -1;
+static char children_path[64];
+static char *children_env[] = {MARK_ENV "=overlay", NULL};
+
+int exe_seal_for_children(void)
+{
+    if (children_fd >= 0)
+        return 0;
+    int fd = overlay_view_of_self();
+    if (fd < 0)
+        return fd;
+    children_fd = fd;
+    snprintf(children_path, sizeof(children_path), "/proc/self/fd/%d", fd);
+    return 0;
+}
+
+const char *exe_children_path(void) { return children_fd >= 0 ? children_path : "/proc/self/exe"; }
+
+char *const *exe_children_env(void) { return children_fd >= 0 ? children_env : NULL; }

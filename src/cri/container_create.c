@@ -504,7 +504,8 @@ static void create_work(uv_work_t *req)
         argv[n++] = (char *)id;
         argv[n] = NULL;
         int status = 0;
-        if ((r = spawn_wait("/proc/self/exe", argv, NULL, -1, -1, -1, &status)) < 0) {
+        if ((r = spawn_wait(exe_children_path(), argv, exe_children_env(), -1, -1, -1, &status)) <
+            0) {
             j->r = err_set(&j->err, -r, "run the executor");
             goto fail;
         }

@@ -255,7 +255,8 @@ static void spawn_work(uv_work_t *req)
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    x->r = spawn_start("/proc/self/exe", x->argv, NULL, -1, out[1], errp[1], &pidp[1], 1, &x->pid);
+    x->r = spawn_start(exe_children_path(), x->argv, exe_children_env(), -1, out[1], errp[1],
+                       &pidp[1], 1, &x->pid);
     if (x->r < 0) {
         err_set(&x->err, -x->r, "run the executor");
         goto fail;

@@ -527,8 +527,8 @@ static void exec_work(uv_work_t *w)
     }
     int extra[2] = {pid[1], cons[1]};
     /* a terminal's output is stdout, and its input the master */
-    s->r = spawn_start("/proc/self/exe", s->c->req->argv, NULL, in[0], out[1], er[1], extra,
-                       q->tty ? 2 : 1, &s->relay);
+    s->r = spawn_start(exe_children_path(), s->c->req->argv, exe_children_env(), in[0], out[1],
+                       er[1], extra, q->tty ? 2 : 1, &s->relay);
     if (s->r < 0) {
         err_set(&s->err, -s->r, "run the executor");
         goto out;

@@ -429,3 +429,36 @@ def test_server_limits_and_timeouts(running, spdyclient):
     p = spdy(env, spdyclient, "portforward", url, "8080", "-hold", "35s", "-body", "-request",
              r"GET /s HTTP/1.0\r\n\r\n")
     assert p.stdout.decode().split() == ["6", hashlib.sha256(b"small\n").hexdigest()], p.stdout
+
+
+def test_exec_helpers_run_sealed(running, spdyclient):
+    """The `kinglet oci exec` processes a container can see run from the
+    daemon's read-only view of the binary (CVE-2019-5736): writing through
+    their /proc/PID/exe fails."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sleep", "4243"])
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def relays():
+            out = []
+            for p in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        cmd = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if cmd[:2] == [b"kinglet", b"oci"] and b"4243" in cmd:
+                    out.append(int(p))
+            return out
+        pids = wait_for(lambda: relays() or None, what="the exec's kinglet processes")
+        for pid in pids:
+            fstype = subprocess.run(["stat", "-f", "-c", "%T", f"/proc/{pid}/exe"],
+                                    capture_output=True, text=True).stdout.strip()
+            assert fstype == "overlayfs", (pid, fstype)
+            with pytest.raises(OSError) as e:
+                open(f"/proc/{pid}/exe", "r+b")
+            assert e.value.errno in (30, 26, 1, 13), e.value  # EROFS, ETXTBSY, EPERM, EACCES
+    finally:
+        proc.kill()
+        proc.wait()
