@@ -48,7 +48,10 @@ tests_unit_test_image_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
 check_PROGRAMS += tests/unit/test_image_alloc
 TESTS += tests/unit/test_image_alloc
 tests_unit_test_image_alloc_CFLAGS = $(KUNIT_CFLAGS_ALL)
-tests_unit_test_image_alloc_LDADD = libkimage.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+# jansson shared here, whatever the daemon does: the test tells failures
+# inside jansson (which may cut a string short) by the library's file name
+tests_unit_test_image_alloc_LDADD = libkimage.a libkbase.a $(JANSSON_LIBS) $(DEP_LIBS) \
+	$(CMOCKA_LIBS)
 
 # store (pod records) and pod (sysctl classes, /etc files).
 check_PROGRAMS += tests/unit/test_pod

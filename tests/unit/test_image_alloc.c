@@ -37,6 +37,9 @@ static bool failed_in_jansson;
 static char failed_where[256]; /* the library of the failed call, for messages */
 static long live;              /* allocations not freed yet: equal before and after = no leak */
 
+/* Whether the failed call was made in lib (failed_where names it). */
+static bool caller_lib_is(const char *path, const char *lib) { return strstr(path, lib) != NULL; }
+
 #if INTERPOSE
 void *__libc_malloc(size_t n);
 void *__libc_calloc(size_t n, size_t m);
@@ -47,8 +50,6 @@ static bool caller_in(const void *caller, const char *lib)
     Dl_info info;
     return dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, lib);
 }
-
-static bool caller_lib_is(const char *path, const char *lib) { return strstr(path, lib) != NULL; }
 
 /* glibc and OpenSSL recover from some failed allocations of their own
  * (vasprintf keeps its larger block when a shrinking realloc fails; a
