@@ -219,9 +219,9 @@ def test_port_forward(env, spdyclient):
     p = spdy(env, spdyclient, "portforward", url(), "8080", "-body", "-request",
              r"GET /big HTTP/1.0\r\n\r\n", timeout=300)
     assert p.stdout.decode().split() == [str(100 << 20), big_sum], p.stdout[:300]
-    raw = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", PF_BODY, url()]),
-                         capture_output=True, text=True, timeout=300)
-    assert raw.stdout.strip() == big_sum, raw.stderr
+    out = ws(env, "portforward", url(), "8080", "--body", "--request",
+             r"GET /big HTTP/1.0\r\n\r\n", timeout=300)
+    assert out.split() == [str(100 << 20), big_sum], out
     # nothing listens: the error stream says so
     p = spdy(env, spdyclient, "portforward", url(), "9", "-request", "x")
     assert p.stdout.startswith(b"ERROR error forwarding port 9"), p.stdout
@@ -230,36 +230,6 @@ def test_port_forward(env, spdyclient):
     assert not out.startswith("ERROR") and int(out.split()[0]) > 6, out
 
 
-# The body of GET /big through a raw WebSocket port-forward, hashed.
-PF_BODY = r"""
-import hashlib, sys, websocket
-ws = websocket.WebSocket()
-ws.connect(sys.argv[1].replace("http://", "ws://") + "?ports=8080",
-           subprotocols=["portforward.k8s.io"], timeout=120)
-ws.send_binary(b"\x00GET /big HTTP/1.0\r\n\r\n")
-buf, h, head, first = b"", hashlib.sha256(), True, {0: True, 1: True}
-while True:
-    try:
-        op, d = ws.recv_data()
-    except websocket.WebSocketConnectionClosedException:
-        break
-    if op == 8:
-        break
-    if not d or d[0] != 0:
-        continue
-    d = d[1:]
-    if first[0]:
-        first[0] = False
-        d = d[2:]
-    if head:
-        buf += d
-        if b"\r\n\r\n" in buf:
-            head = False
-            h.update(buf.split(b"\r\n\r\n", 1)[1])
-    else:
-        h.update(d)
-print(h.hexdigest())
-"""
 
 
 def test_websocket_exec(running):
@@ -278,7 +248,6 @@ def test_websocket_exec(running):
 
 
 def test_bad_requests(running):
-    import socket
     env, _, cid = running
     url = exec_url(env, cid, ["/bin/true"])
     hostport = url.split("/")[2]
@@ -356,29 +325,9 @@ def test_tls(env_factory, spdyclient, tmp_path):
     assert p.returncode != 0 and b"secret" not in p.stdout
     env.rs.Version(env.pb.VersionRequest(), timeout=10)
     # WebSocket over TLS
-    out = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", WSS, exec_url(
-        env, cid, ["/bin/echo", "wss"]), str(ca)]), capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "wss", out.stderr
+    out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/echo", "wss"]), "--ca", str(ca)))
+    assert out["1"] == "wss\n", out
 
-
-WSS = r"""
-import ssl, sys, websocket
-ws = websocket.WebSocket(sslopt={"ca_certs": sys.argv[2], "cert_reqs": ssl.CERT_REQUIRED,
-                                 "check_hostname": False})
-ws.connect(sys.argv[1].replace("https://", "wss://"), subprotocols=["v4.channel.k8s.io"],
-           timeout=60)
-out = b""
-while True:
-    try:
-        op, d = ws.recv_data()
-    except websocket.WebSocketConnectionClosedException:
-        break
-    if op == 8:
-        break
-    if d and d[0] == 1:
-        out += d[1:]
-print(out.decode().strip())
-"""
 
 def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
     bogus = tmp_path / "bogus.pem"

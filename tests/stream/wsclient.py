@@ -18,9 +18,13 @@ import sys
 import websocket
 
 
-def connect(url, proto):
-    ws = websocket.WebSocket()
-    ws.connect(url.replace("http://", "ws://"), subprotocols=[proto], timeout=60)
+def connect(url, proto, ca=None):
+    """ws://, or wss:// trusting the CA file ca (for an https URL)."""
+    import ssl
+    ws = websocket.WebSocket(sslopt={"ca_certs": ca, "cert_reqs": ssl.CERT_REQUIRED,
+                                     "check_hostname": False} if ca else None)
+    ws.connect(url.replace("https://", "wss://").replace("http://", "ws://"),
+               subprotocols=[proto], timeout=120)
     return ws
 
 
@@ -38,7 +42,7 @@ def messages(ws):
 
 
 def exec_(a):
-    ws = connect(a.url, a.proto)
+    ws = connect(a.url, a.proto, a.ca)
     b64 = a.proto.startswith("base64")
 
     def send(ch, data):
@@ -66,12 +70,19 @@ def portforward(a):
     ws = connect(a.url + "?ports=" + a.port, "portforward.k8s.io")
     ws.send_binary(bytes([0]) + a.request.replace("\\r\\n", "\r\n").encode())
     h, n, err, seen = hashlib.sha256(), 0, b"", {0: 0, 1: 0}
+    head = b"" if a.body else None  # --body: hash what follows the HTTP head
     for _, data in messages(ws):
         ch, payload = data[0], data[1:]
         if seen.get(ch, 0) == 0:  # each channel opens with its port
             seen[ch] = 1
             assert int.from_bytes(payload[:2], "little") == int(a.port), payload
             payload = payload[2:]
+        if ch == 0 and head is not None:
+            head += payload
+            if b"\r\n\r\n" in head:
+                payload, head = head.split(b"\r\n\r\n", 1)[1], None
+            else:
+                continue
         if ch == 0:
             h.update(payload)
             n += len(payload)
@@ -88,10 +99,12 @@ def main():
     e.add_argument("--proto", default="v4.channel.k8s.io")
     e.add_argument("--stdin")
     e.add_argument("--close-stdin", action="store_true")
+    e.add_argument("--ca", help="the CA of an https URL")
     f = sub.add_parser("portforward")
     f.add_argument("url")
     f.add_argument("port")
     f.add_argument("--request", default="")
+    f.add_argument("--body", action="store_true", help="hash only the HTTP body")
     a = p.parse_args()
     {"exec": exec_, "portforward": portforward}[a.mode](a)
 
