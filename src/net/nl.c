@@ -344,7 +344,7 @@ int nl_send_batch(struct nl *nl, void *buf, size_t len, unsigned *ret_index, str
         *ret_index = st.first_error_index;
         if (st.ext_msg[0])
             return err_set(err, -st.first_error, "%s", st.ext_msg);
-        return err_set(err, -st.first_error, "netlink batch");
+        return err_set(err, -st.first_error, "refused by the kernel");
     }
     if (!st.acked)
         return err_set(err, EIO, "netlink batch: no answer from the kernel");
