@@ -6,6 +6,7 @@
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/table.h>
+#include <libnftnl/udata.h>
 
 #include "base/base.h"
 
@@ -77,3 +78,9 @@ LAZY_WRAP(nftnl_lib, uint64_t, nftnl_rule_get_u64, (const struct nftnl_rule *r, 
           (r, attr))
 LAZY_WRAP(nftnl_lib, const void *, nftnl_rule_get_data,
           (const struct nftnl_rule *r, uint16_t attr, uint32_t *len), (r, attr, len))
+LAZY_WRAP(nftnl_lib, int, nftnl_udata_parse,
+          (const void *data, uint32_t len, nftnl_udata_cb_t cb, void *cb_data),
+          (data, len, cb, cb_data))
+LAZY_WRAP(nftnl_lib, uint8_t, nftnl_udata_type, (const struct nftnl_udata *attr), (attr))
+LAZY_WRAP(nftnl_lib, uint8_t, nftnl_udata_len, (const struct nftnl_udata *attr), (attr))
+LAZY_WRAP(nftnl_lib, void *, nftnl_udata_get, (const struct nftnl_udata *attr), (attr))

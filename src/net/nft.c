@@ -605,25 +605,29 @@ static int attr_str(const struct nlattr *a, char *out, size_t size)
     return 0;
 }
 
-/* The comment among the userdata TLVs, if any: what nft shows as the rule's
- * comment (a NUL-terminated text). Userdata of other shapes is no comment. */
+/* The comment among the userdata TLVs, as nft shows it: the text up to
+ * its first NUL, from the last comment TLV; a comment TLV not ending in a
+ * NUL makes nft ignore the userdata. A TLV running past the end is no
+ * comment here (nft would read past it). */
 static void udata_comment(const uint8_t *p, size_t len, struct net_nft_rule *ret)
 {
+    const uint8_t *found = NULL;
     while (len >= 2) {
         uint8_t type = p[0], n = p[1];
         if ((size_t)n + 2 > len)
             return;
         if (type == NFTNL_UDATA_RULE_COMMENT) {
-            size_t sl = strnlen((const char *)p + 2, n);
-            if (n == 0 || sl != (size_t)n - 1)
+            if (n == 0 || p[2 + n - 1] != '\0')
                 return;
-            memcpy(ret->comment, p + 2, n);
-            ret->has_comment = true;
-            return;
+            found = p + 2;
         }
         p += 2 + n;
         len -= 2 + (size_t)n;
     }
+    if (len != 0 || !found)
+        return;
+    snprintf(ret->comment, sizeof(ret->comment), "%s", (const char *)found);
+    ret->has_comment = true;
 }
 
 int net_nft_rule_parse(const struct nlmsghdr *nlh, struct net_nft_rule *ret)
