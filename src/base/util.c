@@ -414,6 +414,33 @@ int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct)
     return 0;
 }
 
+void fds_close_all_but(const int *keep, size_t n)
+{
+    /* keep is small: a selection sort of a copy, no allocation (callers
+     * are forked children of a threaded process) */
+    int k[16];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < ARRAY_SIZE(k); i++)
+        if (keep[i] >= 3)
+            k[m++] = keep[i];
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = i + 1; j < m; j++)
+            if (k[j] < k[i]) {
+                int t = k[i];
+                k[i] = k[j];
+                k[j] = t;
+            }
+    unsigned next = 3;
+    for (size_t i = 0; i < m; i++) {
+        if ((unsigned)k[i] < next)
+            continue;
+        if ((unsigned)k[i] > next)
+            syscall(SYS_close_range, next, (unsigned)k[i] - 1, 0U);
+        next = (unsigned)k[i] + 1;
+    }
+    syscall(SYS_close_range, next, ~0U, 0U);
+}
+
 int fds_set_cloexec(int from)
 {
     DIR *d = opendir("/proc/self/fd");
