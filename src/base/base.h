@@ -195,10 +195,6 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
-/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
- * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
- * cannot be read. */
-int fds_set_cloexec(int from);
 /* Closes every fd from 3 up but those in keep (at most 16; negative ones
  * are skipped). Allocates nothing: for forked children of a threaded
  * process, which must not hold the daemon's sockets, connections or

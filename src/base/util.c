@@ -441,26 +441,6 @@ void fds_close_all_but(const int *keep, size_t n)
     syscall(SYS_close_range, next, ~0U, 0U);
 }
 
-int fds_set_cloexec(int from)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -errno;
-    int self = dirfd(d);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        char *end;
-        long fd = strtol(de->d_name, &end, 10);
-        if (*end || de->d_name[0] == '.' || fd < from || fd == self)
-            continue;
-        int fl = fcntl((int)fd, F_GETFD);
-        if (fl >= 0 && !(fl & FD_CLOEXEC))
-            fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
-    }
-    closedir(d);
-    return 0;
-}
-
 /* ---- base64 (RFC 4648, with padding) ---- */
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
