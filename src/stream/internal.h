@@ -187,7 +187,7 @@ void sess_pause(struct conn *c, bool pause);
 /* The client is gone or the server closes: end everything, then free. */
 void sess_end(struct conn *c);
 
-/* ---- TLS (tls.c): OpenSSL through memory BIOs, loaded on first use ---- */
+/* ---- TLS (tls.c): mbedTLS over our buffers, loaded on first use ---- */
 
 struct tls_ctx;
 struct tls_conn;
