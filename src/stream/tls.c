@@ -7,7 +7,8 @@
  * 4.9 MB linked statically; mbedTLS 2.28 (Debian's, long-term support) is
  * about 1 MB for all three of its libraries. libmbedtls, libmbedx509 and
  * libmbedcrypto are loaded on first use (see src/base/lazy.c): a daemon
- * without TLS never maps them.
+ * maps them at the first TLS connection, never before (the files are
+ * checked at start in a child process).
  *
  * What a client gets: TLS 1.2 only (mbedTLS 2.28 has no TLS 1.3 server),
  * ECDHE key exchange with AES-GCM or ChaCha20-Poly1305 only, X25519 or
@@ -18,10 +19,14 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 
 #include "stream/internal.h"
+
+#define TLS_PEM_MAX (1u << 20) /* a certificate chain or a key */
 
 static struct lazy_lib tls_lib = {"libmbedtls.so.14", "libmbedtls14", NULL};
 static struct lazy_lib x509_lib = {"libmbedx509.so.1", "libmbedx509-1", NULL};
@@ -63,12 +68,14 @@ LAZY_WRAP(tls_lib, int, mbedtls_ssl_write,
 LAZY_WRAP(tls_lib, int, mbedtls_ssl_close_notify, (mbedtls_ssl_context * s), (s))
 LAZY_WRAP(tls_lib, void, mbedtls_ssl_free, (mbedtls_ssl_context * s), (s))
 LAZY_WRAP(x509_lib, void, mbedtls_x509_crt_init, (mbedtls_x509_crt * c), (c))
-LAZY_WRAP(x509_lib, int, mbedtls_x509_crt_parse_file, (mbedtls_x509_crt * c, const char *path),
-          (c, path))
+LAZY_WRAP(x509_lib, int, mbedtls_x509_crt_parse,
+          (mbedtls_x509_crt * c, const unsigned char *buf, size_t len), (c, buf, len))
 LAZY_WRAP(x509_lib, void, mbedtls_x509_crt_free, (mbedtls_x509_crt * c), (c))
 LAZY_WRAP(crypto_lib, void, mbedtls_pk_init, (mbedtls_pk_context * k), (k))
-LAZY_WRAP(crypto_lib, int, mbedtls_pk_parse_keyfile,
-          (mbedtls_pk_context * k, const char *path, const char *password), (k, path, password))
+LAZY_WRAP(crypto_lib, int, mbedtls_pk_parse_key,
+          (mbedtls_pk_context * k, const unsigned char *key, size_t keylen,
+           const unsigned char *pwd, size_t pwdlen),
+          (k, key, keylen, pwd, pwdlen))
 LAZY_WRAP(crypto_lib, int, mbedtls_pk_check_pair,
           (const mbedtls_pk_context *pub, const mbedtls_pk_context *prv), (pub, prv))
 LAZY_WRAP(crypto_lib, void, mbedtls_pk_free, (mbedtls_pk_context * k), (k))
@@ -90,7 +97,14 @@ static const mbedtls_ecp_group_id curves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS
 static const int sig_hashes[] = {MBEDTLS_MD_SHA512, MBEDTLS_MD_SHA384, MBEDTLS_MD_SHA256,
                                  MBEDTLS_MD_NONE};
 
+/* The files are read when the daemon starts and checked in a child process
+ * (a bad certificate stops the start, as it should); the daemon itself
+ * parses them, and so maps the libraries, at the first connection. */
 struct tls_ctx {
+    char *cert_path, *key_path;
+    char *cert_pem, *key_pem; /* until loaded; the key's wiped then */
+    size_t cert_len, key_len;
+    bool loaded, broken;
     mbedtls_ssl_config conf;
     mbedtls_x509_crt chain;
     mbedtls_pk_context key;
@@ -128,30 +142,30 @@ static int tls_err(struct err *err, int e, const char *what, const char *path)
     return err_set_msg(err, EINVAL, "%s `%.200s`: %s", what, path, text);
 }
 
-int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct err *err)
+/* The PEM text into mbedTLS's objects and its configuration. */
+static int load(struct tls_ctx *t, struct err *err)
 {
-    struct tls_ctx *t = calloc(1, sizeof(*t));
-    if (!t)
-        return err_set(err, ENOMEM, "TLS");
     mbedtls_ssl_config_init(&t->conf);
     mbedtls_x509_crt_init(&t->chain);
     mbedtls_pk_init(&t->key);
-    int e, r = 0;
-    if ((e = mbedtls_x509_crt_parse_file(&t->chain, cert)) != 0)
-        r = tls_err(err, e, "the streaming certificate", cert);
-    else if ((e = mbedtls_pk_parse_keyfile(&t->key, key, NULL)) != 0)
-        r = tls_err(err, e, "the streaming key", key);
-    else if ((e = mbedtls_pk_check_pair(&t->chain.pk, &t->key)) != 0)
-        r = tls_err(err, e, "the streaming key does not match the certificate", cert);
-    else if ((e = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_SERVER,
-                                              MBEDTLS_SSL_TRANSPORT_STREAM,
-                                              MBEDTLS_SSL_PRESET_DEFAULT)) != 0 ||
-             (e = mbedtls_ssl_conf_own_cert(&t->conf, &t->chain, &t->key)) != 0)
-        r = tls_err(err, e, "TLS configuration for", cert);
-    if (r < 0) {
-        tls_ctx_free(t);
-        return r;
-    }
+    t->loaded = true; /* from here on, tls_ctx_free frees them */
+    /* PEM's length counts its NUL for mbedTLS (DER's does not), as in
+     * mbedtls_pk_load_file */
+    size_t cert_len = t->cert_len + !!strstr(t->cert_pem, "-----BEGIN ");
+    size_t key_len = t->key_len + !!strstr(t->key_pem, "-----BEGIN ");
+    int e;
+    if ((e = mbedtls_x509_crt_parse(&t->chain, (const unsigned char *)t->cert_pem, cert_len)) != 0)
+        return tls_err(err, e, "the streaming certificate", t->cert_path);
+    if ((e = mbedtls_pk_parse_key(&t->key, (const unsigned char *)t->key_pem, key_len, NULL, 0)) !=
+        0)
+        return tls_err(err, e, "the streaming key", t->key_path);
+    if ((e = mbedtls_pk_check_pair(&t->chain.pk, &t->key)) != 0)
+        return tls_err(err, e, "the streaming key does not match the certificate", t->cert_path);
+    if ((e = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_SERVER,
+                                         MBEDTLS_SSL_TRANSPORT_STREAM,
+                                         MBEDTLS_SSL_PRESET_DEFAULT)) != 0 ||
+        (e = mbedtls_ssl_conf_own_cert(&t->conf, &t->chain, &t->key)) != 0)
+        return tls_err(err, e, "TLS configuration for", t->cert_path);
     mbedtls_ssl_conf_rng(&t->conf, kernel_random, NULL);
     mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
                                  MBEDTLS_SSL_MINOR_VERSION_3);
@@ -161,6 +175,85 @@ int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct 
     mbedtls_ssl_conf_curves(&t->conf, curves);
     mbedtls_ssl_conf_sig_hashes(&t->conf, sig_hashes);
     mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    return 0;
+}
+
+/* load() in a child process, which reports its error over a pipe: the
+ * daemon learns whether the files are good without mapping the libraries.
+ * Called before the loop serves anything (it waits for the child). */
+static int check_in_child(struct tls_ctx *t, struct err *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, errno, "check the streaming certificate");
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, e, "check the streaming certificate");
+    }
+    if (pid == 0) {
+        close(p[0]);
+        struct err e = {0};
+        if (load(t, &e) == 0)
+            _exit(0);
+        (void)!write(p[1], &e, sizeof(e));
+        _exit(1);
+    }
+    close(p[1]);
+    struct err child = {0};
+    size_t got = 0;
+    while (got < sizeof(child)) {
+        ssize_t n = read(p[0], (char *)&child + got, sizeof(child) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(p[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (got == sizeof(child) && child.code) {
+        child.msg[sizeof(child.msg) - 1] = '\0';
+        return err_set_msg(err, child.code, "%s", child.msg);
+    }
+    return err_set_msg(err, EINVAL,
+                       "checking the streaming certificate `%.200s` failed (status %d)",
+                       t->cert_path, status);
+}
+
+static void wipe_pem(struct tls_ctx *t)
+{
+    if (t->key_pem)
+        explicit_bzero(t->key_pem, t->key_len);
+    free(t->key_pem);
+    free(t->cert_pem);
+    t->key_pem = t->cert_pem = NULL;
+}
+
+int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct err *err)
+{
+    struct tls_ctx *t = calloc(1, sizeof(*t));
+    if (!t || !(t->cert_path = strdup(cert)) || !(t->key_path = strdup(key))) {
+        tls_ctx_free(t);
+        return err_set(err, ENOMEM, "TLS");
+    }
+    int r = read_file_at(AT_FDCWD, cert, TLS_PEM_MAX, &t->cert_pem, &t->cert_len);
+    if (r < 0)
+        r = err_set(err, -r, "the streaming certificate `%s`", cert);
+    else if ((r = read_file_at(AT_FDCWD, key, TLS_PEM_MAX, &t->key_pem, &t->key_len)) < 0)
+        r = err_set(err, -r, "the streaming key `%s`", key);
+    else
+        r = check_in_child(t, err);
+    if (r < 0) {
+        tls_ctx_free(t);
+        return r;
+    }
     *ret = t;
     return 0;
 }
@@ -169,9 +262,14 @@ void tls_ctx_free(struct tls_ctx *t)
 {
     if (!t)
         return;
-    mbedtls_ssl_config_free(&t->conf);
-    mbedtls_x509_crt_free(&t->chain);
-    mbedtls_pk_free(&t->key); /* zeroes the key */
+    if (t->loaded) {
+        mbedtls_ssl_config_free(&t->conf);
+        mbedtls_x509_crt_free(&t->chain);
+        mbedtls_pk_free(&t->key); /* zeroes the key */
+    }
+    wipe_pem(t);
+    free(t->cert_path);
+    free(t->key_path);
     free(t);
 }
 
@@ -205,6 +303,17 @@ static int recv_cb(void *ctx, unsigned char *p, size_t n)
 
 struct tls_conn *tls_conn_new(struct tls_ctx *ctx)
 {
+    if (!ctx->loaded) {
+        /* the files checked out at start: this fails only for memory */
+        struct err err = {0};
+        if (load(ctx, &err) < 0) {
+            log_error("stream: %s", err_str(&err));
+            ctx->broken = true;
+        }
+        wipe_pem(ctx);
+    }
+    if (ctx->broken)
+        return NULL;
     struct tls_conn *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
