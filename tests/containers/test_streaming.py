@@ -357,7 +357,7 @@ def test_tls_refuses_hostile_and_outdated_clients(pod_daemon_factory, tmp_path):
     m = wait_for(lambda: re.search(r"streaming server on 127\.0\.0\.1:(\d+) \(TLS\)",
                                    d.logtext()), what="the streaming server")
     assert tls_maps() == []
-    fds = len(d.fds())
+    fds = d.settled_fds()  # once the start-up probes of the gRPC socket are closed
     p = subprocess.run(["nsenter", "-t", str(d.holder.pid), "--net", "--", "/usr/bin/python3",
                         os.path.join(STREAM, "tlsprobe.py"), "127.0.0.1", m.group(1), str(cert)],
                        capture_output=True, text=True, timeout=120)

@@ -120,7 +120,7 @@ def main():
             suites=(0x002f, 0x0035, 0x003c, 0x000a, 0x0005, 0x0004, 0x0001, 0x0002, 0xc013,
                     0xc014))),
         # the control: a TLS 1.2 hello with modern suites gets a ServerHello
-        "modern": lambda: probe(host, port, hello, deadline=2.0),
+        "modern": lambda: probe(host, port, hello, deadline=5.0),
         # half a ClientHello and silence; a byte a second: both cut by the
         # server's deadline for the request head
         "truncated": lambda: probe(host, port, hello[:len(hello) // 2], deadline=30.0),
