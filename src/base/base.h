@@ -195,10 +195,11 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
-/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
- * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
- * cannot be read. */
-int fds_set_cloexec(int from);
+/* Closes every fd from 3 up but those in keep (at most 16; negative ones
+ * are skipped). Allocates nothing: for forked children of a threaded
+ * process, which must not hold the daemon's sockets, connections or
+ * epoll instance. */
+void fds_close_all_but(const int *keep, size_t n);
 
 /* Runs path with argv (envp NULL: an empty environment) and waits for it
  * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
@@ -261,7 +262,9 @@ int exe_reexec_sealed(char **argv);
  * `kinglet oci`): makes the read-only overlay view of its binary once, so
  * that the copies start from it, already sealed, instead of each executing
  * itself a second time. -errno when the view cannot be made (the copies
- * then seal themselves). */
+ * then seal themselves). A process that is sealed itself (the daemon,
+ * after exe_reexec_sealed) needs no view: its copies start from its own
+ * binary. */
 int exe_seal_for_children(void);
 /* What to spawn for a copy of ourselves, and its environment (NULL: an
  * empty one): the view and its mark, or /proc/self/exe. */
