@@ -180,7 +180,9 @@ static int load(struct tls_ctx *t, struct err *err)
 
 /* load() in a child process, which reports its error over a pipe: the
  * daemon learns whether the files are good without mapping the libraries.
- * Called before the loop serves anything (it waits for the child). */
+ * Called at start, before the loop serves anything (it waits for the
+ * child), while the daemon has no other thread: the child may dlopen and
+ * malloc safely. */
 static int check_in_child(struct tls_ctx *t, struct err *err)
 {
     int p[2];
