@@ -387,13 +387,28 @@ def test_tls_refuses_hostile_and_outdated_clients(pod_daemon_factory, tmp_path):
 
 
 def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
+    """Each bad file stops the start with a message naming it (they are
+    parsed in a child process: its message must reach the log)."""
     bogus = tmp_path / "bogus.pem"
     bogus.write_text("not a certificate\n")
-    d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(bogus), "--stream-tls-key",
-                                       str(bogus)], start=False)
-    d.start(wait=False)
-    assert d.proc.wait(timeout=30) != 0
-    assert f"the streaming certificate `{bogus}`" in d.logtext(), d.logtext()
+    cert, key = self_signed(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    _, other_key = self_signed(other)
+    missing = tmp_path / "missing.pem"
+    cases = [
+        (bogus, bogus, f"the streaming certificate `{bogus}`: "),
+        (cert, bogus, f"the streaming key `{bogus}`: "),
+        (cert, other_key, f"the streaming key does not match the certificate `{cert}`: "),
+        (missing, key, f"the streaming certificate `{missing}`: No such file"),
+        (cert, missing, f"the streaming key `{missing}`: No such file"),
+    ]
+    for c, k, want in cases:
+        d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(c), "--stream-tls-key",
+                                           str(k)], start=False)
+        d.start(wait=False)
+        assert d.proc.wait(timeout=30) != 0
+        assert want in d.logtext(), (want, d.logtext())
 
 
 LIMITS = r"""
