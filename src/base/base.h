@@ -215,6 +215,27 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
                 int errfd, const int *extra, size_t n_extra, pid_t *ret_pid);
 
+/* ---- SHA-256 (sha256.c) ------------------------------------------------- */
+
+/* Streaming SHA-256, with the CPU's SHA instructions where it has them.
+ * Cannot fail; a context is plain memory (no free). */
+typedef void sha256_blocks_fn(uint32_t h[8], const uint8_t *p, size_t n);
+struct sha256 {
+    uint32_t h[8];
+    uint64_t len; /* bytes so far */
+    uint8_t buf[64];
+    size_t used; /* bytes in buf */
+    sha256_blocks_fn *blocks;
+};
+void sha256_init(struct sha256 *s);
+void sha256_update(struct sha256 *s, const void *data, size_t len);
+/* Writes the digest; the context must be initialized again before reuse. */
+void sha256_final(struct sha256 *s, uint8_t out[32]);
+/* For tests: the portable code whatever the CPU, and whether sha256_init
+ * picks the SHA instructions. */
+void sha256_init_portable(struct sha256 *s);
+bool sha256_accelerated(void);
+
 /* ---- programs nothing can write through /proc/PID/exe (exe.c) ----------- */
 
 /* A sealed memfd (no write, growth or shrinking, ever) holding len bytes

@@ -20,7 +20,7 @@ from .conftest import Env, channel, imagelib, wait_for
 
 IDLE_KB = 4 * 1024
 PODS_KB = 10 * 1024
-PULL_LIBS = ("libcurl", "libarchive", "libcrypto", "libssl", "libgnutls")
+PULL_LIBS = ("libcurl", "libarchive", "libcrypto", "libssl", "libgnutls", "libmbed")
 
 
 def maps(d):
