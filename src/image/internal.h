@@ -103,7 +103,7 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
 /* ---- registry protocol parsing (regparse.c, pure) ------------------------ */
 
 /* Sets an error whose message already says everything (a registry's or
- * curl's words, a refusal): no strerror text appended. Returns -code. */
+ * the HTTP client's words, a refusal): no strerror text appended. Returns -code. */
 int reg_err_plain(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
 
 /* The status of an HTTP status line ("HTTP/1.1 404 Not Found"), or -1. */
@@ -185,9 +185,6 @@ int reg_stream_read(void *stream, const void **ret_buf, size_t *ret_len, struct 
 void reg_stream_free(struct reg_stream *st);
 /* True if the error is worth a retry (network, 5xx, 429). */
 bool reg_err_transient(const struct err *err);
-
-/* Global libcurl initialisation (idempotent, thread-safe). */
-void reg_global_init(void);
 
 /* Builds the endpoint list for a registry host from the configuration:
  * mirrors first, then the origin (https, then http when insecure). */

@@ -1,47 +1,16 @@
-/* libcurl and libarchive through wrappers that load them on
+/* libarchive through wrappers that load them on
  * first use (see src/base/lazy.c for why): the idle daemon and container
- * monitors never map them. Each wrapper has the library's own name and
- * prototype, so the rest of the module calls the libraries as usual. */
-#define CURL_DISABLE_TYPECHECK 1 /* the type-checking macros would rename the wrappers */
+ * monitors never map it. Each wrapper has the library's own name and
+ * prototype, so the rest of the module calls the library as usual. */
 #include <archive.h>
 #include <archive_entry.h>
-#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "base/base.h"
 
-static struct lazy_lib curl_lib = {"libcurl.so.4", "libcurl4", NULL};
 static struct lazy_lib archive_lib = {"libarchive.so.13", "libarchive13", NULL};
 
-LAZY_WRAP(curl_lib, void, curl_easy_cleanup, (CURL * curl), (curl))
-LAZY_WRAP(curl_lib, char *, curl_easy_escape, (CURL * handle, const char *string, int length),
-          (handle, string, length))
-LAZY_WRAP(curl_lib, CURL *, curl_easy_init, (void), ())
-LAZY_WRAP(curl_lib, CURLcode, curl_easy_pause, (CURL * handle, int bitmask), (handle, bitmask))
-LAZY_WRAP(curl_lib, CURLcode, curl_easy_perform, (CURL * curl), (curl))
-LAZY_WRAP(curl_lib, const char *, curl_easy_strerror, (CURLcode a0), (a0))
-LAZY_WRAP(curl_lib, void, curl_free, (void *p), (p))
-LAZY_WRAP(curl_lib, CURLcode, curl_global_init, (long flags), (flags))
-LAZY_WRAP(curl_lib, CURLMcode, curl_multi_add_handle, (CURLM * multi_handle, CURL *curl_handle),
-          (multi_handle, curl_handle))
-LAZY_WRAP(curl_lib, CURLMcode, curl_multi_cleanup, (CURLM * multi_handle), (multi_handle))
-LAZY_WRAP(curl_lib, CURLMsg *, curl_multi_info_read, (CURLM * multi_handle, int *msgs_in_queue),
-          (multi_handle, msgs_in_queue))
-LAZY_WRAP(curl_lib, CURLM *, curl_multi_init, (void), ())
-LAZY_WRAP(curl_lib, CURLMcode, curl_multi_perform, (CURLM * multi_handle, int *running_handles),
-          (multi_handle, running_handles))
-LAZY_WRAP(curl_lib, CURLMcode, curl_multi_poll,
-          (CURLM * multi_handle, struct curl_waitfd extra_fds[], unsigned int extra_nfds,
-           int timeout_ms, int *ret),
-          (multi_handle, extra_fds, extra_nfds, timeout_ms, ret))
-LAZY_WRAP(curl_lib, CURLMcode, curl_multi_remove_handle, (CURLM * multi_handle, CURL *curl_handle),
-          (multi_handle, curl_handle))
-LAZY_WRAP(curl_lib, struct curl_slist *, curl_slist_append,
-          (struct curl_slist * list, const char *data), (list, data))
-LAZY_WRAP(curl_lib, void, curl_slist_free_all, (struct curl_slist * list), (list))
-LAZY_WRAP(curl_lib, CURLSH *, curl_share_init, (void), ())
-LAZY_WRAP(curl_lib, CURLSHcode, curl_share_cleanup, (CURLSH * share), (share))
 LAZY_WRAP(archive_lib, time_t, archive_entry_atime, (struct archive_entry * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_entry_atime_is_set, (struct archive_entry * a0), (a0))
 LAZY_WRAP(archive_lib, long, archive_entry_atime_nsec, (struct archive_entry * a0), (a0))
@@ -81,70 +50,7 @@ LAZY_WRAP(archive_lib, int, archive_read_set_format_option,
 LAZY_WRAP(archive_lib, int, archive_read_support_filter_all, (struct archive * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_read_support_format_tar, (struct archive * a0), (a0))
 
-/* The variadic ones: curl reads exactly one argument after the option,
- * of the type the option's number range names; libarchive formats. */
-CURLcode(curl_easy_setopt)(CURL *curl, CURLoption option, ...)
-{
-    static __typeof__(&curl_easy_setopt) f;
-    if (!__atomic_load_n(&f, __ATOMIC_RELAXED))
-        __atomic_store_n(&f,
-                         (__typeof__(&curl_easy_setopt))lazy_lib_sym(&curl_lib, "curl_easy_setopt"),
-                         __ATOMIC_RELAXED);
-    va_list ap;
-    va_start(ap, option);
-    CURLcode r;
-    if (option < CURLOPTTYPE_OBJECTPOINT) {
-        long v = va_arg(ap, long);
-        r = f(curl, option, v);
-    } else if (option < CURLOPTTYPE_OFF_T) {
-        void *v = va_arg(ap, void *);
-        r = f(curl, option, v);
-    } else if (option < CURLOPTTYPE_BLOB) {
-        curl_off_t v = va_arg(ap, curl_off_t);
-        r = f(curl, option, v);
-    } else {
-        void *v = va_arg(ap, void *);
-        r = f(curl, option, v);
-    }
-    va_end(ap);
-    return r;
-}
-
-CURLSHcode(curl_share_setopt)(CURLSH *share, CURLSHoption option, ...)
-{
-    static __typeof__(&curl_share_setopt) f;
-    if (!__atomic_load_n(&f, __ATOMIC_RELAXED))
-        __atomic_store_n(
-            &f, (__typeof__(&curl_share_setopt))lazy_lib_sym(&curl_lib, "curl_share_setopt"),
-            __ATOMIC_RELAXED);
-    va_list ap;
-    va_start(ap, option);
-    CURLSHcode r;
-    if (option == CURLSHOPT_SHARE || option == CURLSHOPT_UNSHARE) {
-        long v = va_arg(ap, long); /* a curl_lock_data */
-        r = f(share, option, v);
-    } else {
-        void *v = va_arg(ap, void *); /* lock functions and user data */
-        r = f(share, option, v);
-    }
-    va_end(ap);
-    return r;
-}
-
-CURLcode(curl_easy_getinfo)(CURL *curl, CURLINFO info, ...)
-{
-    static __typeof__(&curl_easy_getinfo) f;
-    if (!__atomic_load_n(&f, __ATOMIC_RELAXED))
-        __atomic_store_n(
-            &f, (__typeof__(&curl_easy_getinfo))lazy_lib_sym(&curl_lib, "curl_easy_getinfo"),
-            __ATOMIC_RELAXED);
-    va_list ap;
-    va_start(ap, info);
-    void *out = va_arg(ap, void *); /* every CURLINFO takes a pointer */
-    va_end(ap);
-    return f(curl, info, out);
-}
-
+/* The variadic one: libarchive formats. */
 void(archive_set_error)(struct archive *a, int err, const char *fmt, ...)
 {
     static __typeof__(&archive_set_error) f;

@@ -1,11 +1,12 @@
-/* Distribution API v2 client with libcurl, used from pull worker threads
- * (never from the loop: see service.c).
+/* Distribution API v2 client on our HTTP/1.1 client (http.c), used from
+ * pull worker threads (never from the loop: see service.c).
  *
- * Small documents (manifests, configs, tokens) use curl_easy_perform with a
- * capped body. Layer blobs are streamed: a private curl multi handle is
- * driven from reg_stream_read(), which the unpacker calls whenever it needs
- * bytes, so download, hashing and extraction proceed together in one thread
- * without an intermediate file; a full buffer pauses the transfer.
+ * Small documents (manifests, configs, tokens) are read whole with a capped
+ * body. Layer blobs are streamed: reg_stream_read(), which the unpacker
+ * calls whenever it needs bytes, reads the connection, so download, hashing
+ * and extraction proceed together in one thread without an intermediate
+ * file. The session's connections are kept alive and shared by its
+ * threads (http.c's pool).
  *
  * Each session walks a list of endpoints (mirrors, then the origin; for an
  * insecure origin https without verification and then plain http). A 401
@@ -13,22 +14,21 @@
  * challenge's realm/service/scope, with basic credentials, an OAuth2 refresh
  * token or anonymously) or Basic. Credentials go to the origin only, never to
  * mirrors, and are never logged. Redirects (blob storage) are followed here,
- * not by curl, so that each hop is checked (regparse.c): https never turns
+ * not by the HTTP client, so that each hop is checked (regparse.c): https never turns
  * into plain http unless the registry is configured insecure, and
  * credentials (basic, bearer) never leave the origin they were meant for,
  * neither on a redirect nor to a token realm on a foreign host. Proxies
- * come from the environment (libcurl's default). */
+ * come from the environment, as libcurl read them (http.c). */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
+#include "image/http.h"
 #include "image/internal.h"
 
-#define STREAM_HIGH       (4u << 20)
 #define ATTEMPTS          4
 #define MAX_REDIRECTS     10
 #define DEFAULT_CERTS_DIR "/etc/kinglet/certs.d"
@@ -48,24 +48,10 @@ struct reg_session {
     /* a token realm on another host got no credentials (for the message
      * if the registry then refuses the anonymous token) */
     atomic_bool creds_withheld;
-    /* DNS answers and TLS sessions shared by the session's transfers, so
-     * that parallel layer downloads resume TLS instead of full handshakes
-     * (connections themselves cannot be shared between threads) */
-    CURLSH *share;
-    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+    /* connections kept alive, TLS configurations and sessions, shared by
+     * the session's threads */
+    struct http_pool *pool;
 };
-
-static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u)
-{
-    struct reg_session *s = u;
-    pthread_mutex_lock(&s->share_mu[d]);
-}
-
-static void share_unlock(CURL *h, curl_lock_data d, void *u)
-{
-    struct reg_session *s = u;
-    pthread_mutex_unlock(&s->share_mu[d]);
-}
 
 static char *authz_copy(struct reg_session *s, size_t i)
 {
@@ -88,23 +74,11 @@ static void authz_set(struct reg_session *s, size_t i, char *v)
 
 struct reg_stream {
     struct reg_session *s;
-    CURLM *m;
-    CURL *h;
-    struct curl_slist *hdrs;
+    struct http_xfer *x;
     long status;
-    bool headers_done;
-    bool done;
-    bool paused;
-    CURLcode result;
     char *www_auth;
-    struct buf body;
-    size_t consumed;
-    char errbuf[CURL_ERROR_SIZE];
+    struct buf body; /* an error answer's start */
 };
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static void global_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-void reg_global_init(void) { pthread_once(&global_once, global_init_once); }
 
 /* ---- endpoints ------------------------------------------------------------ */
 
@@ -204,27 +178,17 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
                     const struct image_auth *auth, const struct reg_options *opt,
                     struct reg_session **ret, struct err *err)
 {
-    reg_global_init();
     struct reg_session *s = calloc(1, sizeof(*s));
     if (!s)
         return err_set(err, ENOMEM, "registry session");
     pthread_mutex_init(&s->mu, NULL);
-    for (size_t i = 0; i < ARRAY_SIZE(s->share_mu); i++)
-        pthread_mutex_init(&s->share_mu[i], NULL);
-    s->share = curl_share_init();
-    if (s->share) {
-        curl_share_setopt(s->share, CURLSHOPT_LOCKFUNC, share_lock);
-        curl_share_setopt(s->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-        curl_share_setopt(s->share, CURLSHOPT_USERDATA, s);
-        curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-        curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    }
     s->eps = calloc(n_eps, sizeof(*s->eps));
     s->authz = calloc(n_eps, sizeof(char *));
     s->repo = strdup(repo);
     s->certs_dir = strdup(opt && opt->certs_dir ? opt->certs_dir : DEFAULT_CERTS_DIR);
     s->cancel = opt ? opt->cancel : NULL;
-    bool oom = !s->eps || !s->authz || !s->repo || !s->certs_dir;
+    s->pool = s->certs_dir ? http_pool_new(s->certs_dir, s->cancel) : NULL;
+    bool oom = !s->eps || !s->authz || !s->repo || !s->certs_dir || !s->pool;
     for (size_t i = 0; i < n_eps && !oom; i++) {
         s->eps[i] = eps[i];
         s->eps[i].base = strdup(eps[i].base);
@@ -286,94 +250,14 @@ void reg_session_free(struct reg_session *s)
     free_secret(s->identity_token);
     free_secret(s->registry_token);
     free(s->certs_dir);
-    if (s->share)
-        curl_share_cleanup(s->share); /* every easy handle is gone by now */
-    for (size_t i = 0; i < ARRAY_SIZE(s->share_mu); i++)
-        pthread_mutex_destroy(&s->share_mu[i]);
+    http_pool_free(s->pool); /* every transfer is over by now */
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-/* ---- curl helpers ----------------------------------------------------------- */
+/* ---- HTTP helpers ----------------------------------------------------------- */
 
 static int cancelled(const atomic_bool *c) { return c && atomic_load(c); }
-
-static int xfer_cb(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-    return cancelled(p) ? 1 : 0;
-}
-
-static void setup_tls(struct reg_session *s, CURL *h, const struct reg_endpoint *ep)
-{
-    if (s->share)
-        curl_easy_setopt(h, CURLOPT_SHARE, s->share);
-    if (ep->skip_verify) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s/ca.crt", s->certs_dir, ep->host);
-    if (access(path, R_OK) == 0)
-        curl_easy_setopt(h, CURLOPT_CAINFO, path); /* the system CApath still applies */
-    snprintf(path, sizeof(path), "%s/%s/client.cert", s->certs_dir, ep->host);
-    if (access(path, R_OK) == 0) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, path);
-        snprintf(path, sizeof(path), "%s/%s/client.key", s->certs_dir, ep->host);
-        curl_easy_setopt(h, CURLOPT_SSLKEY, path);
-    }
-}
-
-static void setup_common(CURL *h, const char *url, char *errbuf)
-{
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    /* redirects are ours to check and follow (follow_redirect) */
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "kinglet/" PACKAGE_VERSION);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
-    errbuf[0] = '\0';
-}
-
-static int curl_error(struct err *err, CURLcode c, const char *errbuf, const char *url)
-{
-    int code;
-    switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-        code = ECONNREFUSED;
-        break;
-    case CURLE_OPERATION_TIMEDOUT:
-        code = ETIMEDOUT;
-        break;
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        code = ECONNRESET;
-        break;
-    case CURLE_ABORTED_BY_CALLBACK:
-        code = ECANCELED;
-        break;
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CACERT_BADFILE:
-        code = EPROTO;
-        break;
-    default:
-        code = EIO;
-    }
-    return reg_err_plain(err, code, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(c));
-}
 
 /* An HTTP error status, with what the registry said about it ("GET URL:
  * MANIFEST_UNKNOWN: manifest unknown (HTTP 404)"). */
@@ -420,11 +304,11 @@ static void hop_endpoint(const struct reg_endpoint *ep, const char *url, struct 
 /* A redirect answer: the next URL (malloc'ed) after the policy check, and
  * whether credentials may still go along (*same stays true only while every
  * hop keeps the origin). */
-static int follow_redirect(CURL *h, const struct reg_endpoint *ep, const char *url, unsigned hops,
-                           bool *same, char **ret_next, struct err *err)
+static int follow_redirect(const char *location, const struct reg_endpoint *ep, const char *url,
+                           unsigned hops, bool *same, char **ret_next, struct err *err)
 {
-    char *loc = NULL;
-    if (curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
+    _cleanup_free_ char *loc = location && *location ? http_url_resolve(url, location) : NULL;
+    if (!loc)
         return reg_err_plain(err, EPROTO, "GET %s: redirect without a usable Location", url);
     if (hops >= MAX_REDIRECTS)
         return reg_err_plain(err, EPROTO, "GET %s: more than %d redirects", url, MAX_REDIRECTS);
@@ -432,60 +316,12 @@ static int follow_redirect(CURL *h, const struct reg_endpoint *ep, const char *u
     int r = reg_redirect_check(url, loc, ep->skip_verify, &so, err);
     if (r < 0)
         return err_wrap(err, "GET %s", url);
-    char *next = strdup(loc);
-    if (!next)
-        return err_set(err, ENOMEM, "redirect");
     *same = *same && so;
-    *ret_next = next;
+    *ret_next = TAKE_PTR(loc);
     return 0;
 }
 
 /* ---- small GETs ----------------------------------------------------------- */
-
-struct sink {
-    struct buf *b;
-    size_t max;
-    bool too_big;
-    char **content_type;
-    char **www_auth;
-};
-
-static size_t sink_write(char *p, size_t sz, size_t n, void *data)
-{
-    struct sink *k = data;
-    size_t len = sz * n;
-    if (k->b->len + len > k->max) {
-        k->too_big = true;
-        return 0;
-    }
-    return buf_append(k->b, p, len) < 0 ? 0 : len;
-}
-
-static size_t sink_header(char *p, size_t sz, size_t n, void *data)
-{
-    struct sink *k = data;
-    size_t len = sz * n;
-    if (reg_status_line(p, len) >= 0) {
-        /* a new response (after a 100): forget the previous one's headers */
-        if (k->content_type) {
-            free(*k->content_type);
-            *k->content_type = NULL;
-        }
-        free(*k->www_auth);
-        *k->www_auth = NULL;
-        k->b->len = 0;
-        return len;
-    }
-    char *v;
-    if (k->content_type && (v = reg_header_value(p, len, "Content-Type"))) {
-        free(*k->content_type);
-        *k->content_type = v;
-    } else if ((v = reg_header_value(p, len, "WWW-Authenticate"))) {
-        free(*k->www_auth);
-        *k->www_auth = v;
-    }
-    return len;
-}
 
 static void msleep(unsigned ms)
 {
@@ -501,50 +337,50 @@ static int http_once(struct reg_session *s, const struct reg_endpoint *ep, const
                      char **ret_ct, char **ret_www, long *ret_status, const char *post,
                      unsigned hops, bool *same, char **ret_next, struct err *err)
 {
-    CURL *h = curl_easy_init();
-    if (!h)
-        return err_set(err, ENOMEM, "curl");
-    char errbuf[CURL_ERROR_SIZE];
     char hostbuf[300];
     struct reg_endpoint tls_ep;
     hop_endpoint(ep, url, &tls_ep, hostbuf);
-    setup_common(h, url, errbuf);
-    setup_tls(s, h, &tls_ep);
-    struct curl_slist *hdrs = NULL;
-    _cleanup_free_ char *ah = NULL, *zh = NULL;
-    if (accept && asprintf(&ah, "Accept: %s", accept) >= 0)
-        hdrs = curl_slist_append(hdrs, ah);
-    if (authz && asprintf(&zh, "Authorization: %s", authz) >= 0)
-        hdrs = curl_slist_append(hdrs, zh);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    if (post)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
-    struct sink k = {.b = body, .max = max, .content_type = ret_ct, .www_auth = ret_www};
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, sink_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &k);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, xfer_cb);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)s->cancel);
-    CURLcode c = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    *ret_status = status;
+    struct http_request rq = {.method = post ? "POST" : "GET",
+                              .url = url,
+                              .accept = accept,
+                              .authz = authz,
+                              .form = post,
+                              .tls_host = tls_ep.host,
+                              .skip_verify = tls_ep.skip_verify};
+    *ret_status = 0;
     *ret_next = NULL;
-    int r = 0;
-    if (k.too_big)
+    struct http_xfer *x = NULL;
+    int r = http_xfer_start(s->pool, &rq, &x, err);
+    if (r < 0)
+        return r;
+    long status = http_xfer_status(x);
+    *ret_status = status;
+    if (ret_ct) {
+        free(*ret_ct);
+        const char *ct = http_xfer_header(x, "Content-Type");
+        *ret_ct = ct ? strdup(ct) : NULL;
+    }
+    free(*ret_www);
+    const char *www = http_xfer_header(x, "WWW-Authenticate");
+    *ret_www = www ? strdup(www) : NULL;
+    body->len = 0;
+    if (is_redirect(status) || status != 200) {
+        /* an error's or a redirect's body: its start, for the message */
+        r = http_xfer_read_all(x, body, IMAGE_ERROR_BODY_MAX, err);
+        if (r == -EFBIG)
+            r = 0; /* the start is enough; the connection is not reused */
+    } else {
+        r = http_xfer_read_all(x, body, max, err);
+    }
+    if (r == -EFBIG)
         r = err_set(err, EFBIG, "GET %s: response larger than %zu bytes", url, max);
-    else if (c != CURLE_OK)
-        r = curl_error(err, c, errbuf, url);
+    else if (r < 0 && r != -ECANCELED)
+        err_wrap(err, "GET %s", url);
     else if (is_redirect(status) && post)
         r = reg_err_plain(err, EPROTO, "POST %s: redirected (HTTP %ld): not followed", url, status);
     else if (is_redirect(status))
-        r = follow_redirect(h, ep, url, hops, same, ret_next, err);
-    curl_slist_free_all(hdrs);
-    if (zh)
-        explicit_bzero(zh, strlen(zh));
-    curl_easy_cleanup(h);
+        r = follow_redirect(http_xfer_header(x, "Location"), ep, url, hops, same, ret_next, err);
+    http_xfer_free(x);
     return r;
 }
 
@@ -572,12 +408,25 @@ static int http_get(struct reg_session *s, const struct reg_endpoint *ep, const 
     }
 }
 
+/* Percent-encodes everything but RFC 3986's unreserved characters, as
+ * curl_easy_escape did. */
 static char *url_escape(const char *s)
 {
-    char *e = curl_easy_escape(NULL, s, 0);
-    char *r = e ? strdup(e) : NULL;
-    curl_free(e);
-    return r;
+    struct buf b = {0};
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int r = isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~'
+                    ? buf_append(&b, p, 1)
+                    : buf_printf(&b, "%%%02X", *p);
+        if (r < 0) {
+            buf_free(&b);
+            return NULL;
+        }
+    }
+    if (buf_append(&b, "", 1) < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
 }
 
 /* Answers a challenge: sets s->authz[i] or fails with EACCES. */
@@ -763,96 +612,18 @@ int reg_get_blob(struct reg_session *s, const char *digest, size_t max, struct b
 
 /* ---- streams ---------------------------------------------------------------- */
 
-static size_t stream_write(char *p, size_t sz, size_t n, void *data)
-{
-    struct reg_stream *st = data;
-    size_t len = sz * n;
-    if (st->status != 200 && st->headers_done) {
-        /* an error body: keep the start for the message */
-        size_t room = st->body.len < IMAGE_ERROR_BODY_MAX ? IMAGE_ERROR_BODY_MAX - st->body.len : 0;
-        buf_append(&st->body, p, len < room ? len : room);
-        return len;
-    }
-    if (st->body.len - st->consumed >= STREAM_HIGH) {
-        st->paused = true;
-        return CURL_WRITEFUNC_PAUSE;
-    }
-    if (st->consumed > 0 && st->consumed == st->body.len) {
-        st->body.len = 0;
-        st->consumed = 0;
-    }
-    return buf_append(&st->body, p, len) < 0 ? 0 : len;
-}
-
-static size_t stream_header(char *p, size_t sz, size_t n, void *data)
-{
-    struct reg_stream *st = data;
-    size_t len = sz * n;
-    long status = reg_status_line(p, len);
-    if (status >= 0) {
-        st->headers_done = false;
-        free(st->www_auth);
-        st->www_auth = NULL;
-        st->status = status;
-        return len;
-    }
-    if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
-        /* redirects end here too: follow_redirect decides */
-        if (st->status != 100)
-            st->headers_done = true;
-        return len;
-    }
-    char *v;
-    if ((v = reg_header_value(p, len, "WWW-Authenticate"))) {
-        free(st->www_auth);
-        st->www_auth = v;
-    }
-    return len;
-}
-
 void reg_stream_free(struct reg_stream *st)
 {
     if (!st)
         return;
-    if (st->m && st->h)
-        curl_multi_remove_handle(st->m, st->h);
-    if (st->h)
-        curl_easy_cleanup(st->h);
-    if (st->m)
-        curl_multi_cleanup(st->m);
-    curl_slist_free_all(st->hdrs);
+    http_xfer_free(st->x);
     free(st->www_auth);
     buf_free(&st->body);
     free(st);
 }
 
-/* Runs the transfer a little: until data, headers or the end arrive. */
-static int stream_step(struct reg_stream *st)
-{
-    int running = 0;
-    if (curl_multi_perform(st->m, &running) != CURLM_OK)
-        return -EIO;
-    int q;
-    CURLMsg *msg;
-    while ((msg = curl_multi_info_read(st->m, &q)))
-        if (msg->msg == CURLMSG_DONE) {
-            st->done = true;
-            st->result = msg->data.result;
-        }
-    return 0;
-}
-
-static int stream_wait(struct reg_stream *st)
-{
-    if (cancelled(st->s->cancel))
-        return -ECANCELED;
-    if (!st->done && curl_multi_poll(st->m, NULL, 0, 500, NULL) != CURLM_OK)
-        return -EIO;
-    return stream_step(st);
-}
-
-/* Starts a GET of url (no redirect followed) and waits for its headers.
- * ep is the registry endpoint the request belongs to (TLS per hop). */
+/* Starts a GET of url (no redirect followed) and reads its head. ep is the
+ * registry endpoint the request belongs to (TLS per hop). */
 static int stream_start(struct reg_session *s, const struct reg_endpoint *ep, const char *url,
                         const char *authz, struct reg_stream **ret, struct err *err)
 {
@@ -860,45 +631,35 @@ static int stream_start(struct reg_session *s, const struct reg_endpoint *ep, co
     if (!st)
         return err_set(err, ENOMEM, "GET blob");
     st->s = s;
-    st->m = curl_multi_init();
-    st->h = curl_easy_init();
-    if (!st->m || !st->h) {
-        reg_stream_free(st);
-        return err_set(err, ENOMEM, "curl");
-    }
     char hostbuf[300];
     struct reg_endpoint tls_ep;
     hop_endpoint(ep, url, &tls_ep, hostbuf);
-    setup_common(st->h, url, st->errbuf);
-    setup_tls(s, st->h, &tls_ep);
-    if (authz) {
-        _cleanup_free_ char *zh = NULL;
-        if (asprintf(&zh, "Authorization: %s", authz) >= 0) {
-            st->hdrs = curl_slist_append(st->hdrs, zh);
-            explicit_bzero(zh, strlen(zh));
-        }
-    }
-    curl_easy_setopt(st->h, CURLOPT_HTTPHEADER, st->hdrs);
-    curl_easy_setopt(st->h, CURLOPT_WRITEFUNCTION, stream_write);
-    curl_easy_setopt(st->h, CURLOPT_WRITEDATA, st);
-    curl_easy_setopt(st->h, CURLOPT_HEADERFUNCTION, stream_header);
-    curl_easy_setopt(st->h, CURLOPT_HEADERDATA, st);
-    curl_multi_add_handle(st->m, st->h);
-    int r = stream_step(st);
-    while (r == 0 && !st->headers_done && !st->done)
-        r = stream_wait(st);
+    struct http_request rq = {.method = "GET",
+                              .url = url,
+                              .authz = authz,
+                              .tls_host = tls_ep.host,
+                              .skip_verify = tls_ep.skip_verify};
+    int r = http_xfer_start(s->pool, &rq, &st->x, err);
     if (r < 0) {
         reg_stream_free(st);
-        return r == -ECANCELED ? err_set(err, ECANCELED, "pull cancelled")
-                               : err_set(err, -r, "GET %s", url);
+        return r;
     }
-    if (!st->headers_done && st->result != CURLE_OK) {
-        int e = curl_error(err, st->result, st->errbuf, url);
+    st->status = http_xfer_status(st->x);
+    const char *www = http_xfer_header(st->x, "WWW-Authenticate");
+    if (www && !(st->www_auth = strdup(www))) {
         reg_stream_free(st);
-        return e;
+        return err_set(err, ENOMEM, "GET blob");
     }
     *ret = st;
     return 0;
+}
+
+/* The start of a non-200 answer's body, for the message. */
+static void stream_error_body(struct reg_stream *st)
+{
+    struct err ignored = {0};
+    st->body.len = 0;
+    (void)http_xfer_read_all(st->x, &st->body, IMAGE_ERROR_BODY_MAX, &ignored);
 }
 
 /* stream_start on endpoint i's url, following redirects: the answer that
@@ -920,13 +681,9 @@ static int stream_follow(struct reg_session *s, size_t i, const char *url, const
             *ret = st;
             return 0;
         }
-        while (!st->done && (r = stream_wait(st)) == 0)
-            ; /* the redirect's own (small, capped) body */
+        stream_error_body(st); /* the redirect's own (small, capped) body */
         char *next = NULL;
-        if (r == 0)
-            r = follow_redirect(st->h, ep, cur, hops, &same, &next, err);
-        else
-            r = err_set(err, -r, "GET %s", cur);
+        r = follow_redirect(http_xfer_header(st->x, "Location"), ep, cur, hops, &same, &next, err);
         reg_stream_free(st);
         if (r < 0)
             return r;
@@ -968,9 +725,7 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
                 return 0;
             }
             if (r == 0) {
-                /* wait for the error body, a little */
-                while (!st->done && stream_wait(st) == 0)
-                    ;
+                stream_error_body(st);
                 char what[600];
                 snprintf(what, sizeof(what), "GET %s", url);
                 status_error(err, st->status, what, &st->body);
@@ -988,32 +743,10 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
 int reg_stream_read(void *stream, const void **ret_buf, size_t *ret_len, struct err *err)
 {
     struct reg_stream *st = stream;
-    if (st->consumed == st->body.len) {
-        st->body.len = 0;
-        st->consumed = 0;
-        if (st->paused) {
-            st->paused = false;
-            curl_easy_pause(st->h, CURLPAUSE_CONT);
-        }
-        while (st->body.len == 0 && !st->done) {
-            int r = stream_wait(st);
-            if (r == -ECANCELED)
-                return err_set(err, ECANCELED, "pull cancelled");
-            if (r < 0)
-                return err_set(err, -r, "download blob");
-        }
-        if (st->body.len == 0) {
-            if (st->result != CURLE_OK) {
-                char *u = NULL;
-                curl_easy_getinfo(st->h, CURLINFO_EFFECTIVE_URL, &u);
-                return curl_error(err, st->result, st->errbuf, u ? u : "blob");
-            }
-            *ret_len = 0;
-            return 0;
-        }
-    }
-    *ret_buf = st->body.data + st->consumed;
-    *ret_len = st->body.len - st->consumed;
-    st->consumed = st->body.len;
-    return 0;
+    if (cancelled(st->s->cancel))
+        return err_set(err, ECANCELED, "pull cancelled");
+    int r = http_xfer_read(st->x, ret_buf, ret_len, err);
+    if (r < 0 && r != -ECANCELED)
+        err_wrap(err, "download blob");
+    return r;
 }

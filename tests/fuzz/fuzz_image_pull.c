@@ -163,8 +163,6 @@ void reg_stream_free(struct reg_stream *st)
     free(st);
 }
 
-void reg_global_init(void) {}
-
 /* ---- input ---------------------------------------------------------------- */
 
 /* sha256 of the gunzipped bytes (of the bytes themselves if not gzip). */
