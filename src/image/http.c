@@ -223,7 +223,8 @@ static int resp_error(struct http_resp *r, struct err *err)
     if (e == HPE_INVALID_CHUNK_SIZE)
         return reg_err_plain(err, EPROTO, "malformed response: bad chunk size");
     if (e == HPE_INVALID_CONTENT_LENGTH || e == HPE_UNEXPECTED_CONTENT_LENGTH)
-        return reg_err_plain(err, EPROTO, "malformed response: bad length");
+        /* http-parser's word for a length or a chunk size too large too */
+        return reg_err_plain(err, EPROTO, "malformed response: bad length or chunk size");
     return reg_err_plain(err, EPROTO, "malformed response: %s", http_errno_description(e));
 }
 

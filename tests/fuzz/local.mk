@@ -65,6 +65,13 @@ tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 # error bodies, redirect rules); the whole pull from memory (the target
 # defines the reg_* functions, so registry.c is not linked); archives on
 # import; images.json and snapshot info.json read back at start.
+# image/http: raw HTTP answers through the registry client's parser (the
+# source compiled in for coverage, ASan and UBSan for memory and leaks).
+noinst_PROGRAMS += tests/fuzz/fuzz_image_http
+tests_fuzz_fuzz_image_http_SOURCES = tests/fuzz/fuzz_image_http.c src/image/http.c
+tests_fuzz_fuzz_image_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_image_http_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_image_http_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 noinst_PROGRAMS += tests/fuzz/fuzz_image_registry tests/fuzz/fuzz_image_pull \
 	tests/fuzz/fuzz_image_import tests/fuzz/fuzz_image_store
 tests_fuzz_fuzz_image_registry_CFLAGS = $(FUZZ_CFLAGS)
@@ -149,6 +156,6 @@ EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
-	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_listing_corpus tests/fuzz/image_registry_corpus \
+	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_listing_corpus tests/fuzz/image_registry_corpus tests/fuzz/image_http_corpus \
 	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \
 	tests/fuzz/image_unpack_corpus tests/fuzz/image_manifest_corpus

@@ -444,13 +444,14 @@ class FakeRegistry:
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
                  fail_status=None, throttle=0.0, flaky=0, basic=False, realm_host="127.0.0.1",
-                 redirect_base=None, pki=None):
+                 redirect_base=None, pki=None, tls_ctx=None):
         """bearer: a token from our /token (on realm_host, the same server
         under another name when it is "localhost"; with creds, only for
         those basic credentials). basic: htpasswd-style basic auth with
         creds. redirect: blob GETs answer 307 to redirect_base (default
         this server as http://127.0.0.1) + /redirected/DIGEST, served
-        without auth. pki: a make_ca() directory: serve HTTPS."""
+        without auth. pki: a make_ca() directory: serve HTTPS (with its
+        server certificate, or as tls_ctx, an ssl.SSLContext, says)."""
         self.blobs, self.manifests = {}, {}
         self.bearer, self.creds = bearer, creds
         self.basic = basic
@@ -586,8 +587,10 @@ class FakeRegistry:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         if pki:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(f"{pki}/server.crt", f"{pki}/server.key")
+            ctx = tls_ctx
+            if ctx is None:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.load_cert_chain(f"{pki}/server.crt", f"{pki}/server.key")
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.pki = pki
         self.port = self.server.server_address[1]
