@@ -3,8 +3,9 @@
  * Why: what a pull parses is hostile (registry answers, manifests, gzip and
  * zstd streams, tar headers), and what it loads is large: libcurl, OpenSSL,
  * GnuTLS, libarchive and their state took the daemon from 3.6 MB to 18.7 MB
- * of RSS for good after the first pull. OpenSSL and p11-kit are NODELETE, so
- * dlclose cannot give that back, and malloc_trim recovered 1.6 MB of it. So
+ * of RSS for good after the first pull (OpenSSL and p11-kit are NODELETE,
+ * so dlclose could not give that back; libcurl has since made way for our
+ * own client on mbedTLS, http.c, but libarchive and mbedTLS still stay). So
  * the job thread re-executes our own binary as `kinglet image-pull`, which
  * does the whole pull (pull.c, import.c, registry.c, unpack.c) and exits: the
  * daemon never maps those libraries, and a parser bug is contained in a

@@ -155,6 +155,10 @@ static int on_headers_complete(http_parser *p)
     if (header_done(r) < 0)
         return -1;
     r->head_bytes = 0; /* a next (final) answer after a 1xx has its own */
+    if (p->status_code < 100) {
+        r->bad_status = true; /* http-parser takes 000-099 */
+        return -1;
+    }
     if (p->status_code / 100 == 1)
         return 0;
     r->status = p->status_code;
@@ -218,6 +222,8 @@ static int resp_error(struct http_resp *r, struct err *err)
     if (r->too_big)
         return err_set(err, EFBIG, "response larger than %zu bytes", r->body_max);
     enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
+    if (r->bad_status)
+        return reg_err_plain(err, EPROTO, "malformed response: status %03u", r->p.status_code);
     if (r->head_bytes > HTTP_HEAD_MAX || e == HPE_HEADER_OVERFLOW)
         return reg_err_plain(err, EPROTO, "response head larger than %u bytes", HTTP_HEAD_MAX);
     if (e == HPE_INVALID_CHUNK_SIZE)

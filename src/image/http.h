@@ -27,6 +27,7 @@ struct http_resp {
     struct buf *body;  /* body bytes are appended here */
     size_t body_max;   /* appended beyond this: too_big, parsing stops */
     bool too_big;
+    bool bad_status; /* under 100 */
     bool oom;
 };
 

@@ -715,8 +715,8 @@ char *image_blob_path(struct image_service *svc, const char *digest)
 int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct image_service **ret,
                       struct err *err)
 {
-    /* libcurl (and OpenSSL) initialise at the first pull, not here: an idle
-     * daemon that never pulls keeps a small footprint */
+    /* nothing of the registry client (mbedTLS) or libarchive loads here:
+     * pulls run in the helper process (helper.c) */
     struct image_service *svc = calloc(1, sizeof(*svc));
     if (!svc)
         return err_set(err, ENOMEM, "image service");

@@ -131,8 +131,9 @@ def test_endless_chunked_body(kimage, raw):
     b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nxx",
     b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx",
     b"HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 001 OK\r\nContent-Length: 0\r\n\r\n",
     b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
-], ids=["chunk-size-overflow", "length-overflow", "two-lengths", "bad-status", "not-http"])
+], ids=["chunk-size-overflow", "length-overflow", "two-lengths", "bad-status", "status-001", "not-http"])
 def test_malformed_answer(kimage, raw, answer):
     def h(c, _):
         c.sendall(answer)
