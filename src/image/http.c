@@ -1395,6 +1395,9 @@ int http_xfer_read_all(struct http_xfer *x, struct buf *out, size_t max, struct 
         if (n == 0)
             return 0;
         if (out->len + n > max) {
+            /* what fits stays (the start of an error answer, for its message) */
+            if (out->len < max && buf_append(out, p, max - out->len) < 0)
+                return err_set(err, ENOMEM, "HTTP");
             x->reusable = false;
             return err_set(err, EFBIG, "response larger than %zu bytes", max);
         }

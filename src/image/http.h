@@ -77,7 +77,7 @@ const char *http_xfer_header(const struct http_xfer *x, const char *name);
 /* Next body bytes (valid until the next call); *ret_len == 0 at the end. */
 int http_xfer_read(struct http_xfer *x, const void **ret_buf, size_t *ret_len, struct err *err);
 /* Reads the whole (rest of the) body into out, failing with -EFBIG past
- * max bytes. */
+ * max bytes (out then holds the first max). */
 int http_xfer_read_all(struct http_xfer *x, struct buf *out, size_t max, struct err *err);
 /* Ends the exchange: the connection goes back to the pool when the answer
  * was read to its end and both sides keep it alive. */
