@@ -219,6 +219,7 @@ struct conn {
     bool spdy_init;
     struct ws ws;
     bool ws_init;
+    struct buf *ws_out;   /* during ws_feed: the codec's answers, not sent yet */
     struct tls_conn *tls; /* NULL: plain */
     struct chan ch[STREAM_CHANNELS];
     struct pf_slot pf_slots[STREAM_PF_STREAMS_MAX];

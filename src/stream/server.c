@@ -265,8 +265,11 @@ void conn_finish(struct conn *c)
     if (c->state == CONN_DONE)
         return;
     if (c->state == CONN_WS && !c->closing) {
-        /* our close frame, unless we sent one already */
+        /* our close frame, unless we sent one already; after the codec's
+         * answers when a message it delivers ends the session */
         struct buf b = {0};
+        if (c->ws_out)
+            write_buf(c, c->ws_out);
         if (ws_close(&c->ws, &b, WS_CLOSE_NORMAL) == 0)
             write_buf(c, &b);
         buf_free(&b);
@@ -504,7 +507,9 @@ static void on_conn_timeout(uv_timer_t *t);
 static void ws_input(struct conn *c, const uint8_t *data, size_t n)
 {
     struct buf out = {0};
+    c->ws_out = &out;
     int r = ws_feed(&c->ws, data, n, &out);
+    c->ws_out = NULL;
     if (out.len)
         write_buf(c, &out);
     buf_free(&out);

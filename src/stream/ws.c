@@ -308,8 +308,8 @@ static int check_length(struct ws *w)
 /* A whole frame is in. */
 static int frame_done(struct ws *w, struct buf *out)
 {
-    if (w->op == WS_PING)
-        return ws_frame(out, WS_PONG, true, w->ctl, (size_t)w->len, NULL);
+    if (w->op == WS_PING) /* nothing goes after our close */
+        return w->close_sent ? 0 : ws_frame(out, WS_PONG, true, w->ctl, (size_t)w->len, NULL);
     if (w->op == WS_PONG)
         return 0;
     if (w->op == WS_CLOSE) {

@@ -380,6 +380,13 @@ static void close_handshake(void **state)
     assert_int_equal(ws_close(&w, &out, WS_CLOSE_NORMAL), 0);
     assert_int_equal(ws_close(&w, &out, WS_CLOSE_NORMAL), 0);
     assert_int_equal(out.len, 4);
+    /* and nothing after it: a ping gets no pong, the client's close ends it */
+    struct buf b = {0};
+    client_frame(&b, WS_PING, true, "p", 1);
+    client_frame(&b, WS_CLOSE, true, "\x03\xe8", 2);
+    assert_int_equal(ws_feed(&w, b.data, b.len, &out), WS_CLOSED);
+    assert_int_equal(out.len, 4);
+    buf_free(&b);
     buf_free(&out);
 }
 
