@@ -285,6 +285,31 @@ def test_websocket_hostile_frames(running):
         wait_for(lambda: len(env.d.fds()) <= fds, what=f"the daemon's fds to settle ({case})")
 
 
+def test_websocket_slow_reader(running):
+    """Over WebSocket too, a client that stops reading pauses the command's
+    output: the daemon does not buffer what waits, and nothing is lost."""
+    env, _, cid = running
+    size = 32 << 20
+    url = exec_url(env, cid, ["/bin/sh", "-c", f"head -c {size} /dev/zero"], stderr=False)
+    rss0 = env.d.rss_kb()
+    proc = subprocess.Popen(in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "wsattack.py"),
+                                           url, "slowread"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "stalled\n", proc.stderr.read()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not env.d.sanitized():
+            assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
+            time.sleep(0.2)
+        out, err = proc.communicate("go\n", timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out.split("\n")[:2] == [f"read {size}", "close 1000"], (out, err)
+
+
 def test_bad_requests(running):
     env, _, cid = running
     url = exec_url(env, cid, ["/bin/true"])

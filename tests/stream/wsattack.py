@@ -11,7 +11,9 @@ socket: it makes the opening handshake right, then sends one kind of bad
 
 CASEs: unmasked, huge (a 2^63-byte frame header), endless (a fragmented
 message that never ends), control126, badutf8 (base64 text that is not
-UTF-8), rsv, opcode, ping (a ping, then a close 1000 handshake).
+UTF-8), rsv, opcode, ping (a ping, then a close 1000 handshake),
+slowread (reads 1 MiB of output, prints "stalled", waits for a line on
+stdin, then reads the rest: prints "read N" and the outcome).
 """
 import argparse
 import base64
@@ -48,13 +50,14 @@ class Conn:
                         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                         f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {proto}\r\n\r\n"
                         ).encode())
-        self.buf = b""
+        self.buf = bytearray()
         while b"\r\n\r\n" not in self.buf:
             c = self.s.recv(4096)
             if not c:
                 sys.exit("no handshake reply")
             self.buf += c
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        head, rest = bytes(self.buf).split(b"\r\n\r\n", 1)
+        self.buf = bytearray(rest)
         if not head.startswith(b"HTTP/1.1 101"):
             sys.exit("handshake: " + head.decode(errors="replace"))
 
@@ -78,7 +81,8 @@ class Conn:
             self._need(10)
             n, off = struct.unpack(">Q", self.buf[2:10])[0], 10
         self._need(off + n)
-        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
+        payload = bytes(self.buf[off:off + n])
+        del self.buf[:off + n]
         return b0 & 0x0f, payload
 
     def outcome(self):
@@ -124,6 +128,23 @@ def main():
         op, p = c.read_frame()
         print("pong" if op == 10 else f"op{op}", p.decode(errors="replace"))
         c.s.sendall(frame(8, struct.pack(">H", 1000) + b"bye"))
+    elif case == "slowread":
+        total, stalled, ch = 0, False, None
+        while True:
+            op, p = c.read_frame()
+            if op == 8:
+                break
+            if op == 2:  # a message: its channel, then data (continued by op 0)
+                ch, p = p[0], p[1:]
+            if op in (0, 2) and ch == 1:
+                total += len(p)
+            if total >= 1 << 20 and not stalled:
+                stalled = True
+                print("stalled", flush=True)
+                sys.stdin.readline()
+        print(f"read {total}")
+        print(f"close {struct.unpack('>H', p[:2])[0] if len(p) >= 2 else '-'}")
+        return
     elif case == "endless":
         chunk = frame(2, b"\x00" + bytes(65535), fin=False)
         more = frame(0, bytes(65536), fin=False)
