@@ -95,7 +95,9 @@ LAZY_WRAP(crypto_lib, EVP_MD_CTX *, EVP_MD_CTX_new, (void), ())
 LAZY_WRAP(crypto_lib, const EVP_MD *, EVP_sha256, (void), ())
 
 /* The variadic ones: curl reads exactly one argument after the option,
- * of the type the option's number range names; libarchive formats. */
+ * of the type the option's number range names; libarchive formats. The
+ * static binary calls the libraries' own (see LAZY_WRAP). */
+#if !LAZY_LINKED
 CURLcode(curl_easy_setopt)(CURL *curl, CURLoption option, ...)
 {
     static __typeof__(&curl_easy_setopt) f;
@@ -172,3 +174,4 @@ void(archive_set_error)(struct archive *a, int err, const char *fmt, ...)
     va_end(ap);
     f(a, err, "%s", msg);
 }
+#endif
