@@ -2,8 +2,10 @@
 
 KINGLET_STATIC_BIN names the binary (`./bootstrap static` builds it; this
 test builds nothing). The daemon runs chrooted into a tmpfs that holds only
-the binary, CA certificates and the test's own files (no /usr, no /lib, no
-shell: any shared library or helper program it needed would be missing), in
+the binary, CA certificates and the test's own files (/etc/hosts, the test
+CA in the certs.d tree; no /usr, no /lib, no shell, no /etc/nsswitch.conf:
+any shared library, NSS module or helper program it needed would be
+missing), in
 a network and mount namespace of the test's own, with pod networking on.
 A docker-registry over HTTPS with a test CA runs in the same network
 namespace (outside the chroot). Through the real gRPC client: the daemon
@@ -69,6 +71,7 @@ ROOT_SCRIPT = textwrap.dedent("""\
     cp "$bin" "$r/kinglet"
     cp "$ca" "$r/etc/kinglet/certs.d/$host/ca.crt"
     [ -z "$sysca" ] || cp "$sysca" "$r/etc/ssl/certs/ca-certificates.crt"
+    echo "127.0.0.1 localhost" >"$r/etc/hosts"
     mount -t proc proc "$r/proc"
     mount --rbind /sys "$r/sys"
     mount --rbind /dev "$r/dev"
@@ -185,13 +188,15 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent):
     tmp = lab["tmp"]
     reg = lab["registry"]
     sysca = next((p for p in SYSTEM_CA if os.path.exists(p)), "")
+    # by name: resolved from the root's /etc/hosts by c-ares, not glibc's NSS
+    host = f"localhost:{reg.port}"
     sockdir = tmp / "sock"
     sockdir.mkdir()
     rootdir = tmp / "root"
     rootdir.mkdir()
     log = open(tmp / "daemon.log", "wb")
     d = subprocess.Popen([*lab["enter"], "sh", "-c", ROOT_SCRIPT, "root-script", str(rootdir),
-                          STATIC_BIN, f"{reg.pki}/ca.crt", sysca, reg.host, str(sockdir)],
+                          STATIC_BIN, f"{reg.pki}/ca.crt", sysca, host, str(sockdir)],
                          stdout=log, stderr=log)
     lab["procs"].append(d)
     sock = str(sockdir / "kinglet.sock")
@@ -225,7 +230,7 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent):
     rs = cri.grpc.RuntimeServiceStub(ch)
     ims = cri.grpc.ImageServiceStub(ch)
     try:
-        ref = f"{reg.host}/busybox:latest"
+        ref = f"{host}/busybox:latest"
         img = ims.PullImage(pb.PullImageRequest(image=pb.ImageSpec(image=ref)), timeout=120)
         assert img.image_ref.startswith("sha256:"), img
 
