@@ -64,13 +64,16 @@ SYSTEM_CA = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle
 # the holder's namespaces (nsenter execs it: its pid is the daemon's).
 ROOT_SCRIPT = textwrap.dedent("""\
     set -eu
-    r=$1; bin=$2; ca=$3; sysca=$4; host=$5; sockdir=$6
+    r=$1; bin=$2; ca=$3; cadest=$4; sysca=$5; sockdir=$6
     mount -t tmpfs -o mode=0755,size=512m kinglet-static-root "$r"
-    mkdir -p "$r/etc/ssl/certs" "$r/etc/kinglet/certs.d/$host" "$r/proc" "$r/sys" "$r/dev" \\
-        "$r/run/kinglet" "$r/tmp" "$r/var/lib/kinglet" "$r/logs"
+    mkdir -p "$r/etc" "$r/proc" "$r/sys" "$r/dev" "$r/run/kinglet" "$r/tmp" \\
+        "$r/var/lib/kinglet" "$r/logs" "$r$(dirname "$cadest")"
     cp "$bin" "$r/kinglet"
-    cp "$ca" "$r/etc/kinglet/certs.d/$host/ca.crt"
-    [ -z "$sysca" ] || cp "$sysca" "$r/etc/ssl/certs/ca-certificates.crt"
+    cp "$ca" "$r$cadest"
+    if [ -n "$sysca" ]; then
+        mkdir -p "$r/etc/ssl/certs"
+        cp "$sysca" "$r/etc/ssl/certs/ca-certificates.crt"
+    fi
     echo "127.0.0.1 localhost" >"$r/etc/hosts"
     mount -t proc proc "$r/proc"
     mount --rbind /sys "$r/sys"
@@ -183,20 +186,29 @@ def lab(tmp_path):
         assert not left, f"processes left in the test's namespaces: {left}"
 
 
-def test_smoke_in_empty_root(lab, cri, cgroup_parent):
+@pytest.mark.parametrize("ca_by", ["certs-dir", "system-bundle"])
+def test_smoke_in_empty_root(lab, cri, cgroup_parent, ca_by):
+    """ca_by: where the test CA is: the registry's certs.d entry (next to the
+    machine's CA bundle at Debian's path), or, with no certs.d entry and no
+    Debian bundle, Fedora's system bundle (/etc/pki/tls/certs/ca-bundle.crt):
+    found among the usual places."""
     pb = cri.pb
     tmp = lab["tmp"]
     reg = lab["registry"]
-    sysca = next((p for p in SYSTEM_CA if os.path.exists(p)), "")
     # by name: resolved from the root's /etc/hosts by c-ares, not glibc's NSS
     host = f"localhost:{reg.port}"
+    if ca_by == "certs-dir":
+        cadest = f"/etc/kinglet/certs.d/{host}/ca.crt"
+        sysca = next((p for p in SYSTEM_CA if os.path.exists(p)), "")
+    else:
+        cadest, sysca = "/etc/pki/tls/certs/ca-bundle.crt", ""
     sockdir = tmp / "sock"
     sockdir.mkdir()
     rootdir = tmp / "root"
     rootdir.mkdir()
     log = open(tmp / "daemon.log", "wb")
     d = subprocess.Popen([*lab["enter"], "sh", "-c", ROOT_SCRIPT, "root-script", str(rootdir),
-                          STATIC_BIN, f"{reg.pki}/ca.crt", sysca, host, str(sockdir)],
+                          STATIC_BIN, f"{reg.pki}/ca.crt", cadest, sysca, str(sockdir)],
                          stdout=log, stderr=log)
     lab["procs"].append(d)
     sock = str(sockdir / "kinglet.sock")
@@ -238,7 +250,11 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent):
         pcfg = pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name="static", namespace="default", uid=uid),
             hostname="static", log_directory=f"/logs/{uid}",
-            linux=pb.LinuxPodSandboxConfig(cgroup_parent=cgroup_parent[0]))
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=cgroup_parent[0],
+                # what kubelet asks for a pod without shareProcessNamespace
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=pb.NamespaceOption(
+                    network=pb.POD, pid=pb.CONTAINER, ipc=pb.POD))))
         pod = rs.RunPodSandbox(pb.RunPodSandboxRequest(config=pcfg), timeout=60).pod_sandbox_id
         st = rs.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod), timeout=10)
         assert st.status.network.ip, "the pod got no address from pod networking"
@@ -252,14 +268,20 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent):
         rs.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=60)
 
         r = rs.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sh", "-c",
-                                                                  "cat /etc/hostname; exit 3"],
+                                                                  "hostname; exit 3"],
                                            timeout=20), timeout=30)
         assert (r.exit_code, r.stdout) == (3, b"static\n"), r
 
         logfile = f"/proc/{d.pid}/root/logs/{uid}/c/0.log"
-        wait_for(lambda: os.path.exists(logfile) and
-                 "hello from the static runtime" in open(logfile).read(),
-                 timeout=10, what="the container's log line")
+        try:
+            wait_for(lambda: os.path.exists(logfile) and
+                     "hello from the static runtime" in open(logfile).read(),
+                     timeout=10, what="the container's log line")
+        except AssertionError:
+            tree = [os.path.join(dp, f) for dp, _, fs in os.walk(f"/proc/{d.pid}/root/logs")
+                    for f in fs]
+            raise AssertionError(f"no log line in {logfile}; files: {tree}; "
+                                 f"{open(logfile).read() if os.path.exists(logfile) else ''}")
         line = open(logfile).read().splitlines()[0]
         assert line.split(" ", 3)[1:] == ["stdout", "F", "hello from the static runtime"], line
 
@@ -270,6 +292,17 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent):
         ims.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=ref)), timeout=30)
         assert not rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
     finally:
+        if d.poll() is None:
+            # after a failure: what is left goes through the daemon's own calls
+            try:
+                for c in rs.ListContainers(pb.ListContainersRequest(), timeout=10).containers:
+                    rs.RemoveContainer(pb.RemoveContainerRequest(container_id=c.id), timeout=60)
+                for p in rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items:
+                    rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=p.id), timeout=60)
+                    rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=p.id),
+                                        timeout=60)
+            except grpc.RpcError:
+                pass
         ch.close()
         if d.poll() is None:
             d.send_signal(signal.SIGTERM)
