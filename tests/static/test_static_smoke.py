@@ -209,7 +209,9 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent, ca_by):
     log = open(tmp / "daemon.log", "wb")
     d = subprocess.Popen([*lab["enter"], "sh", "-c", ROOT_SCRIPT, "root-script", str(rootdir),
                           STATIC_BIN, f"{reg.pki}/ca.crt", cadest, sysca, str(sockdir)],
-                         stdout=log, stderr=log)
+                         stdout=log, stderr=log,
+                         # nothing from the test's environment (SSL_CERT_FILE...)
+                         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     lab["procs"].append(d)
     sock = str(sockdir / "kinglet.sock")
 
