@@ -99,15 +99,60 @@ const char *http_header(const struct http_request *r, const char *name);
  * (case-insensitive). */
 bool http_header_has(const struct http_request *r, const char *name, const char *token);
 
-/* ---- WebSocket handshake (ws.c) ---- */
+/* ---- WebSocket (ws.c): the handshake's key and the framing ---- */
 
 /* Sec-WebSocket-Accept for key (28 chars + NUL). */
 void ws_accept_key(const char *key, char out[29]);
 
+/* Opcodes (RFC 6455 section 5.2) and the close codes we send (7.4.1). */
+enum {
+    WS_CONT = 0x0,
+    WS_TEXT = 0x1,
+    WS_BINARY = 0x2,
+    WS_CLOSE = 0x8,
+    WS_PING = 0x9,
+    WS_PONG = 0xa,
+};
+enum { WS_CLOSE_NORMAL = 1000, WS_CLOSE_PROTOCOL = 1002, WS_CLOSE_TOO_BIG = 1009 };
+
+/* The client's side of a connection, as a state machine with no I/O: the
+ * frames' headers, unmasking, and the fragments of a message put together
+ * (at most max_msg bytes). */
+struct ws_parser {
+    uint8_t hdr[14];
+    size_t hdr_len;
+    uint64_t left; /* payload bytes of the current frame still to come */
+    uint8_t mask[4];
+    size_t mask_at;
+    uint8_t opcode; /* of the current frame */
+    bool fin;
+    bool in_frame;  /* the header is complete; payload follows */
+    uint8_t msg_op; /* the message being put together (TEXT, BINARY), 0: none */
+    struct buf msg;
+    struct buf ctl; /* a control frame's payload (<= 125 bytes) */
+    size_t max_msg;
+    bool closed; /* a close frame was received: nothing more is parsed */
+};
+
+/* A whole message or control frame: opcode TEXT, BINARY, CLOSE, PING or
+ * PONG, and its (unmasked) payload. */
+typedef void (*ws_on_msg)(void *ud, int opcode, const uint8_t *data, size_t len);
+
+/* Feeds bytes from the client; calls on_msg for each message and control
+ * frame completed. 0, or the close code the connection must end with:
+ * WS_CLOSE_PROTOCOL (an unmasked frame, reserved bits, an unknown opcode, a
+ * control frame over 125 bytes or fragmented, a continuation without a
+ * message, a data frame inside one), WS_CLOSE_TOO_BIG (a message over
+ * max_msg). After a close frame the rest is ignored. */
+int ws_feed(struct ws_parser *p, const uint8_t *data, size_t len, ws_on_msg on_msg, void *ud);
+void ws_parser_free(struct ws_parser *p);
+/* Appends one unmasked frame with FIN (a server's frame) to out: 0,
+ * -ENOMEM. */
+int ws_frame(struct buf *out, int opcode, const void *data, size_t len);
+
 /* ---- the server's connections (server.c) and sessions (session.c) ---- */
 
 #include <uv.h>
-#include <wslay/wslay.h>
 
 #include "stream/stream.h"
 
@@ -152,10 +197,8 @@ struct conn {
     bool aborted; /* the client is gone: nothing more is written */
     struct spdy spdy;
     bool spdy_init;
-    wslay_event_context_ptr ws;
+    struct ws_parser ws;
     struct tls_conn *tls; /* NULL: plain */
-    const uint8_t *ws_in;
-    size_t ws_in_len;
     struct chan ch[STREAM_CHANNELS];
     struct pf_slot pf_slots[STREAM_PF_STREAMS_MAX];
     size_t n_pf;

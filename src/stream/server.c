@@ -195,12 +195,11 @@ int conn_send(struct conn *c, int ch, const void *data, size_t len)
         r = buf_append(&m, &b, 1) == 0 && (!len || buf_append(&m, data, len) == 0) ? 0 : -ENOMEM;
     }
     if (r == 0) {
-        struct wslay_event_msg msg = {.opcode = c->base64 ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
-                                      .msg = m.data,
-                                      .msg_length = m.len};
-        r = wslay_event_queue_msg(c->ws, &msg) == 0 ? 0 : -ENOMEM;
+        struct buf f = {0};
+        r = ws_frame(&f, c->base64 ? WS_TEXT : WS_BINARY, m.data, m.len);
         if (r == 0)
-            wslay_event_send(c->ws);
+            r = write_buf(c, &f);
+        buf_free(&f);
     }
     buf_free(&m);
     return r;
@@ -238,8 +237,7 @@ void conn_unref(struct conn *c)
     buf_free(&c->in);
     if (c->spdy_init)
         spdy_free(&c->spdy);
-    if (c->ws)
-        wslay_event_context_free(c->ws);
+    ws_parser_free(&c->ws);
     tls_conn_free(c->tls);
     stream_request_free(c->req);
     free(c);
@@ -450,47 +448,38 @@ static const struct spdy_callbacks spdy_cb = {
 
 /* ---- WebSocket ---- */
 
-static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *ud)
+/* Our close frame (its code), then the end of the connection. */
+static void ws_close(struct conn *c, int code)
 {
-    (void)flags;
-    struct conn *c = ud;
-    if (!c->ws_in_len) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = len < c->ws_in_len ? len : c->ws_in_len;
-    memcpy(buf, c->ws_in, n);
-    c->ws_in += n;
-    c->ws_in_len -= n;
-    return (ssize_t)n;
+    uint8_t payload[2] = {(uint8_t)(code >> 8), (uint8_t)code};
+    struct buf f = {0};
+    if (ws_frame(&f, WS_CLOSE, payload, sizeof(payload)) == 0)
+        write_buf(c, &f);
+    buf_free(&f);
+    conn_finish(c);
 }
 
-static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
-                       void *ud)
+static void ws_msg(void *ud, int opcode, const uint8_t *msg, size_t msg_len)
 {
-    (void)flags;
     struct conn *c = ud;
-    if (write_raw(c, data, len) < 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    return (ssize_t)len;
-}
-
-static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
-                   void *ud)
-{
-    (void)ctx;
-    struct conn *c = ud;
-    if (a->opcode == WSLAY_CONNECTION_CLOSE) {
-        conn_finish(c);
+    if (c->state != CONN_WS || c->closing)
+        return;
+    if (opcode == WS_CLOSE) {
+        /* the client's code echoed (section 5.5.1), then we are done */
+        ws_close(c, msg_len >= 2 ? msg[0] << 8 | msg[1] : WS_CLOSE_NORMAL);
         return;
     }
-    if ((a->opcode != WSLAY_BINARY_FRAME && a->opcode != WSLAY_TEXT_FRAME) || !a->msg_length ||
-        !c->sess)
+    if (opcode == WS_PING) {
+        struct buf f = {0};
+        if (ws_frame(&f, WS_PONG, msg, msg_len) == 0)
+            write_buf(c, &f);
+        buf_free(&f);
         return;
-    const uint8_t *m = a->msg;
-    size_t len = a->msg_length;
+    }
+    if ((opcode != WS_BINARY && opcode != WS_TEXT) || !msg_len || !c->sess)
+        return;
+    const uint8_t *m = msg;
+    size_t len = msg_len;
     int ch;
     uint8_t *dec = NULL;
     size_t dlen = 0;
@@ -525,11 +514,13 @@ static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
     free(dec);
 }
 
-static const struct wslay_event_callbacks ws_cb = {
-    .recv_callback = ws_recv,
-    .send_callback = ws_send,
-    .on_msg_recv_callback = ws_msg,
-};
+/* Bytes from the client on a WebSocket connection. */
+static void ws_input(struct conn *c, const uint8_t *data, size_t len)
+{
+    int code = ws_feed(&c->ws, data, len, ws_msg, c);
+    if (code && c->state == CONN_WS && !c->closing)
+        ws_close(c, code);
+}
 
 /* ---- the upgrade ---- */
 
@@ -709,11 +700,7 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         }
         char accept[29];
         ws_accept_key(key, accept);
-        if (wslay_event_context_server_init(&c->ws, &ws_cb, c) != 0) {
-            respond(c, "500 Internal Server Error", "out of memory\n");
-            return;
-        }
-        wslay_event_config_set_max_recv_msg_length(c->ws, 1u << 20);
+        c->ws = (struct ws_parser){.max_msg = 1u << 20};
         n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
@@ -748,12 +735,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         c->in = (struct buf){0};
         if (c->state == CONN_SPDY && spdy_feed(&c->spdy, rest.data + used, rest.len - used) < 0)
             conn_abort(c);
-        else if (c->state == CONN_WS) {
-            c->ws_in = rest.data + used;
-            c->ws_in_len = rest.len - used;
-            wslay_event_recv(c->ws);
-            c->ws_in_len = 0;
-        }
+        else if (c->state == CONN_WS)
+            ws_input(c, rest.data + used, rest.len - used);
         buf_free(&rest);
     } else {
         buf_free(&c->in);
@@ -807,13 +790,7 @@ static void conn_input(struct conn *c, const char *data, size_t n)
         }
         return;
     case CONN_WS:
-        c->ws_in = (const uint8_t *)b->base;
-        c->ws_in_len = n;
-        if (wslay_event_recv(c->ws) != 0)
-            conn_finish(c);
-        c->ws_in_len = 0;
-        if (c->state == CONN_WS && !wslay_event_want_read(c->ws))
-            conn_finish(c);
+        ws_input(c, (const uint8_t *)b->base, n);
         return;
     default:
         return;
