@@ -369,7 +369,7 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-static int daemon_main(int argc, char **argv)
+static int daemon_main(int argc, char **argv, char **full_argv)
 {
     /* Whatever the parent left open (a shell's pipe, a supervisor's
      * sockets) is no business of the daemon's, and would leak into every
@@ -395,6 +395,17 @@ static int daemon_main(int argc, char **argv)
     log_level_parse(d.cfg.log_level, &level);
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
+    /* The daemon forks the relays that put exec'd processes into
+     * containers (oci_exec in_process), so it runs from a view of its
+     * binary that nothing can write, as `kinglet oci exec` does: a
+     * container that reaches a relay's /proc/PID/exe (through a
+     * `#!/proc/self/exe` script, say) finds no host file behind it. */
+    r = exe_reexec_sealed(full_argv);
+    if (r < 0) {
+        log_error("cannot run from a sealed view of the kinglet binary: %s", strerror(-r));
+        config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* The modes the daemon asks for are the modes it gets, whatever the
      * umask of the shell that started it: state directories 0700, records
@@ -493,6 +504,6 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "image") == 0)
         return cri_image_cli(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "daemon") == 0)
-        return daemon_main(argc - 1, argv + 1);
-    return daemon_main(argc, argv);
+        return daemon_main(argc - 1, argv + 1, argv);
+    return daemon_main(argc, argv, argv);
 }

@@ -195,10 +195,11 @@ bool str_has_prefix(const char *s, const char *prefix);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
-/* Sets FD_CLOEXEC on every open fd from `from` up: for libraries that open
- * fds without it (libnftables' netlink socket). -errno if /proc/self/fd
- * cannot be read. */
-int fds_set_cloexec(int from);
+/* Closes every fd from 3 up but those in keep (at most 16; negative ones
+ * are skipped). Allocates nothing: for forked children of a threaded
+ * process, which must not hold the daemon's sockets, connections or
+ * epoll instance. */
+void fds_close_all_but(const int *keep, size_t n);
 
 /* Runs path with argv (envp NULL: an empty environment) and waits for it
  * (spawn.c). Its stdin, stdout and stderr are the given fds, -1 for
@@ -213,6 +214,27 @@ int spawn_wait(const char *path, char *const argv[], char *const envp[], int in,
  * or already at its place). */
 int spawn_start(const char *path, char *const argv[], char *const envp[], int in, int out,
                 int errfd, const int *extra, size_t n_extra, pid_t *ret_pid);
+
+/* ---- SHA-256 (sha256.c) ------------------------------------------------- */
+
+/* Streaming SHA-256, with the CPU's SHA instructions where it has them.
+ * Cannot fail; a context is plain memory (no free). */
+typedef void sha256_blocks_fn(uint32_t h[8], const uint8_t *p, size_t n);
+struct sha256 {
+    uint32_t h[8];
+    uint64_t len; /* bytes so far */
+    uint8_t buf[64];
+    size_t used; /* bytes in buf */
+    sha256_blocks_fn *blocks;
+};
+void sha256_init(struct sha256 *s);
+void sha256_update(struct sha256 *s, const void *data, size_t len);
+/* Writes the digest; the context must be initialized again before reuse. */
+void sha256_final(struct sha256 *s, uint8_t out[32]);
+/* For tests: the portable code whatever the CPU, and whether sha256_init
+ * picks the SHA instructions. */
+void sha256_init_portable(struct sha256 *s);
+bool sha256_accelerated(void);
 
 /* ---- programs nothing can write through /proc/PID/exe (exe.c) ----------- */
 
@@ -240,7 +262,9 @@ int exe_reexec_sealed(char **argv);
  * `kinglet oci`): makes the read-only overlay view of its binary once, so
  * that the copies start from it, already sealed, instead of each executing
  * itself a second time. -errno when the view cannot be made (the copies
- * then seal themselves). */
+ * then seal themselves). A process that is sealed itself (the daemon,
+ * after exe_reexec_sealed) needs no view: its copies start from its own
+ * binary. */
 int exe_seal_for_children(void);
 /* What to spawn for a copy of ourselves, and its environment (NULL: an
  * empty one): the view and its mark, or /proc/self/exe. */

@@ -181,10 +181,13 @@ bool exe_is_sealed(void)
            (unsigned long)sf.f_type == OVERLAYFS_SUPER_MAGIC && (sf.f_flags & ST_RDONLY);
 }
 
+static bool self_sealed;
+
 int exe_reexec_sealed(char **argv)
 {
-    if (exe_is_sealed()) {
+    if (self_sealed || exe_is_sealed()) {
         /* Nothing of ours that we run later needs to know. */
+        self_sealed = true;
         unsetenv(MARK_ENV);
         return 0;
     }
@@ -224,8 +227,8 @@ static char *children_env[] = {MARK_ENV "=overlay", NULL};
 
 int exe_seal_for_children(void)
 {
-    if (children_fd >= 0)
-        return 0;
+    if (children_fd >= 0 || self_sealed)
+        return 0; /* a sealed daemon's children start from its own view */
     int fd = overlay_view_of_self();
     if (fd < 0)
         return fd;
@@ -236,4 +239,7 @@ int exe_seal_for_children(void)
 
 const char *exe_children_path(void) { return children_fd >= 0 ? children_path : "/proc/self/exe"; }
 
-char *const *exe_children_env(void) { return children_fd >= 0 ? children_env : NULL; }
+char *const *exe_children_env(void)
+{
+    return children_fd >= 0 || self_sealed ? children_env : NULL;
+}

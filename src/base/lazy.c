@@ -1,6 +1,6 @@
 /* Shared libraries loaded on first use.
  *
- * libcurl, libarchive, libcrypto and libnftables (with everything they pull
+ * libcurl, libarchive, mbedTLS and libnftables (with everything they pull
  * in: GnuTLS, Kerberos, LDAP, libxml2, ICU, libstdc++...) are needed only
  * while pulling or unpacking images or changing nftables rules. Linked
  * normally, the dynamic loader maps and relocates all of them at start, which

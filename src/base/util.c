@@ -414,24 +414,31 @@ int parse_size_or_percent(const char *s, uint64_t *ret, bool *ret_pct)
     return 0;
 }
 
-int fds_set_cloexec(int from)
+void fds_close_all_but(const int *keep, size_t n)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -errno;
-    int self = dirfd(d);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        char *end;
-        long fd = strtol(de->d_name, &end, 10);
-        if (*end || de->d_name[0] == '.' || fd < from || fd == self)
+    /* keep is small: a selection sort of a copy, no allocation (callers
+     * are forked children of a threaded process) */
+    int k[16];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < ARRAY_SIZE(k); i++)
+        if (keep[i] >= 3)
+            k[m++] = keep[i];
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = i + 1; j < m; j++)
+            if (k[j] < k[i]) {
+                int t = k[i];
+                k[i] = k[j];
+                k[j] = t;
+            }
+    unsigned next = 3;
+    for (size_t i = 0; i < m; i++) {
+        if ((unsigned)k[i] < next)
             continue;
-        int fl = fcntl((int)fd, F_GETFD);
-        if (fl >= 0 && !(fl & FD_CLOEXEC))
-            fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+        if ((unsigned)k[i] > next)
+            syscall(SYS_close_range, next, (unsigned)k[i] - 1, 0U);
+        next = (unsigned)k[i] + 1;
     }
-    closedir(d);
-    return 0;
+    syscall(SYS_close_range, next, ~0U, 0U);
 }
 
 /* ---- base64 (RFC 4648, with padding) ---- */

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "cri/containers.h"
+#include "oci/oci.h"
 
 #define EXEC_OUTPUT_MAX (16u << 20)
 #define EXEC_DRAIN_MS   2000
@@ -35,7 +36,8 @@ struct exec_sync {
     struct cri *cri;
     uv_work_t req;
     /* spawn job: in */
-    char **argv;
+    char **argv; /* the command */
+    char *id, *oci_root;
     /* spawn job: out */
     pid_t pid;
     int pidfd, out_fd, err_fd, pid_fd;
@@ -48,7 +50,7 @@ struct exec_sync {
     bool poll_open;
     uv_timer_t timer;
     bool timer_open;
-    bool exited, timed_out, replied;
+    bool exited, timed_out, replied, cannot_run;
     int status;
     int handles; /* open handles; freed when the last one closes */
     int64_t timeout_s;
@@ -61,6 +63,8 @@ static void exec_free(struct exec_sync *x)
     for (char **a = x->argv; a && *a; a++)
         free(*a);
     free(x->argv);
+    free(x->id);
+    free(x->oci_root);
     buf_free(&x->out.data);
     buf_free(&x->errs.data);
     buf_free(&x->cmdpid.data);
@@ -251,29 +255,44 @@ static void spawn_work(uv_work_t *req)
 {
     struct exec_sync *x = req->data;
     int out[2] = {-1, -1}, errp[2] = {-1, -1}, pidp[2] = {-1, -1};
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(pidp, O_CLOEXEC) < 0) {
+    _cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+        pipe2(pidp, O_CLOEXEC) < 0) {
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    x->r = spawn_start(exe_children_path(), x->argv, exe_children_env(), -1, out[1], errp[1],
-                       &pidp[1], 1, &x->pid);
-    if (x->r < 0) {
-        err_set(&x->err, -x->r, "run the executor");
-        goto fail;
-    }
+    /* The relay is forked from here: no execve of an executor. */
+    struct oci_exec_opts o = {.root = x->oci_root,
+                              .id = x->id,
+                              .args = x->argv,
+                              .pid_fd = pidp[1],
+                              .console_fd = -1,
+                              .detach = true,
+                              .in_process = true,
+                              .ret_relay = &x->pid,
+                              .stdio = (const int[]){devnull, out[1], errp[1]}};
+    int status = 0;
+    x->r = oci_exec(&o, &status, &x->err);
+    pidp[1] = -1; /* oci_exec closes it */
     close(out[1]);
     close(errp[1]);
-    close(pidp[1]);
+    out[1] = errp[1] = -1;
+    if (x->r < 0 && status) {
+        /* The command cannot run: a shell's code and the reason. */
+        x->r = 0;
+        x->status = status;
+        x->cannot_run = true;
+        goto fail;
+    }
+    if (x->r < 0)
+        goto fail;
     x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
     if (x->pidfd < 0) {
         /* cannot happen for our own child; reap it rather than leak it */
-        x->r = err_set(&x->err, errno, "pidfd of the executor");
+        x->r = err_set(&x->err, errno, "pidfd of the relay");
         kill(x->pid, SIGKILL);
         waitpid(x->pid, NULL, 0);
-        close(out[0]);
-        close(errp[0]);
-        close(pidp[0]);
-        return;
+        goto fail;
     }
     x->out_fd = out[0];
     x->err_fd = errp[0];
@@ -298,6 +317,17 @@ static void spawn_done(uv_work_t *req, int status)
         x->r = err_set(&x->err, -status, "cancelled");
         if (x->pidfd >= 0)
             syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+    }
+    if (x->cannot_run) {
+        const char *m = err_str(&x->err);
+        if (buf_append(&x->errs.data, m, strlen(m)) < 0 || buf_append(&x->errs.data, "\n", 1) < 0)
+            log_warn("ExecSync: out of memory for the error text");
+        x->exited = true;
+        x->handles++; /* held while closing */
+        reply(x);
+        if (--x->handles == 0)
+            exec_free(x);
+        return;
     }
     if (x->r < 0) {
         err_wrap(&x->err, "ExecSync");
@@ -370,13 +400,10 @@ void cri_exec_sync(struct cri_call *call)
     x->pidfd = x->out_fd = x->err_fd = x->pid_fd = x->cmd_fd = -1;
     x->timeout_s = req->timeout;
     size_t n = 0;
-    x->argv = calloc(req->n_cmd + 12, sizeof(char *));
-    const char *head[] = {"kinglet", "oci",      "--root", cri->containers->oci_root,
-                          "exec",    "--pid-fd", "3",      c->rec.id,
-                          "--"};
-    bool oom = !x->argv;
-    for (size_t i = 0; !oom && i < ARRAY_SIZE(head); i++)
-        oom = !(x->argv[n++] = strdup(head[i]));
+    x->argv = calloc(req->n_cmd + 1, sizeof(char *));
+    x->id = strdup(c->rec.id);
+    x->oci_root = strdup(cri->containers->oci_root);
+    bool oom = !x->argv || !x->id || !x->oci_root;
     for (size_t i = 0; !oom && i < req->n_cmd; i++)
         oom = !(x->argv[n++] = strdup(req->cmd[i]));
     if (oom) {

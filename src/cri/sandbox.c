@@ -264,7 +264,7 @@ static void start_work(uv_work_t *req)
         err_clear(&err);
     }
     if (w->network) {
-        /* The nftables table (and libnftables with it) only when a pod needs
+        /* The nftables table (and libnftnl with it) only when a pod needs
          * it: running pods keep their masquerade and host ports, leftovers
          * lose theirs; a daemon without pods leaves it to the first one. */
         char **ids = NULL;

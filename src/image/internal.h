@@ -15,7 +15,7 @@
 #define IMAGE_TOKEN_MAX      (64u << 10)
 #define IMAGE_ERROR_BODY_MAX 4096
 
-/* ---- digests (digest.c, OpenSSL EVP) ------------------------------------ */
+/* ---- digests (digest.c, on base/sha256.c) -------------------------------- */
 struct hasher;
 struct hasher *hasher_new(void);
 void hasher_free(struct hasher *h);

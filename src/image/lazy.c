@@ -1,4 +1,4 @@
-/* libcurl, libarchive and libcrypto through wrappers that load them on
+/* libcurl and libarchive through wrappers that load them on
  * first use (see src/base/lazy.c for why): the idle daemon and container
  * monitors never map them. Each wrapper has the library's own name and
  * prototype, so the rest of the module calls the libraries as usual. */
@@ -6,7 +6,6 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -14,7 +13,6 @@
 
 static struct lazy_lib curl_lib = {"libcurl.so.4", "libcurl4", NULL};
 static struct lazy_lib archive_lib = {"libarchive.so.13", "libarchive13", NULL};
-static struct lazy_lib crypto_lib = {"libcrypto.so.3", "libssl3", NULL};
 
 LAZY_WRAP(curl_lib, void, curl_easy_cleanup, (CURL * curl), (curl))
 LAZY_WRAP(curl_lib, char *, curl_easy_escape, (CURL * handle, const char *string, int length),
@@ -82,17 +80,6 @@ LAZY_WRAP(archive_lib, int, archive_read_set_format_option,
           (struct archive * _a, const char *m, const char *o, const char *v), (_a, m, o, v))
 LAZY_WRAP(archive_lib, int, archive_read_support_filter_all, (struct archive * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_read_support_format_tar, (struct archive * a0), (a0))
-LAZY_WRAP(crypto_lib, int, EVP_DigestFinal_ex,
-          (EVP_MD_CTX * ctx, unsigned char *md, unsigned int *s), (ctx, md, s))
-LAZY_WRAP(crypto_lib, int, EVP_DigestInit_ex, (EVP_MD_CTX * ctx, const EVP_MD *type, ENGINE *impl),
-          (ctx, type, impl))
-LAZY_WRAP(crypto_lib, int, EVP_DigestUpdate, (EVP_MD_CTX * ctx, const void *d, size_t cnt),
-          (ctx, d, cnt))
-LAZY_WRAP(crypto_lib, int, EVP_EncodeBlock, (unsigned char *t, const unsigned char *f, int n),
-          (t, f, n))
-LAZY_WRAP(crypto_lib, void, EVP_MD_CTX_free, (EVP_MD_CTX * ctx), (ctx))
-LAZY_WRAP(crypto_lib, EVP_MD_CTX *, EVP_MD_CTX_new, (void), ())
-LAZY_WRAP(crypto_lib, const EVP_MD *, EVP_sha256, (void), ())
 
 /* The variadic ones: curl reads exactly one argument after the option,
  * of the type the option's number range names; libarchive formats. The

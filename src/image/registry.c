@@ -25,7 +25,6 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "image/internal.h"
 
@@ -201,14 +200,6 @@ int reg_endpoints_for(const char *host, const char *const *mirrors, size_t n_mir
 
 /* ---- session -------------------------------------------------------------- */
 
-static char *b64(const void *data, size_t len)
-{
-    char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (out)
-        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-    return out;
-}
-
 int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *repo,
                     const struct image_auth *auth, const struct reg_options *opt,
                     struct reg_session **ret, struct err *err)
@@ -250,7 +241,7 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
             if (asprintf(&up, "%s:%s", auth->username, auth->password ? auth->password : "") < 0)
                 oom = true;
             else
-                oom = !(s->basic = b64(up, strlen(up)));
+                oom = !(s->basic = b64_encode((const uint8_t *)up, strlen(up)));
             if (up)
                 explicit_bzero(up, strlen(up));
         }

@@ -6,8 +6,8 @@
  * addr.c    RTM_NEWADDR / RTM_DELADDR
  * route.c   default routes
  * ipam.c    file-backed address allocation
- * nft.c     kinglet's nftables table: ruleset text built purely, applied
- *           atomically through libnftables
+ * nft.c     kinglet's nftables table: nf_tables messages built with
+ *           libnftnl (no I/O), applied as one atomic nfnetlink batch
  * sysctl.c  /proc/sys/net writes, in a given network namespace
  * netns.c   running a step inside another network namespace (setns on the
  *           calling thread, restored afterwards)
@@ -149,6 +149,14 @@ int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, str
 /* Sends a batch holding one dump request and passes every reply to cb until
  * the dump ends. */
 int nl_dump(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct err *err);
+/* Sends an nfnetlink batch (NFNL_MSG_BATCH_BEGIN, messages, BATCH_END, as
+ * built by the caller) in one datagram, numbering its messages. The kernel
+ * applies all of it or nothing; it answers errors, and acks messages with
+ * NLM_F_ACK (the caller sets it on the last one). Returns 0, or the first
+ * error with *ret_index the failing message's index in the batch (0: the
+ * batch itself) and the kernel's extended ack message; -EIO when nothing
+ * was answered. */
+int nl_send_batch(struct nl *nl, void *buf, size_t len, unsigned *ret_index, struct err *err);
 /* Sets err from the i-th outcome ("<what>: <ext ack>: <strerror>"); returns
  * its negative errno, or 0 when that request succeeded. */
 int nl_result_err(const struct nl_result *res, unsigned i, struct err *err, const char *what);
@@ -219,23 +227,65 @@ struct net_nft_dnat {
     char addr[INET6_ADDRSTRLEN];
 };
 
-/* Text of the transaction that (re)builds the base chains: hostport dispatch
- * from prerouting and output, masquerade for the pod subnets (not for traffic
- * staying in the subnet), hairpin and localhost masquerade. Idempotent: it
- * flushes and refills only the base chains, never the pods' rules. */
-int net_nft_base_build(const struct net_config *cfg, struct buf *out);
-/* Text of the transaction that adds a pod's DNAT rules, each with the comment
- * "kinglet:<pod_id>". -EINVAL for a bad mapping. Mappings whose host_ip
- * family has no pod address are skipped. */
+/* A transaction being built: nfnetlink messages for nf_tables, made with
+ * libnftnl without any I/O, and what each one does (for error messages). */
+struct net_nft_batch {
+    struct buf buf;
+    unsigned nmsgs;
+    char (*what)[96];
+    size_t what_cap;
+};
+void net_nft_batch_free(struct net_nft_batch *b);
+/* Starts a batch (NFNL_MSG_BATCH_BEGIN); -ENOMEM. */
+int net_nft_batch_begin(struct net_nft_batch *b);
+/* Ends it: NLM_F_ACK on the last message, then NFNL_MSG_BATCH_END. */
+int net_nft_batch_end(struct net_nft_batch *b);
+/* The i-th message (tests). */
+const struct nlmsghdr *net_nft_batch_msg(const struct net_nft_batch *b, unsigned i);
+
+/* Appends the messages that (re)build the base chains: hostport dispatch
+ * from prerouting and output, masquerade for the pod subnets (not for
+ * traffic staying in the subnet), hairpin and localhost masquerade.
+ * Idempotent: it flushes and refills only the base chains, never the pods'
+ * rules. -ENOMEM. */
+int net_nft_base_build(const struct net_config *cfg, struct net_nft_batch *b);
+/* Checks a pod's id and port mappings (no libnftnl): -EINVAL for a bad
+ * mapping. */
+int net_nft_ports_check(const char *pod_id, const struct net_port_mapping *ports, size_t nports,
+                        struct err *err);
+/* Appends the messages that add a pod's DNAT rules, each with the comment
+ * "kinglet:<pod_id>"; *ret_nrules is how many. -EINVAL for a bad mapping
+ * (nothing appended), -ENOMEM. Mappings whose host_ip family has no pod
+ * address are skipped. */
 int net_nft_pod_build(const char *pod_id, const struct net_nft_dnat *ips, size_t nips,
-                      const struct net_port_mapping *ports, size_t nports, struct buf *out,
-                      struct err *err);
-/* From the JSON listing of the hostports chain, the transaction deleting the
- * pod's rules (empty when it has none). -EBADMSG on malformed JSON. */
-int net_nft_pod_delete_build(const char *json, const char *pod_id, struct buf *out,
-                             struct err *err);
-/* Runs a transaction (one atomic batch). */
-int net_nft_apply(const char *cmds, struct err *err);
+                      const struct net_port_mapping *ports, size_t nports, struct net_nft_batch *b,
+                      size_t *ret_nrules, struct err *err);
+
+/* A rule as the kernel lists it (NFT_MSG_NEWRULE), what teardown needs. */
+struct net_nft_rule {
+    int family;
+    char table[64];
+    char chain[64];
+    uint64_t handle; /* 0: none */
+    bool has_comment;
+    char comment[256]; /* NFTNL_UDATA_RULE_COMMENT */
+};
+/* Parses one rule message of a listing. 1 when nlh is a rule, 0 for any
+ * other message, -EBADMSG when malformed. Pure (no libnftnl). */
+int net_nft_rule_parse(const struct nlmsghdr *nlh, struct net_nft_rule *ret);
+/* The handles of one pod's rules in kinglet's hostports chain, collected
+ * from a listing by net_nft_handles_cb (an nl_msg_cb). */
+struct net_nft_handles {
+    const char *pod_id;
+    uint64_t *v;
+    size_t n, cap;
+};
+int net_nft_handles_cb(const struct nlmsghdr *nlh, void *data);
+/* Appends the deletion of these hostports rules by handle. -ENOMEM. */
+int net_nft_pod_delete_build(const uint64_t *handles, size_t n, struct net_nft_batch *b);
+/* The request that lists the hostports chain's rules (a dump). */
+int net_nft_list_build(struct nl_batch *b);
+
 int net_nft_base_ensure(const struct net_config *cfg, struct err *err);
 int net_nft_pod_add(const struct net_config *cfg, const char *pod_id,
                     const struct net_nft_dnat *ips, size_t nips,

@@ -1,4 +1,4 @@
-# Built-in pod networking: netlink (libmnl), IPAM, nftables (libnftables).
+# Built-in pod networking: netlink (libmnl), IPAM, nftables (libnftnl).
 noinst_LIBRARIES += libknet.a
 libknet_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 EXTRA_DIST += src/net/README.md

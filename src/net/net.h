@@ -161,8 +161,8 @@ void net_pod_ids_free(char **ids, size_t n);
 int net_node_setup(const struct net_config *cfg, struct err *err);
 /* The part of net_node_setup that needs no nftables (forwarding sysctls,
  * the IPAM directory): a daemon without pods runs this at start and leaves
- * the table to its first pod, so that libnftables (about 2.5 MB of RSS with
- * its netfilter socket and cache) is only loaded once a pod needs it. */
+ * the table to its first pod, so that libnftnl (about 0.5 MB of RSS) is
+ * only loaded once a pod needs it. */
 int net_node_prepare(const struct net_config *cfg, struct err *err);
 /* Removes everything node-wide kinglet created: the nftables table and the
  * bridge (pods must be torn down first). Idempotent. */
@@ -174,8 +174,7 @@ int net_node_teardown(const struct net_config *cfg, struct err *err);
 int net_status(const struct net_config *cfg, bool *ret_ready, char *reason, size_t reason_size);
 /* The same, except that the nftables table is required only once this
  * process has made it (net_node_setup, or the setup of a pod): until then the
- * first pod creates it, and checking for it would load libnftables into a
- * daemon that has no pod. */
+ * first pod creates it, and a daemon without pods has no table to show. */
 int net_status_deferred(const struct net_config *cfg, bool *ret_ready, char *reason,
                         size_t reason_size);
 

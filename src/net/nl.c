@@ -298,6 +298,59 @@ int nl_transact(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, str
     return 0;
 }
 
+int nl_send_batch(struct nl *nl, void *buf, size_t len, unsigned *ret_index, struct err *err)
+{
+    *ret_index = 0;
+    if (len == 0)
+        return 0;
+    /* Number the messages; the sequence numbers of a batch never wrap. */
+    uint32_t n = 0;
+    for (size_t off = 0; off < len; n++) {
+        struct nlmsghdr *nlh = (struct nlmsghdr *)((uint8_t *)buf + off);
+        assert(msg_ok(nlh, len - off));
+        off += MNL_ALIGN(nlh->nlmsg_len);
+    }
+    if (nl->seq > UINT32_MAX - n)
+        nl->seq = 0;
+    struct nl_reply_state st = {.portid = nl->portid, .seq_first = nl->seq + 1};
+    for (size_t off = 0; off < len;) {
+        struct nlmsghdr *nlh = (struct nlmsghdr *)((uint8_t *)buf + off);
+        nlh->nlmsg_seq = ++nl->seq;
+        off += MNL_ALIGN(nlh->nlmsg_len);
+    }
+    st.seq_last = nl->seq;
+    if (mnl_socket_sendto(nl->sock, buf, len) < 0)
+        return err_set(err, errno, "netlink send");
+    /* The kernel runs the batch inside sendmsg(): every answer is queued
+     * by now, and reading until the socket is empty collects them all. */
+    _cleanup_free_ uint8_t *rbuf = malloc(NL_RECV_SIZE);
+    if (!rbuf)
+        return err_set(err, ENOMEM, "netlink");
+    for (;;) {
+        ssize_t r = recv(mnl_socket_get_fd(nl->sock), rbuf, NL_RECV_SIZE, MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            /* ENOBUFS: answers were lost, which only many errors cause. */
+            return err_set(err, errno, "netlink receive");
+        }
+        int pr = nl_reply_parse(rbuf, (size_t)r, &st, NULL, NULL);
+        if (pr < 0)
+            return err_set(err, -pr, "malformed netlink reply");
+    }
+    if (st.first_error) {
+        *ret_index = st.first_error_index;
+        if (st.ext_msg[0])
+            return err_set(err, -st.first_error, "%s", st.ext_msg);
+        return err_set(err, -st.first_error, "refused by the kernel");
+    }
+    if (!st.acked)
+        return err_set(err, EIO, "netlink batch: no answer from the kernel");
+    return 0;
+}
+
 int nl_dump(struct nl *nl, struct nl_batch *b, nl_msg_cb cb, void *data, struct err *err)
 {
     assert(b->nmsgs == 1);

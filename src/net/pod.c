@@ -342,9 +342,7 @@ int net_pod_setup(const struct net_config *cfg, const char *pod_id, int netns_fd
         pst.st_ino == sst.st_ino)
         return err_set(err, EINVAL, "pod `%s`: the network namespace is the node's own", pod_id);
     /* Check the port mappings before touching anything. */
-    struct buf check = {0};
-    r = net_nft_pod_build(pod_id, NULL, 0, ports, nports, &check, err);
-    buf_free(&check);
+    r = net_nft_ports_check(pod_id, ports, nports, err);
     if (r < 0)
         return err_wrap(err, "pod `%s`", pod_id);
     bool hostports = false;

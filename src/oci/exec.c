@@ -120,19 +120,59 @@ static int connect_console(const char *path, struct err *err)
     return fd;
 }
 
-static _Noreturn void exec_child(const struct oci_process *p, const struct oci_spec *spec,
-                                 int pidfd, int nsflags, int sync, int console, int preserve)
+/* What the child needs: fds are the parent's, valid in the child. */
+struct exec_child {
+    const struct oci_process *p;
+    const struct oci_spec *spec;
+    int pidfd, nsflags, sync, console, preserve;
+    int cgroup_fd;    /* the cgroup to clone the process into, or -1 (we are in it) */
+    const int *stdio; /* or NULL */
+    bool in_process;
+};
+
+static _Noreturn void exec_child(const struct exec_child *c)
 {
     struct err err = {0};
+    int console = c->console, sync = c->sync;
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (setns(pidfd, nsflags) < 0) {
+    if (c->in_process) {
+        /* A copy of a threaded daemon: default signal handling, none of
+         * its fds but ours; stdio moved to 0-2 (dup2 clears CLOEXEC). */
+        sigset_t none;
+        sigemptyset(&none);
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                signal(sig, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int keep[] = {c->pidfd, sync, console, c->cgroup_fd};
+        if (c->stdio) {
+            /* out of the way of 0-2 first, then into place */
+            int moved[3];
+            for (int i = 0; i < 3; i++)
+                moved[i] = c->stdio[i] >= 0 ? fcntl(c->stdio[i], F_DUPFD_CLOEXEC, 16) : -1;
+            for (int i = 0; i < 3; i++)
+                if (moved[i] >= 0 && dup2(moved[i], i) < 0) {
+                    err_set(&err, errno, "dup2");
+                    goto fail;
+                }
+        }
+        fds_close_all_but(keep, ARRAY_SIZE(keep));
+    }
+    if (setns(c->pidfd, c->nsflags) < 0) {
         err_set(&err, errno, "join the container's namespaces");
         goto fail;
     }
-    close(pidfd);
+    close(c->pidfd);
     /* setns(CLONE_NEWPID) applies to children: one more fork, which
      * becomes the process; we relay its exit status. */
-    pid_t pid = fork();
+    pid_t pid = -1;
+    if (c->cgroup_fd >= 0) {
+        struct clone_args ca = {
+            .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = (uint64_t)c->cgroup_fd};
+        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    }
+    if (pid < 0)
+        pid = fork();
     if (pid < 0) {
         err_set(&err, errno, "fork");
         goto fail;
@@ -142,6 +182,9 @@ static _Noreturn void exec_child(const struct oci_process *p, const struct oci_s
         close(sync);
         if (console >= 0)
             close(console);
+        if (c->in_process)
+            for (int i = 0; i < 3; i++)
+                close(i); /* the process alone holds its output pipes */
         int status;
         while (waitpid(pid, &status, 0) < 0)
             if (errno != EINTR)
@@ -152,6 +195,7 @@ static _Noreturn void exec_child(const struct oci_process *p, const struct oci_s
     }
     char *exe = NULL;
     int slave = -1;
+    const struct oci_process *p = c->p;
     if (oci_process_oom_score_adj(p, &err) < 0 || oci_process_rlimits(p, &err) < 0)
         goto fail;
     if (p->terminal && oci_terminal_setup(p, console, &slave, &err) < 0)
@@ -164,7 +208,7 @@ static _Noreturn void exec_child(const struct oci_process *p, const struct oci_s
         err_set(&err, errno, "setsid");
         goto fail;
     }
-    oci_process_exec(p, exe, spec->seccomp, preserve, slave, &err);
+    oci_process_exec(p, exe, c->spec->seccomp, c->preserve, slave, &err);
 fail:
     oci_sync_send(sync, OCI_SYNC_ERROR, err.code, err.msg);
     _exit(255);
@@ -240,21 +284,43 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         r = err_set(err, errno, "socketpair");
         goto out;
     }
-    struct clone_args ca = {.exit_signal = SIGCHLD};
-    if (cg && oci_cgroup_fd(cg) >= 0) {
-        ca.flags |= CLONE_INTO_CGROUP;
-        ca.cgroup = (uint64_t)oci_cgroup_fd(cg);
-    }
-    pid_t child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (child < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
-        ca.flags = 0;
+    struct exec_child ec = {.p = &p,
+                            .spec = spec,
+                            .pidfd = pidfd,
+                            .nsflags = nsflags,
+                            .sync = sp[1],
+                            .console = console,
+                            .preserve = o->preserve_fds,
+                            .cgroup_fd = -1,
+                            .stdio = o->stdio,
+                            .in_process = o->in_process};
+    pid_t child;
+    if (o->in_process) {
+        /* glibc's fork keeps malloc usable in the child of a threaded
+         * process (the seccomp and capability libraries allocate); that
+         * child, single-threaded, clones the process into the cgroup (a
+         * write to cgroup.procs would wait for an RCU grace period, up to
+         * 40 ms here). */
+        if (cg)
+            ec.cgroup_fd = oci_cgroup_fd(cg);
+        child = fork();
+    } else {
+        struct clone_args ca = {.exit_signal = SIGCHLD};
+        if (cg && oci_cgroup_fd(cg) >= 0) {
+            ca.flags |= CLONE_INTO_CGROUP;
+            ca.cgroup = (uint64_t)oci_cgroup_fd(cg);
+        }
         child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+        if (child < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
+            ca.flags = 0;
+            child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+        }
     }
     if (child == 0) {
         close(sp[0]);
         if (o->pid_fd >= 0)
             close(o->pid_fd); /* EOF there when we are done with it */
-        exec_child(&p, spec, pidfd, nsflags, sp[1], console, o->preserve_fds);
+        exec_child(&ec);
     }
     close(sp[1]);
     oci_cgroup_free(cg);
@@ -296,7 +362,9 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
             log_warn("exec: --pid-file `%s`: write failed", o->pid_file);
     }
     int status = 0;
-    if (!o->detach) {
+    if (o->ret_relay)
+        *o->ret_relay = child;
+    if (!o->detach && !o->in_process) {
         /* Forward the common signals while we wait. */
         while (waitpid(child, &status, 0) < 0)
             if (errno != EINTR) {

@@ -111,6 +111,17 @@ struct oci_exec_opts {
     char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */
     const char *user; /* "uid[:gid]" or NULL */
     int preserve_fds;
+    /* From a threaded daemon rather than the CLI: the relay (the child that
+     * joins the container and waits for the process) is forked without
+     * clone3, so that malloc stays usable in it, joins the cgroup itself,
+     * closes every fd but its own, starts with default signal handling,
+     * and is not waited for (implies detach). Its pid goes to *ret_relay;
+     * its exit status is the process's (128 + signal when killed). The
+     * caller's binary must be a sealed one (exe_is_sealed): the relay is
+     * a copy of the caller. */
+    bool in_process;
+    pid_t *ret_relay;
+    const int *stdio; /* the process's stdin, stdout, stderr, or NULL: ours */
 };
 /* Runs a process in the container; without detach waits for it and sets
  * *ret_status. When the process cannot be started (its program is missing

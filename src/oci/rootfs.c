@@ -11,14 +11,61 @@
 
 #include "oci/internal.h"
 
+/* The mount point of the mount that holds path (an absolute path): the
+ * highest directory from path up that is on the same mount. */
+static int mount_point_of(const char *path, char *buf, size_t size)
+{
+    struct statx sx;
+    if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &sx) < 0)
+        return -errno;
+    uint64_t id = sx.stx_mnt_id;
+    if ((size_t)snprintf(buf, size, "%s", path) >= size)
+        return -ENAMETOOLONG;
+    for (;;) {
+        char *slash = strrchr(buf, '/');
+        if (!slash || (slash == buf && !buf[1]))
+            return 0;
+        char keep = slash == buf ? slash[1] : '\0';
+        if (slash == buf)
+            slash[1] = '\0'; /* the parent is "/" */
+        else
+            *slash = '\0';
+        if (statx(AT_FDCWD, buf, 0, STATX_MNT_ID, &sx) < 0 || sx.stx_mnt_id != id) {
+            /* back to the child: it is the mount point */
+            if (slash == buf)
+                slash[1] = keep;
+            else
+                *slash = '/';
+            return 0;
+        }
+    }
+}
+
 int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err)
 {
-    /* Nothing we mount may propagate back to the host. */
+    /* Nothing we mount may propagate back to the host, unless the spec
+     * asks for a shared root (bidirectional volumes): then the copies of
+     * the host's mounts stay peers of theirs, so that a bind mount of a
+     * shared host directory made rshared is one, both ways. */
     unsigned long prop = MS_REC | MS_SLAVE;
-    if (spec->rootfs_propagation & (MS_PRIVATE | MS_SLAVE))
+    if (spec->rootfs_propagation & (MS_PRIVATE | MS_SLAVE | MS_SHARED))
         prop = spec->rootfs_propagation | MS_REC;
     if (mount(NULL, "/", NULL, prop, NULL) < 0)
-        return err_set(err, errno, "make `/` %s", prop & MS_PRIVATE ? "private" : "slave");
+        return err_set(err, errno, "make `/` %s",
+                       prop & MS_PRIVATE  ? "private"
+                       : prop & MS_SHARED ? "shared"
+                                          : "slave");
+    if (prop & MS_SHARED) {
+        /* As runc does: the mount that holds the rootfs becomes private
+         * here, so that the rootfs bind below (and all that is mounted in
+         * it) does not propagate to the host, and pivot_root accepts it. */
+        char mp[PATH_MAX];
+        int r = mount_point_of(spec->root_path, mp, sizeof(mp));
+        if (r < 0)
+            return err_set(err, -r, "`root.path`: find the mount of `%s`", spec->root_path);
+        if (mount(NULL, mp, NULL, MS_PRIVATE, NULL) < 0)
+            return err_set(err, errno, "make `%s` private", mp);
+    }
     if (mount(spec->root_path, spec->root_path, NULL, MS_BIND | MS_REC, NULL) < 0)
         return err_set(err, errno, "`root.path`: bind `%s`", spec->root_path);
     int fd = open(spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -30,11 +77,18 @@ int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err 
 
 int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err)
 {
+    _cleanup_close_ int oldroot = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (oldroot < 0)
+        return err_set(err, errno, "open `/`");
     if (fchdir(rootfd) < 0)
         return err_set(err, errno, "chdir to the rootfs");
     if (!no_pivot && oci_pivot_root(".", ".") == 0) {
-        /* The old root is now stacked under "."; detach it without
-         * propagating the unmount to the host. */
+        /* The old root is now stacked on the new one; detach it without
+         * propagating the unmount to the host. From inside it, as runc
+         * does: "." in the new root would make the new root's mounts
+         * slaves (and a bidirectional volume one-way). */
+        if (fchdir(oldroot) < 0)
+            return err_set(err, errno, "chdir to the old root");
         if (mount(NULL, ".", NULL, MS_SLAVE | MS_REC, NULL) < 0)
             return err_set(err, errno, "make the old root slave");
         if (umount2(".", MNT_DETACH) < 0)

@@ -113,31 +113,11 @@ static int init_wait_ready(int report, struct child_report *rep)
     return -1;
 }
 
-/* Closes every fd from 3 up except the two given: a forked child must not
- * hold the daemon's listening socket, connections or epoll instance (a
- * daemon killed meanwhile would seem to still accept connections). */
-static void close_all_but(int a, int b)
-{
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    if (lo < 3)
-        lo = hi; /* -1: nothing to keep there */
-    unsigned next = 3;
-    int keep[2] = {lo, hi};
-    for (int i = 0; i < 2; i++) {
-        if (keep[i] < 3 || (unsigned)keep[i] < next)
-            continue;
-        if ((unsigned)keep[i] > next)
-            syscall(SYS_close_range, next, (unsigned)keep[i] - 1, 0U);
-        next = (unsigned)keep[i] + 1;
-    }
-    syscall(SYS_close_range, next, ~0U, 0U);
-}
-
 static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int fd, int cgfd)
 {
     struct child_report rep = {0};
     const char *step = "unshare";
-    close_all_but(fd, cgfd);
+    fds_close_all_but((const int[]){fd, cgfd}, 2);
     if (unshare(flags) < 0)
         goto fail;
     if (flags & CLONE_NEWUTS) {

@@ -230,11 +230,14 @@ void sess_pause(struct conn *c, bool pause);
 /* The client is gone or the server closes: end everything, then free. */
 void sess_end(struct conn *c);
 
-/* ---- TLS (tls.c): OpenSSL through memory BIOs, loaded on first use ---- */
+/* ---- TLS (tls.c): mbedTLS over our buffers, loaded on first use ---- */
 
 struct tls_ctx;
 struct tls_conn;
-/* Loads the certificate chain and key (PEM). -EINVAL naming the file. */
+/* Reads the certificate chain and key (PEM) and checks them in a child
+ * process, at start only (it blocks). -EINVAL naming the file that is bad,
+ * or its read error (-ENOENT, -EACCES, -EFBIG past 1 MiB...). The libraries
+ * are loaded by the first tls_conn_new. */
 int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct err *err);
 void tls_ctx_free(struct tls_ctx *t);
 struct tls_conn *tls_conn_new(struct tls_ctx *ctx); /* NULL: no memory */

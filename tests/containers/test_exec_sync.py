@@ -1,7 +1,11 @@
 """ExecSync through the real gRPC client: output, exit codes, the
 container's own settings, timeouts, big output, and no leak over many
 calls."""
+import errno
+import hashlib
 import os
+import subprocess
+import threading
 import time
 
 import grpc
@@ -88,3 +92,77 @@ def test_many_calls_leave_nothing(running):
     wait_for(lambda: len(env.d.fds()) <= fds, what="the fd count to return")
     if not env.d.sanitized():
         assert env.d.rss_kb() <= rss + 256
+
+
+def _exe_writable(pid):
+    """Whether /proc/PID/exe of a process can be opened for writing (what
+    CVE-2019-5736 does), and the filesystem it is on."""
+    fstype = subprocess.run(["stat", "-L", "-f", "-c", "%T", f"/proc/{pid}/exe"],
+                            capture_output=True, text=True).stdout.strip()
+    try:
+        with open(f"/proc/{pid}/exe", "r+b"):
+            return True, fstype
+    except OSError as e:
+        assert e.errno in (errno.EROFS, errno.ETXTBSY, errno.EPERM, errno.EACCES), e
+        return False, fstype
+
+
+def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
+    """ExecSync forks its relay from the daemon itself (no executor
+    process), so the daemon runs from a sealed view of its binary
+    (CVE-2019-5736): the daemon's and every relay's /proc/PID/exe are a
+    read-only overlayfs, and a command that is a `#!/proc/self/exe` script
+    (the exploit's way to run the relay's binary inside the container), while
+    a process of the container races to open every new process's exe and
+    write it afterwards, writes nothing of the host."""
+    env, cid = running
+    before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
+    assert _exe_writable(env.d.proc.pid) == (False, "overlayfs")
+    # a relay, alive while its command runs: the daemon's child whose
+    # child is the command
+    slow = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
+    slow.start()
+    try:
+        def relay():
+            for p in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{p}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == env.d.proc.pid and \
+                            os.readlink(f"/proc/{p}/exe") != "/usr/bin/busybox":
+                        with open(f"/proc/{p}/task/{p}/children") as f:
+                            kids = f.read().split()
+                        if kids and open(f"/proc/{kids[0]}/comm").read().strip() == "sleep":
+                            return int(p)
+                except (OSError, ValueError, IndexError):
+                    continue
+            return None
+        pid = wait_for(relay, what="the ExecSync relay")
+        assert _exe_writable(pid) == (False, "overlayfs")
+    finally:
+        slow.join()
+    # the exploit: the container races for the process a script starts
+    exec_sync(env, cid, ["/bin/sh", "-c", r"""
+        printf '#!/proc/self/exe\n' > /x && chmod +x /x
+        (while [ ! -e /stop ]; do
+            for d in /proc/[0-9]*; do
+                read c < $d/comm 2>/dev/null || continue
+                [ "$c" = x ] || continue
+                if exec 3< $d/exe; then
+                    echo opened >> /log
+                    while [ -d $d ]; do :; done
+                    echo pwned >> /proc/self/fd/3 && echo WROTE >> /log
+                    exec 3<&-
+                fi
+            done
+        done) > /dev/null 2>&1 &
+        """])
+    codes = {exec_sync(env, cid, ["/x"]).exit_code for _ in range(40)}
+    exec_sync(env, cid, ["/bin/touch", "/stop"])
+    log = exec_sync(env, cid, ["/bin/sh", "-c", "cat /log 2>/dev/null; true"]).stdout
+    # the kernel refuses the interpreter (its mount is not in the
+    # container's namespace: 127), or the sealed view runs (kinglet's usage
+    # error, 2); neither can be written
+    assert codes and codes <= {2, 126, 127}, codes
+    assert b"WROTE" not in log, log
+    assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before

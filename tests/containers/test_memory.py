@@ -1,7 +1,7 @@
 """The daemon's memory: idle, after image pulls, and with 100 pods.
 
 Targets (issue 9, item 16): under 4 MB of VmRSS idle, before and after
-pulls, and under 10 MB with 100 pods. libnftables is loaded only once a pod
+pulls, and under 10 MB with 100 pods. libnftnl is loaded only once a pod
 needs it, and pulls run in a short-lived helper process, so the daemon never
 maps libcurl, libarchive or the TLS libraries.
 
@@ -20,7 +20,7 @@ from .conftest import Env, channel, imagelib, wait_for
 
 IDLE_KB = 4 * 1024
 PODS_KB = 10 * 1024
-PULL_LIBS = ("libcurl", "libarchive", "libcrypto", "libssl", "libgnutls")
+PULL_LIBS = ("libcurl", "libarchive", "libcrypto", "libssl", "libgnutls", "libmbed")
 
 
 def maps(d):
@@ -125,7 +125,7 @@ def pull(env, ref):
 
 
 def test_idle_daemon_with_pod_network_is_small(cri, pod_daemon_factory):
-    """Pod networking on (the default), no pod: no libnftables, no netfilter
+    """Pod networking on (the default), no pod: no libnftnl, no netfilter
     socket, and NetworkReady all the same (the first pod makes the table)."""
     pb = cri.pb
     d = pod_daemon_factory()
@@ -136,7 +136,7 @@ def test_idle_daemon_with_pod_network_is_small(cri, pod_daemon_factory):
         return {c.type: c.status for c in st.conditions}.get("NetworkReady")
     wait_for(ready, 15, what="NetworkReady")
     m = maps(d)
-    assert "libnftables" not in m, "the idle daemon maps libnftables"
+    assert "libnft" not in m, "the idle daemon maps libnftnl (or libnftables)"
     for lib in PULL_LIBS:
         assert lib not in m, f"the idle daemon maps {lib}"
     assert not netfilter_sockets(d), "the idle daemon holds a netfilter socket"

@@ -14,7 +14,7 @@ def test_100_containers_in_20_pods_leave_nothing(env):
     pb = env.pb
     d = env.d
     env.rs.Version(pb.VersionRequest(), timeout=10)
-    # what the first pod loads for good (libnftables, its netfilter socket)
+    # what the first pod loads for good (libnftnl)
     # is not a leak: one pod comes and goes before the baseline
     warm = env.pod("warm")[0]
     env.rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=warm), timeout=60)

@@ -362,3 +362,49 @@ def test_env_values_that_are_not_utf8(env):
         create("nul", b"a\x00bc")
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "NUL" in e.value.details()
+
+
+def test_mount_propagation(env, tmp_path):
+    """Bidirectional: a mount the container makes under the volume appears on
+    the host (the host directory is on a shared mount, as kubelet requires),
+    and one the host makes appears in the container; host-to-container
+    (rslave): only the host's reach the container; private: neither."""
+    pb = env.pb
+    ns = list(env.d.prefix)  # the daemon's mount namespace is "the host"
+    d = tmp_path / "shared"
+    d.mkdir()
+    subprocess.run(ns + ["sh", "-c", f"mount -t tmpfs kinglet-prop {d} && mount --make-shared {d}"
+                         f" && mkdir {d}/bi {d}/slave {d}/priv {d}/fromhost"], check=True)
+    try:
+        pod = env.pod()
+        kinds = {"bi": pb.PROPAGATION_BIDIRECTIONAL, "slave": pb.PROPAGATION_HOST_TO_CONTAINER,
+                 "priv": pb.PROPAGATION_PRIVATE}
+        cids = {}
+        for name, prop in kinds.items():
+            cids[name] = sleeper(env, pod, name, linux=sc(env, privileged=True), mounts=[
+                pb.Mount(container_path="/v", host_path=str(d), propagation=prop)])
+            # the container mounts under the volume
+            code, _, err = sh(env, cids[name], f"mount -t tmpfs from-{name} /v/{name} && "
+                                               f"touch /v/{name}/made-inside")
+            assert code == 0, err
+        # the host mounts under it, after the containers started
+        subprocess.run(ns + ["mount", "-t", "tmpfs", "from-host", f"{d}/fromhost"], check=True)
+        subprocess.run(ns + ["touch", f"{d}/fromhost/made-on-host"], check=True)
+
+        def host_sees(name):
+            return subprocess.run(ns + ["test", "-e", f"{d}/{name}/made-inside"]).returncode == 0
+        wait_for(lambda: host_sees("bi"), what="the container's mount on the host")
+        assert not host_sees("slave") and not host_sees("priv")
+        for name, seen in (("bi", True), ("slave", True), ("priv", False)):
+            code = sh(env, cids[name], "test -e /v/fromhost/made-on-host")[0]
+            assert (code == 0) == seen, (name, code)
+        # the rootfs and what was mounted in it stayed the container's own
+        mounts = subprocess.run(ns + ["cat", "/proc/self/mountinfo"], capture_output=True,
+                                text=True).stdout
+        assert "from-slave" not in mounts and "from-priv" not in mounts
+        assert mounts.count("from-bi") >= 1
+        for cid in cids.values():
+            env.stop(cid)
+            env.remove(cid)
+    finally:
+        subprocess.run(ns + ["umount", "-R", "-l", str(d)])

@@ -48,8 +48,10 @@ def test_pod_stats_and_metrics(env):
     pod = env.pod()
     cid = env.run(pod, "net", ["/bin/sh", "-c",
                                "ping -c 3 -W 1 $(ip route | awk '/default/ {print $3}'); "
-                               "sleep 1000"])
-    env.wait_procs(cid, 1)
+                               "sleep 1000 & wait"])
+    # two processes whatever the moment: the shell, then ping or sleep (a
+    # `sleep` the shell exec'd once ping ended left one, under load)
+    env.wait_procs(cid, 2)
     st = wait_for(lambda: (lambda s: s if s.linux.network.default_interface.tx_bytes.value > 0
                            else None)(env.rs.PodSandboxStats(
                                pb.PodSandboxStatsRequest(pod_sandbox_id=pod[0]), timeout=30).stats),

@@ -5,6 +5,7 @@ network namespace, where the server listens on 127.0.0.1."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -301,13 +302,20 @@ def test_token_expires(running, spdyclient):
     assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
 
 
-def test_tls(env_factory, spdyclient, tmp_path):
-    """--stream-tls-cert/--stream-tls-key: https URLs, exec and port-forward
-    through TLS with a test CA, and plain HTTP refused on that port."""
-    ca, cert, key = tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem"
+def self_signed(tmp_path):
+    """A certificate for localhost and its key (the certificate is its own CA)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_tls(env_factory, spdyclient, tmp_path):
+    """--stream-tls-cert/--stream-tls-key: https URLs, exec and port-forward
+    through TLS with a test CA, and plain HTTP refused on that port."""
+    cert, key = self_signed(tmp_path)
+    ca = tmp_path / "ca.pem"
     ca.write_bytes(cert.read_bytes())
     env = env_factory(["--stream-tls-cert", str(cert), "--stream-tls-key", str(key)])
     pod = env.pod()
@@ -329,14 +337,92 @@ def test_tls(env_factory, spdyclient, tmp_path):
     assert out["1"] == "wss\n", out
 
 
+def is_static_binary(path):
+    """Whether the ELF file at path has no program interpreter (PT_INTERP):
+    a static binary, which maps no shared library, lazily or otherwise."""
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(64)
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))
+
+
+def test_tls_refuses_hostile_and_outdated_clients(pod_daemon_factory, tmp_path):
+    """What an attacker or an outdated client sends to the TLS port
+    (tests/stream/tlsprobe.py): plain HTTP, random bytes, a record longer
+    than TLS allows, a ClientHello whose lengths lie get the connection
+    closed at once; TLS 1.1, 1.0 and SSL 3 get a protocol_version alert, RSA
+    key exchange, CBC, 3DES, RC4 and NULL a handshake_failure alert; half a
+    ClientHello, or one sent a byte a second, is cut by the 10 s deadline
+    for the request head. A current client gets TLS 1.2 with ECDHE and an
+    AEAD. No fd stays behind, and until the first connection the daemon maps
+    no TLS library."""
+    cert, key = self_signed(tmp_path)
+    d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(cert),
+                                       "--stream-tls-key", str(key)])
+
+    def tls_maps():
+        with open(f"/proc/{d.pid}/maps") as f:
+            return sorted({l.split()[-1] for l in f if re.search(r"/lib(mbed|ssl|crypto)", l)})
+    m = wait_for(lambda: re.search(r"streaming server on 127\.0\.0\.1:(\d+) \(TLS\)",
+                                   d.logtext()), what="the streaming server")
+    assert tls_maps() == []
+    fds = d.settled_fds()  # once the start-up probes of the gRPC socket are closed
+    p = subprocess.run(["nsenter", "-t", str(d.holder.pid), "--net", "--", "/usr/bin/python3",
+                        os.path.join(STREAM, "tlsprobe.py"), "127.0.0.1", m.group(1), str(cert)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    for name in ("plain-http", "garbage", "oversized-record"):
+        assert r[name]["closed"] and r[name]["seconds"] < 5, (name, r[name])
+        assert r[name]["first"] in ("nothing", "alert"), (name, r[name])
+    refused = {"bad-lengths": 50, "tls1.0-only": 70, "tls1.1-only": 70, "ssl3-only": 70,
+               "weak-ciphers": 40}  # decode_error, protocol_version, handshake_failure
+    for name, alert in refused.items():
+        got = r[name]
+        assert (got["first"], got.get("level"), got.get("description"), got["closed"]) == (
+            "alert", 2, alert, True), (name, got)
+        assert got["seconds"] < 5, (name, got)
+    assert (r["modern"]["first"], r["modern"].get("type")) == ("handshake", 2), r["modern"]
+    for name in ("truncated", "slow"):
+        assert r[name]["closed"] and 8 <= r[name]["seconds"] <= 20, (name, r[name])
+    good = r["good-client"]
+    assert good.get("version") == "TLSv1.2", good
+    assert re.fullmatch(r"ECDHE-RSA-(AES\d+-GCM-SHA\d+|CHACHA20-POLY1305)", good["cipher"]), good
+    if not is_static_binary(d.binary):  # the static binary has mbedTLS linked in
+        assert any("libmbedtls" in l for l in tls_maps()), tls_maps()
+    wait_for(lambda: len(d.fds()) == fds, timeout=15,
+             what=f"the daemon to close every probe's connection ({fds} fds)")
+    rc = d.stop()
+    assert rc == 0, f"daemon exited with {rc}:\n{d.logtext()[-4000:]}"
+
+
 def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
+    """Each bad file stops the start with a message naming it (they are
+    parsed in a child process: its message must reach the log)."""
     bogus = tmp_path / "bogus.pem"
     bogus.write_text("not a certificate\n")
-    d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(bogus), "--stream-tls-key",
-                                       str(bogus)], start=False)
-    d.start(wait=False)
-    assert d.proc.wait(timeout=30) != 0
-    assert f"the streaming certificate `{bogus}`" in d.logtext(), d.logtext()
+    cert, key = self_signed(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    _, other_key = self_signed(other)
+    missing = tmp_path / "missing.pem"
+    cases = [
+        (bogus, bogus, f"the streaming certificate `{bogus}`: "),
+        (cert, bogus, f"the streaming key `{bogus}`: "),
+        (cert, other_key, f"the streaming key does not match the certificate `{cert}`: "),
+        (missing, key, f"the streaming certificate `{missing}`: No such file"),
+        (cert, missing, f"the streaming key `{missing}`: No such file"),
+    ]
+    for c, k, want in cases:
+        d = pod_daemon_factory(extra_args=["--stream-tls-cert", str(c), "--stream-tls-key",
+                                           str(k)], start=False)
+        d.start(wait=False)
+        assert d.proc.wait(timeout=30) != 0
+        assert want in d.logtext(), (want, d.logtext())
 
 
 LIMITS = r"""

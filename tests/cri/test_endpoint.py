@@ -497,12 +497,12 @@ def test_idle_rss_is_small(daemon):
     if "libasan" in open(f"/proc/{daemon.pid}/maps").read():
         pytest.skip("sanitizer builds carry shadow memory: RSS is measured on the plain build")
     # The target is 4 MB of VmRSS, shared library text included: libcurl,
-    # libarchive, libcrypto and libnftables are loaded only on first use
+    # libarchive, libcrypto and libnftnl are loaded only on first use
     # (src/base/lazy.c), so the idle daemon does not map them.
     assert daemon.private_kb() < 2 * 1024, daemon.private_kb()
     assert daemon.rss_kb() < 4 * 1024, daemon.rss_kb()
     maps = open(f"/proc/{daemon.pid}/maps").read()
-    for lib in ("libcurl", "libarchive", "libcrypto", "libnftables"):
+    for lib in ("libcurl", "libarchive", "libcrypto", "libnft"):
         assert lib not in maps, f"{lib} is mapped by the idle daemon"
 
 

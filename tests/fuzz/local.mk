@@ -125,11 +125,18 @@ tests_fuzz_fuzz_stream_ws_SOURCES = tests/fuzz/fuzz_stream_ws.c src/stream/ws.c
 tests_fuzz_fuzz_stream_ws_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_ws_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_ws_LDADD = libkbase.a $(DEP_LIBS)
+# stream/tls: TLS records and handshakes through our glue into mbedTLS.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_tls
+tests_fuzz_fuzz_stream_tls_SOURCES = tests/fuzz/fuzz_stream_tls.c tests/fuzz/fuzz_tmpdir.h \
+	src/stream/tls.c
+tests_fuzz_fuzz_stream_tls_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_tls_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_tls_LDADD = libkbase.a $(DEP_LIBS)
 
 # Files the daemon reads back at start: runtime-config.json (cri), IPAM
-# lease files and the nft JSON listing of the hostports chain (net).
+# lease files (net); and the kernel's listing of the hostports chain (net).
 noinst_PROGRAMS += tests/fuzz/fuzz_runtime_config tests/fuzz/fuzz_net_lease \
-	tests/fuzz/fuzz_net_nft_json
+	tests/fuzz/fuzz_net_nft_listing
 tests_fuzz_fuzz_runtime_config_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_runtime_config_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_runtime_config_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
@@ -137,15 +144,17 @@ tests_fuzz_fuzz_net_lease_SOURCES = tests/fuzz/fuzz_net_lease.c $(libknet_a_SOUR
 tests_fuzz_fuzz_net_lease_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_lease_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_lease_LDADD = libkbase.a $(DEP_LIBS) -lpthread
-tests_fuzz_fuzz_net_nft_json_SOURCES = tests/fuzz/fuzz_net_nft_json.c $(libknet_a_SOURCES)
-tests_fuzz_fuzz_net_nft_json_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
-tests_fuzz_fuzz_net_nft_json_LDFLAGS = $(NET_FUZZ_FLAGS)
-tests_fuzz_fuzz_net_nft_json_LDADD = libkbase.a $(DEP_LIBS) -lpthread
+tests_fuzz_fuzz_net_nft_listing_SOURCES = tests/fuzz/fuzz_net_nft_listing.c $(libknet_a_SOURCES)
+tests_fuzz_fuzz_net_nft_listing_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_nft_listing_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_net_nft_listing_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
 EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus tests/fuzz/stream_ws_corpus \
+EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
-	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_json_corpus tests/fuzz/image_registry_corpus \
+	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_listing_corpus tests/fuzz/image_registry_corpus \
 	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \
 	tests/fuzz/image_unpack_corpus tests/fuzz/image_manifest_corpus

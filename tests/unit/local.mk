@@ -31,7 +31,7 @@ TESTS += tests/unit/test_oci
 tests_unit_test_oci_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_oci_LDADD = $(KUNIT_LIBS_ALL)
 
-# net: IPAM, netlink messages, nftables text.
+# net: IPAM, netlink messages, nftables messages and listings.
 check_PROGRAMS += tests/unit/test_net
 TESTS += tests/unit/test_net
 tests_unit_test_net_CFLAGS = $(KUNIT_CFLAGS_ALL)

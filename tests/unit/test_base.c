@@ -1,4 +1,5 @@
-/* src/base: the error object, size parsing, du_path, rm_rf_at and sealed memfds. */
+/* src/base: the error object, size parsing, du_path, rm_rf_at, sealed memfds
+ * and SHA-256. */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -351,6 +352,181 @@ static void atomic_writes_are_private(void **state)
     close(dfd);
 }
 
+/* ---- sha256 ---- */
+
+static void hex32(const uint8_t md[32], char out[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Both the portable code and (where the CPU has them) the SHA instructions. */
+static void sha256_with(bool portable, const void *data, size_t len, size_t chunk, char out[65])
+{
+    struct sha256 s;
+    if (portable)
+        sha256_init_portable(&s);
+    else
+        sha256_init(&s);
+    const uint8_t *p = data;
+    for (size_t off = 0; off < len || off == 0; off += chunk) {
+        size_t n = len - off < chunk ? len - off : chunk;
+        sha256_update(&s, p + off, n);
+        if (len == 0)
+            break;
+    }
+    uint8_t md[32];
+    sha256_final(&s, md);
+    hex32(md, out);
+}
+
+static void sha256_fips_vectors(void **state)
+{
+    static const struct {
+        const char *msg;
+        size_t repeat;
+        const char *want;
+    } v[] = {
+        /* FIPS 180-4 examples (NIST CSRC "SHA256.pdf", "SHA2_Additional.pdf") */
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+         "lmnopqrsmnopqrstnopqrstu",
+         1, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+        {"\xbd", 1, "68325720aabd7c82f30f554b313d0570c95accbb7dc4b5aae11204c08ffe732b"},
+        {"\xc9\x8c\x8e\x55", 1, "7abc22c0ae5af26ce93dbb94433a0e0b2e119d014f8e7f65bd56c61ccccd9504"},
+    };
+    bool accel = sha256_accelerated();
+    printf("sha256: %s\n", accel ? "the CPU's SHA instructions and the portable code"
+                                 : "the portable code only (no SHA instructions here)");
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        size_t ml = strlen(v[i].msg), len = ml * v[i].repeat;
+        uint8_t *data = malloc(len + 1);
+        assert_non_null(data);
+        for (size_t k = 0; k < v[i].repeat; k++)
+            memcpy(data + k * ml, v[i].msg, ml);
+        for (int portable = 0; portable < 2; portable++) {
+            char got[65];
+            sha256_with(portable, data, len, len ? len : 1, got);
+            if (strcmp(got, v[i].want) != 0)
+                fail_msg("vector %zu (%s): got %s, want %s", i, portable ? "portable" : "default",
+                         got, v[i].want);
+        }
+        free(data);
+    }
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    for (size_t off = 0; off < n;) {
+        ssize_t r = read(fd, p + off, n - off);
+        assert_true(r > 0);
+        off += (size_t)r;
+    }
+    close(fd);
+}
+
+/* Fed in any pieces, the digest is the one-shot digest; both codes agree. */
+static void sha256_incremental_is_one_shot(void **state)
+{
+    enum { N = 4096 + 77 };
+    static uint8_t data[N];
+    fill_random(data, sizeof(data));
+    for (size_t len = 0; len <= 300; len++) {
+        char one[65], other[65];
+        sha256_with(true, data, len, len ? len : 1, one);
+        for (size_t chunk = 1; chunk <= 130; chunk++) {
+            sha256_with(false, data, len, chunk, other);
+            if (strcmp(one, other) != 0)
+                fail_msg("len %zu in chunks of %zu: %s, one-shot portable %s", len, chunk, other,
+                         one);
+        }
+    }
+    /* random cuts through a longer message, empty updates included */
+    char want[65];
+    sha256_with(false, data, N, N, want);
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 200; round++) {
+        struct sha256 s;
+        if (round % 2)
+            sha256_init_portable(&s);
+        else
+            sha256_init(&s);
+        for (size_t off = 0; off < N;) {
+            size_t n = (size_t)rand_r(&seed) % 300;
+            if (n > N - off)
+                n = N - off;
+            sha256_update(&s, data + off, n);
+            off += n;
+        }
+        uint8_t md[32];
+        char got[65];
+        sha256_final(&s, md);
+        hex32(md, got);
+        if (strcmp(got, want) != 0)
+            fail_msg("round %d: random pieces give %s, one-shot %s", round, got, want);
+    }
+}
+
+/* sha256sum(1) agrees on random data of every length around the padding
+ * boundaries and on a few large ones. The data is in memfds that
+ * sha256sum opens through /proc/PID/fd: a crash leaves no file behind. */
+static void sha256_agrees_with_sha256sum(void **state)
+{
+    static const size_t big[] = {1000003, 4u << 20, (4u << 20) + 63};
+    enum { SMALL = 200, FILES = SMALL + 3 };
+    size_t lens[FILES];
+    int fds[FILES];
+    char want[FILES][65];
+    uint8_t *data = malloc(big[2]);
+    assert_non_null(data);
+    size_t cmd_len = 32 + FILES * 32;
+    char *cmd = malloc(cmd_len);
+    assert_non_null(cmd);
+    int at = snprintf(cmd, cmd_len, "sha256sum");
+    for (size_t i = 0; i < FILES; i++) {
+        lens[i] = i < SMALL ? i : big[i - SMALL];
+        fill_random(data, lens[i]);
+        fds[i] = memfd_create("sha256-test", MFD_CLOEXEC);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(write(fds[i], data, lens[i]), (ssize_t)lens[i]);
+        sha256_with(i % 2, data, lens[i], 65536, want[i]);
+        at += snprintf(cmd + at, cmd_len - (size_t)at, " /proc/%d/fd/%d", (int)getpid(), fds[i]);
+    }
+    /* all of sha256sum's answers first, then the checks */
+    static char got[FILES][65];
+    size_t seen = 0;
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char line[256];
+    while (fgets(line, sizeof(line), f)) {
+        char hex[65];
+        int fd;
+        size_t i = FILES;
+        if (sscanf(line, "%64s /proc/%*d/fd/%d", hex, &fd) == 2)
+            for (i = 0; i < FILES && fds[i] != fd; i++)
+                ;
+        if (i < FILES && !got[i][0]) {
+            memcpy(got[i], hex, sizeof(hex));
+            seen++;
+        }
+    }
+    assert_int_equal(pclose(f), 0);
+    assert_int_equal(seen, FILES);
+    for (size_t i = 0; i < FILES; i++) {
+        if (strcmp(got[i], want[i]) != 0)
+            fail_msg("%zu bytes: sha256sum %s, ours %s", lens[i], got[i], want[i]);
+        close(fds[i]);
+    }
+    free(cmd);
+    free(data);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
@@ -361,5 +537,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(du_stays_on_one_filesystem),
     cmocka_unit_test(rm_rf_stays_in_the_tree),
     cmocka_unit_test(memfd_sealed_cannot_change),
+    cmocka_unit_test(sha256_fips_vectors),
+    cmocka_unit_test(sha256_incremental_is_one_shot),
+    cmocka_unit_test(sha256_agrees_with_sha256sum),
 };
 UNIT_MAIN(tests)

@@ -1,12 +1,17 @@
 /* Unit tests for src/net: subnet arithmetic, IPAM (in a temporary directory,
  * including concurrent allocators), netlink message building and reply
- * parsing, nftables ruleset text. No network configuration is touched. */
+ * parsing, nftables messages and rule listings. No network configuration is touched. */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <endian.h>
 #include <libmnl/libmnl.h>
+#include <libnftnl/common.h>
+#include <libnftnl/rule.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/veth.h>
@@ -630,7 +635,131 @@ static void test_ct_messages(void **state)
     assert_int_equal(net_ct_tuple_matches(t, IPPROTO_UDP, 53), -EBADMSG);
 }
 
-/* ---- nftables text ------------------------------------------------------ */
+/* ---- nftables messages -------------------------------------------------- */
+
+#define NFT_TYPE(msg) ((NFNL_SUBSYS_NFTABLES << 8) | (msg))
+
+/* A rule message as `nft --debug=netlink` shows it: the expressions, one
+ * "[ ... ]" per line, as libnftnl reads them back from the bytes. */
+static void rule_exprs(const struct nlmsghdr *nlh, char *out, size_t size)
+{
+    struct nftnl_rule *r = nftnl_rule_alloc();
+    assert_non_null(r);
+    assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+    char text[4096];
+    nftnl_rule_snprintf(text, sizeof(text), r, NFTNL_OUTPUT_DEFAULT, 0);
+    nftnl_rule_free(r);
+    /* keep the expression lines only */
+    size_t n = 0;
+    out[0] = '\0';
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *b = strstr(line, "[ ");
+        if (b && n + strlen(b) + 2 < size)
+            n += (size_t)snprintf(out + n, size - n, "%s\n", b);
+    }
+}
+
+static const char *rule_chain(const struct nlmsghdr *nlh, char *buf, size_t size)
+{
+    struct nftnl_rule *r = nftnl_rule_alloc();
+    assert_non_null(r);
+    assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+    snprintf(buf, size, "%s/%s", nftnl_rule_get_str(r, NFTNL_RULE_TABLE),
+             nftnl_rule_get_str(r, NFTNL_RULE_CHAIN));
+    nftnl_rule_free(r);
+    return buf;
+}
+
+/* Begin and end of the batch, NLM_F_ACK on the last message only, every
+ * message of nf_tables for family inet. */
+static void check_batch(const struct net_nft_batch *b)
+{
+    assert_true(b->nmsgs >= 3);
+    const struct nlmsghdr *first = net_nft_batch_msg(b, 0);
+    const struct nlmsghdr *last = net_nft_batch_msg(b, b->nmsgs - 1);
+    assert_int_equal(first->nlmsg_type, NFNL_MSG_BATCH_BEGIN);
+    assert_int_equal(last->nlmsg_type, NFNL_MSG_BATCH_END);
+    const struct nfgenmsg *g = mnl_nlmsg_get_payload(first);
+    assert_int_equal(ntohs(g->res_id), NFNL_SUBSYS_NFTABLES);
+    for (unsigned i = 1; i + 1 < b->nmsgs; i++) {
+        const struct nlmsghdr *nlh = net_nft_batch_msg(b, i);
+        assert_int_equal(nlh->nlmsg_type >> 8, NFNL_SUBSYS_NFTABLES);
+        assert_int_equal(((const struct nfgenmsg *)mnl_nlmsg_get_payload(nlh))->nfgen_family,
+                         NFPROTO_INET);
+        assert_int_equal(!!(nlh->nlmsg_flags & NLM_F_ACK), i + 2 == b->nmsgs);
+        assert_true(nlh->nlmsg_flags & NLM_F_REQUEST);
+    }
+    size_t len = 0;
+    for (unsigned i = 0; i < b->nmsgs; i++)
+        len += MNL_ALIGN(net_nft_batch_msg(b, i)->nlmsg_len);
+    assert_int_equal(len, b->buf.len);
+}
+
+/* The expressions nft 1.0.6 generates for the former rule text (copied from
+ * `nft --debug=netlink -f`), for the rules of the base chains. */
+static const char *const BASE_RULES[][2] = {
+    {"kinglet/prerouting", /* fib daddr type local jump hostports */
+     "[ fib daddr type => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000002 ]\n"
+     "[ immediate reg 0 jump -> hostports ]\n"},
+    {"kinglet/output", /* ip6 daddr ::1 return */
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000000a ]\n"
+     "[ payload load 16b @ network header + 24 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000000 0x00000000 0x00000000 0x01000000 ]\n"
+     "[ immediate reg 0 return ]\n"},
+    {"kinglet/output", /* fib daddr type local jump hostports */
+     "[ fib daddr type => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000002 ]\n"
+     "[ immediate reg 0 jump -> hostports ]\n"},
+    {"kinglet/postrouting", /* ct status dnat ip saddr 127.0.0.0/8 masquerade */
+     "[ ct load status => reg 1 ]\n"
+     "[ bitwise reg 1 = ( reg 1 & 0x00000020 ) ^ 0x00000000 ]\n"
+     "[ cmp neq reg 1 0x00000000 ]\n"
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000002 ]\n"
+     "[ payload load 1b @ network header + 12 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000007f ]\n"
+     "[ masq ]\n"},
+    {"kinglet/postrouting", /* ct status dnat ip saddr 10.88.0.0/16 ip daddr 10.88.0.0/16 */
+     "[ ct load status => reg 1 ]\n"
+     "[ bitwise reg 1 = ( reg 1 & 0x00000020 ) ^ 0x00000000 ]\n"
+     "[ cmp neq reg 1 0x00000000 ]\n"
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000002 ]\n"
+     "[ payload load 2b @ network header + 12 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000580a ]\n"
+     "[ payload load 2b @ network header + 16 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000580a ]\n"
+     "[ masq ]\n"},
+    {"kinglet/postrouting", /* ip saddr 10.88.0.0/16 ip daddr != 10.88.0.0/16 masquerade */
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x00000002 ]\n"
+     "[ payload load 2b @ network header + 12 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000580a ]\n"
+     "[ payload load 2b @ network header + 16 => reg 1 ]\n"
+     "[ cmp neq reg 1 0x0000580a ]\n"
+     "[ masq ]\n"},
+    {"kinglet/postrouting", /* ct status dnat ip6 saddr fd00:88::/64 ip6 daddr fd00:88::/64 */
+     "[ ct load status => reg 1 ]\n"
+     "[ bitwise reg 1 = ( reg 1 & 0x00000020 ) ^ 0x00000000 ]\n"
+     "[ cmp neq reg 1 0x00000000 ]\n"
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000000a ]\n"
+     "[ payload load 8b @ network header + 8 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x880000fd 0x00000000 ]\n"
+     "[ payload load 8b @ network header + 24 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x880000fd 0x00000000 ]\n"
+     "[ masq ]\n"},
+    {"kinglet/postrouting", /* ip6 saddr fd00:88::/64 ip6 daddr != fd00:88::/64 masquerade */
+     "[ meta load nfproto => reg 1 ]\n"
+     "[ cmp eq reg 1 0x0000000a ]\n"
+     "[ payload load 8b @ network header + 8 => reg 1 ]\n"
+     "[ cmp eq reg 1 0x880000fd 0x00000000 ]\n"
+     "[ payload load 8b @ network header + 24 => reg 1 ]\n"
+     "[ cmp neq reg 1 0x880000fd 0x00000000 ]\n"
+     "[ masq ]\n"},
+};
 
 static void test_nft_base(void **state)
 {
@@ -638,25 +767,53 @@ static void test_nft_base(void **state)
     struct err e = {0};
     net_config_init(&cfg);
     assert_int_equal(net_config_set_subnets(&cfg, "10.88.0.0/16,fd00:88::/64", &e), 0);
-    struct buf b = {0};
+    struct net_nft_batch b = {0};
+    assert_int_equal(net_nft_batch_begin(&b), 0);
     assert_int_equal(net_nft_base_build(&cfg, &b), 0);
-    assert_int_equal(buf_append(&b, "", 1), 0);
-    const char *t = (const char *)b.data;
-    assert_non_null(strstr(t, "add table inet kinglet\n"));
-    assert_non_null(strstr(t, "add rule inet kinglet postrouting ip saddr 10.88.0.0/16 ip daddr "
-                              "!= 10.88.0.0/16 masquerade\n"));
-    assert_non_null(strstr(t, "add rule inet kinglet postrouting ip6 saddr fd00:88::/64 ip6 "
-                              "daddr != fd00:88::/64 masquerade\n"));
-    assert_non_null(strstr(t, "ct status dnat ip saddr 10.88.0.0/16 ip daddr 10.88.0.0/16 "
-                              "masquerade\n"));
-    assert_non_null(strstr(t, "prerouting fib daddr type local jump hostports\n"));
-    /* never the pods' chain, never another table */
-    assert_null(strstr(t, "flush chain inet kinglet hostports"));
-    for (const char *line = t; *line; line = strchr(line, '\n') + 1) {
-        if (!strstr(line, " inet kinglet ") && !str_has_prefix(line, "add table inet kinglet"))
-            fail_msg("line outside the kinglet table: %.80s", line);
+    assert_int_equal(net_nft_batch_end(&b), 0);
+    check_batch(&b);
+    /* table, chains (hostports without a hook), flush of the base chains
+     * only, then their rules */
+    const uint16_t types[] = {
+        NFT_MSG_NEWTABLE, NFT_MSG_NEWCHAIN, NFT_MSG_NEWCHAIN, NFT_MSG_DELRULE,
+        NFT_MSG_NEWRULE,  NFT_MSG_NEWCHAIN, NFT_MSG_DELRULE,  NFT_MSG_NEWRULE,
+        NFT_MSG_NEWRULE,  NFT_MSG_NEWCHAIN, NFT_MSG_DELRULE,  NFT_MSG_NEWRULE,
+        NFT_MSG_NEWRULE,  NFT_MSG_NEWRULE,  NFT_MSG_NEWRULE,  NFT_MSG_NEWRULE,
+    };
+    assert_int_equal(b.nmsgs, ARRAY_SIZE(types) + 2);
+    size_t nrule = 0;
+    char chain[128], exprs[4096];
+    for (unsigned i = 0; i < ARRAY_SIZE(types); i++) {
+        const struct nlmsghdr *nlh = net_nft_batch_msg(&b, i + 1);
+        assert_int_equal(nlh->nlmsg_type, NFT_TYPE(types[i]));
+        if (types[i] == NFT_MSG_DELRULE)
+            assert_string_not_equal(rule_chain(nlh, chain, sizeof(chain)), "kinglet/hostports");
+        if (types[i] != NFT_MSG_NEWRULE)
+            continue;
+        assert_true(nrule < ARRAY_SIZE(BASE_RULES));
+        assert_string_equal(rule_chain(nlh, chain, sizeof(chain)), BASE_RULES[nrule][0]);
+        rule_exprs(nlh, exprs, sizeof(exprs));
+        if (strcmp(exprs, BASE_RULES[nrule][1]))
+            fail_msg("rule %zu:\n%s\nwant:\n%s", nrule, exprs, BASE_RULES[nrule][1]);
+        nrule++;
     }
-    buf_free(&b);
+    assert_int_equal(nrule, ARRAY_SIZE(BASE_RULES));
+    net_nft_batch_free(&b);
+
+    /* a prefix that ends inside a byte: the address and a mask */
+    assert_int_equal(net_config_set_subnets(&cfg, "10.80.0.0/12", &e), 0);
+    assert_int_equal(net_nft_base_build(&cfg, &b), 0);
+    rule_exprs(net_nft_batch_msg(&b, b.nmsgs - 1), exprs, sizeof(exprs));
+    assert_string_equal(exprs, "[ meta load nfproto => reg 1 ]\n"
+                               "[ cmp eq reg 1 0x00000002 ]\n"
+                               "[ payload load 4b @ network header + 12 => reg 1 ]\n"
+                               "[ bitwise reg 1 = ( reg 1 & 0x0000f0ff ) ^ 0x00000000 ]\n"
+                               "[ cmp eq reg 1 0x0000500a ]\n"
+                               "[ payload load 4b @ network header + 16 => reg 1 ]\n"
+                               "[ bitwise reg 1 = ( reg 1 & 0x0000f0ff ) ^ 0x00000000 ]\n"
+                               "[ cmp neq reg 1 0x0000500a ]\n"
+                               "[ masq ]\n");
+    net_nft_batch_free(&b);
 }
 
 static void test_nft_pod(void **state)
@@ -669,73 +826,185 @@ static void test_nft_pod(void **state)
         {NET_PROTO_TCP, 0, 22, NULL}, /* no host port: nothing */
         {NET_PROTO_TCP, 4443, 443, "2001:db8::1"},
     };
-    struct buf b = {0};
+    struct net_nft_batch b = {0};
     struct err e = {0};
-    assert_int_equal(net_nft_pod_build("podx", ips, 2, ports, ARRAY_SIZE(ports), &b, &e), 0);
-    assert_int_equal(buf_append(&b, "", 1), 0);
-    const char *t = (const char *)b.data;
+    size_t n = 0;
+    assert_int_equal(net_nft_batch_begin(&b), 0);
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, ports, ARRAY_SIZE(ports), &b, &n, &e), 0);
+    assert_int_equal(net_nft_batch_end(&b), 0);
+    check_batch(&b);
+    assert_int_equal(n, 6);
+    assert_int_equal(b.nmsgs, 8);
+    /* as nft --debug=netlink shows "meta nfproto ipv4 meta l4proto tcp th
+     * dport 8080 dnat ip to 10.88.0.5:80", "ip daddr 192.0.2.7 meta
+     * l4proto udp th dport 5353 dnat ip to 10.88.0.5:53", ... */
     const char *want[] = {
-        "add rule inet kinglet hostports meta nfproto ipv4 meta l4proto tcp th dport 8080 dnat "
-        "ip to 10.88.0.5:80 comment \"kinglet:podx\"\n",
-        "add rule inet kinglet hostports meta nfproto ipv6 meta l4proto tcp th dport 8080 dnat "
-        "ip6 to [fd00:88::5]:80 comment \"kinglet:podx\"\n",
-        "add rule inet kinglet hostports ip daddr 192.0.2.7 meta l4proto udp th dport 5353 dnat "
-        "ip to 10.88.0.5:53 comment \"kinglet:podx\"\n",
-        "add rule inet kinglet hostports meta nfproto ipv4 meta l4proto sctp th dport 9999 dnat "
-        "ip to 10.88.0.5:999 comment \"kinglet:podx\"\n",
-        "add rule inet kinglet hostports meta nfproto ipv6 meta l4proto sctp th dport 9999",
-        "add rule inet kinglet hostports ip6 daddr 2001:db8::1 meta l4proto tcp th dport 4443 "
-        "dnat ip6 to [fd00:88::5]:443 comment \"kinglet:podx\"\n",
+        "[ meta load nfproto => reg 1 ]\n[ cmp eq reg 1 0x00000002 ]\n"
+        "[ meta load l4proto => reg 1 ]\n[ cmp eq reg 1 0x00000006 ]\n"
+        "[ payload load 2b @ transport header + 2 => reg 1 ]\n[ cmp eq reg 1 0x0000901f ]\n"
+        "[ immediate reg 1 0x0500580a ]\n[ immediate reg 2 0x00005000 ]\n"
+        "[ nat dnat ip addr_min reg 1 proto_min reg 2 flags 0x2 ]\n",
+        "[ meta load nfproto => reg 1 ]\n[ cmp eq reg 1 0x0000000a ]\n"
+        "[ meta load l4proto => reg 1 ]\n[ cmp eq reg 1 0x00000006 ]\n"
+        "[ payload load 2b @ transport header + 2 => reg 1 ]\n[ cmp eq reg 1 0x0000901f ]\n"
+        "[ immediate reg 1 0x880000fd 0x00000000 0x00000000 0x05000000 ]\n"
+        "[ immediate reg 2 0x00005000 ]\n"
+        "[ nat dnat ip6 addr_min reg 1 proto_min reg 2 flags 0x2 ]\n",
+        "[ meta load nfproto => reg 1 ]\n[ cmp eq reg 1 0x00000002 ]\n"
+        "[ payload load 4b @ network header + 16 => reg 1 ]\n[ cmp eq reg 1 0x070200c0 ]\n"
+        "[ meta load l4proto => reg 1 ]\n[ cmp eq reg 1 0x00000011 ]\n"
+        "[ payload load 2b @ transport header + 2 => reg 1 ]\n[ cmp eq reg 1 0x0000e914 ]\n"
+        "[ immediate reg 1 0x0500580a ]\n[ immediate reg 2 0x00003500 ]\n"
+        "[ nat dnat ip addr_min reg 1 proto_min reg 2 flags 0x2 ]\n",
+        NULL, /* sctp, IPv4 */
+        NULL, /* sctp, IPv6 */
+        "[ meta load nfproto => reg 1 ]\n[ cmp eq reg 1 0x0000000a ]\n"
+        "[ payload load 16b @ network header + 24 => reg 1 ]\n"
+        "[ cmp eq reg 1 0xb80d0120 0x00000000 0x00000000 0x01000000 ]\n"
+        "[ meta load l4proto => reg 1 ]\n[ cmp eq reg 1 0x00000006 ]\n"
+        "[ payload load 2b @ transport header + 2 => reg 1 ]\n[ cmp eq reg 1 0x00005b11 ]\n"
+        "[ immediate reg 1 0x880000fd 0x00000000 0x00000000 0x05000000 ]\n"
+        "[ immediate reg 2 0x0000bb01 ]\n"
+        "[ nat dnat ip6 addr_min reg 1 proto_min reg 2 flags 0x2 ]\n",
     };
-    for (size_t i = 0; i < ARRAY_SIZE(want); i++)
-        if (!strstr(t, want[i]))
-            fail_msg("missing: %s\nin:\n%s", want[i], t);
-    assert_null(strstr(t, "dport 22"));
-    assert_null(strstr(t, "ip6 daddr 192.0.2.7"));
-    int lines = 0;
-    for (const char *c = t; *c; c++)
-        lines += *c == '\n';
-    assert_int_equal(lines, 6);
-    buf_free(&b);
+    char exprs[4096], chain[128];
+    for (unsigned i = 0; i < 6; i++) {
+        const struct nlmsghdr *nlh = net_nft_batch_msg(&b, i + 1);
+        assert_int_equal(nlh->nlmsg_type, NFT_TYPE(NFT_MSG_NEWRULE));
+        assert_string_equal(rule_chain(nlh, chain, sizeof(chain)), "kinglet/hostports");
+        /* the comment, as teardown reads it back */
+        struct net_nft_rule rule;
+        assert_int_equal(net_nft_rule_parse(nlh, &rule), 1);
+        assert_true(rule.has_comment);
+        assert_string_equal(rule.comment, "kinglet:podx");
+        rule_exprs(nlh, exprs, sizeof(exprs));
+        if (want[i] && strcmp(exprs, want[i]))
+            fail_msg("rule %u:\n%s\nwant:\n%s", i, exprs, want[i]);
+        if (!want[i])
+            assert_non_null(strstr(exprs, "[ cmp eq reg 1 0x00000084 ]")); /* sctp */
+    }
+    net_nft_batch_free(&b);
 
+    /* bad mappings: an error and nothing appended */
     struct net_port_mapping bad_ip = {NET_PROTO_TCP, 1, 2, "1.2.3.4; flush ruleset"};
-    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_ip, 1, &b, &e), -EINVAL);
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_ip, 1, &b, &n, &e), -EINVAL);
     struct net_port_mapping bad_proto = {(enum net_proto)7, 1, 2, NULL};
-    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_proto, 1, &b, &e), -EINVAL);
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_proto, 1, &b, &n, &e), -EINVAL);
     struct net_port_mapping bad_cport = {NET_PROTO_TCP, 1, 0, NULL};
-    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_cport, 1, &b, &e), -EINVAL);
-    assert_int_equal(net_nft_pod_build("pod\"x", ips, 2, ports, 1, &b, &e), -EINVAL);
-    buf_free(&b);
+    assert_int_equal(net_nft_pod_build("podx", ips, 2, &bad_cport, 1, &b, &n, &e), -EINVAL);
+    assert_int_equal(net_nft_pod_build("pod\"x", ips, 2, ports, 1, &b, &n, &e), -EINVAL);
+    assert_int_equal(net_nft_ports_check("podx", &bad_ip, 1, &e), -EINVAL);
+    assert_int_equal(net_nft_ports_check("podx", ports, ARRAY_SIZE(ports), &e), 0);
+    assert_int_equal(b.nmsgs, 0);
+    assert_int_equal(b.buf.len, 0);
+    net_nft_batch_free(&b);
+}
+
+/* A NEWRULE message as the kernel lists it. udata/ulen: NFTA_RULE_USERDATA
+ * (NULL: none). */
+static struct nlmsghdr *listed_rule(uint8_t *buf, int family, const char *table, const char *chain,
+                                    uint64_t handle, const void *udata, size_t ulen)
+{
+    memset(buf, 0, 1024);
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = NFT_TYPE(NFT_MSG_NEWRULE);
+    nlh->nlmsg_flags = NLM_F_MULTI;
+    struct nfgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+    g->nfgen_family = (uint8_t)family;
+    mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, table);
+    mnl_attr_put_strz(nlh, NFTA_RULE_CHAIN, chain);
+    mnl_attr_put_u64(nlh, NFTA_RULE_HANDLE, htobe64(handle));
+    if (udata)
+        mnl_attr_put(nlh, NFTA_RULE_USERDATA, ulen, udata);
+    return nlh;
 }
 
 static void test_nft_pod_delete(void **state)
 {
-    const char *json =
-        "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\"}},"
-        "{\"chain\": {\"family\": \"inet\", \"table\": \"kinglet\", \"name\": \"hostports\", "
-        "\"handle\": 1}},"
-        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
-        "\"handle\": 7, \"comment\": \"kinglet:poda\", \"expr\": []}},"
-        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
-        "\"handle\": 8, \"comment\": \"kinglet:podab\", \"expr\": []}},"
-        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
-        "\"handle\": 9, \"comment\": \"kinglet:poda\", \"expr\": []}},"
-        "{\"rule\": {\"family\": \"inet\", \"table\": \"other\", \"chain\": \"hostports\", "
-        "\"handle\": 10, \"comment\": \"kinglet:poda\", \"expr\": []}},"
-        "{\"rule\": {\"family\": \"inet\", \"table\": \"kinglet\", \"chain\": \"hostports\", "
-        "\"handle\": \"11\", \"comment\": \"kinglet:poda\", \"expr\": []}}]}";
-    struct buf b = {0};
-    struct err e = {0};
-    assert_int_equal(net_nft_pod_delete_build(json, "poda", &b, &e), 0);
-    assert_int_equal(buf_append(&b, "", 1), 0);
-    assert_string_equal((const char *)b.data, "delete rule inet kinglet hostports handle 7\n"
-                                              "delete rule inet kinglet hostports handle 9\n");
-    buf_free(&b);
-    assert_int_equal(net_nft_pod_delete_build(json, "nobody", &b, &e), 0);
-    assert_int_equal(b.len, 0);
-    assert_int_equal(net_nft_pod_delete_build("{not json", "poda", &b, &e), -EBADMSG);
-    assert_int_equal(net_nft_pod_delete_build("{\"x\": 1}", "poda", &b, &e), -EBADMSG);
-    buf_free(&b);
+    uint8_t buf[1024];
+    struct net_nft_handles h = {.pod_id = "poda"};
+    const uint8_t poda[] = "\x00\x0dkinglet:poda";            /* with its NUL */
+    const uint8_t podab[] = "\x00\x0ekinglet:podab";          /* another pod */
+    const uint8_t twice[] = "\x01\x02xy\x00\x0dkinglet:poda"; /* after another TLV */
+    const uint8_t nonul[] = "\x00\x0ckinglet:podaX";          /* no NUL: no comment */
+    const uint8_t overrun[] = "\x00\x20kinglet:poda";         /* runs past the end */
+    struct {
+        int family;
+        const char *table, *chain;
+        uint64_t handle;
+        const uint8_t *ud;
+        size_t ulen;
+        bool match;
+    } cases[] = {
+        {NFPROTO_INET, "kinglet", "hostports", 7, poda, sizeof(poda), true},
+        {NFPROTO_INET, "kinglet", "hostports", 8, podab, sizeof(podab), false},
+        {NFPROTO_INET, "kinglet", "hostports", 1ull << 40, twice, sizeof(twice), true},
+        {NFPROTO_INET, "other", "hostports", 10, poda, sizeof(poda), false},
+        {NFPROTO_INET, "kinglet", "output", 11, poda, sizeof(poda), false},
+        {NFPROTO_IPV4, "kinglet", "hostports", 12, poda, sizeof(poda), false},
+        {NFPROTO_INET, "kinglet", "hostports", 0, poda, sizeof(poda), false},
+        {NFPROTO_INET, "kinglet", "hostports", 13, NULL, 0, false},
+        {NFPROTO_INET, "kinglet", "hostports", 14, nonul, sizeof(nonul) - 1, false},
+        {NFPROTO_INET, "kinglet", "hostports", 15, overrun, sizeof(overrun), false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct nlmsghdr *nlh = listed_rule(buf, cases[i].family, cases[i].table, cases[i].chain,
+                                           cases[i].handle, cases[i].ud, cases[i].ulen);
+        size_t before = h.n;
+        assert_int_equal(net_nft_handles_cb(nlh, &h), 0);
+        if ((h.n > before) != cases[i].match)
+            fail_msg("case %zu: matched %d", i, h.n > before);
+    }
+    assert_int_equal(h.n, 2);
+    assert_true(h.v[0] == 7 && h.v[1] == 1ull << 40);
+
+    /* not a rule: skipped; a broken attribute: the listing is refused */
+    struct nlmsghdr *nlh =
+        listed_rule(buf, NFPROTO_INET, "kinglet", "hostports", 3, poda, sizeof(poda));
+    nlh->nlmsg_type = NFT_TYPE(NFT_MSG_NEWCHAIN);
+    assert_int_equal(net_nft_handles_cb(nlh, &h), 0);
+    nlh->nlmsg_type = NFT_TYPE(NFT_MSG_NEWRULE);
+    struct nlattr *a = (struct nlattr *)((uint8_t *)mnl_nlmsg_get_payload(nlh) + 4);
+    a->nla_len = 0xfff0;
+    assert_int_equal(net_nft_handles_cb(nlh, &h), -EBADMSG);
+    a->nla_len = 5; /* "kinglet" cut short: no NUL */
+    assert_int_equal(net_nft_handles_cb(nlh, &h), -EBADMSG);
+    nlh->nlmsg_len = MNL_NLMSG_HDRLEN + 2;
+    assert_int_equal(net_nft_handles_cb(nlh, &h), -EBADMSG);
+    assert_int_equal(h.n, 2);
+
+    /* the deletion: by handle, in the hostports chain, one batch */
+    struct net_nft_batch b = {0};
+    assert_int_equal(net_nft_batch_begin(&b), 0);
+    assert_int_equal(net_nft_pod_delete_build(h.v, h.n, &b), 0);
+    assert_int_equal(net_nft_batch_end(&b), 0);
+    check_batch(&b);
+    assert_int_equal(b.nmsgs, 4);
+    for (unsigned i = 0; i < 2; i++) {
+        const struct nlmsghdr *m = net_nft_batch_msg(&b, i + 1);
+        assert_int_equal(m->nlmsg_type, NFT_TYPE(NFT_MSG_DELRULE));
+        struct nftnl_rule *r = nftnl_rule_alloc();
+        assert_int_equal(nftnl_rule_nlmsg_parse(m, r), 0);
+        assert_string_equal(nftnl_rule_get_str(r, NFTNL_RULE_TABLE), "kinglet");
+        assert_string_equal(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "hostports");
+        assert_true(nftnl_rule_get_u64(r, NFTNL_RULE_HANDLE) == h.v[i]);
+        nftnl_rule_free(r);
+    }
+    net_nft_batch_free(&b);
+    free(h.v);
+
+    /* the listing request: a dump of kinglet's hostports chain */
+    struct nl_batch req;
+    nl_batch_init(&req);
+    assert_int_equal(net_nft_list_build(&req), 0);
+    const struct nlmsghdr *q = nl_batch_msg(&req, 0);
+    assert_int_equal(q->nlmsg_type, NFT_TYPE(NFT_MSG_GETRULE));
+    assert_true(q->nlmsg_flags & NLM_F_DUMP);
+    struct nftnl_rule *r = nftnl_rule_alloc();
+    assert_int_equal(nftnl_rule_nlmsg_parse(q, r), 0);
+    assert_string_equal(nftnl_rule_get_str(r, NFTNL_RULE_TABLE), "kinglet");
+    assert_string_equal(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN), "hostports");
+    nftnl_rule_free(r);
 }
 
 static void test_sysctl_keys(void **state)
