@@ -99,56 +99,76 @@ const char *http_header(const struct http_request *r, const char *name);
  * (case-insensitive). */
 bool http_header_has(const struct http_request *r, const char *name, const char *token);
 
-/* ---- WebSocket (ws.c): the handshake's key and the framing ---- */
+/* ---- WebSocket (ws.c): the handshake's key and RFC 6455 framing, no I/O ---- */
 
 /* Sec-WebSocket-Accept for key (28 chars + NUL). */
 void ws_accept_key(const char *key, char out[29]);
 
-/* Opcodes (RFC 6455 section 5.2) and the close codes we send (7.4.1). */
+#define WS_MSG_MAX       (1u << 20)   /* a client's message, reassembled */
+#define WS_CONTROL_MAX   125          /* a control frame's payload (RFC) */
+#define WS_FRAME_OUT_MAX (128u << 10) /* our frames' payload: longer messages go in fragments */
+#define WS_MSG_KEEP      (64u << 10)  /* a message buffer kept for the next one */
+#define WS_CLOSED        1            /* ws_feed: the client closed; our reply is queued */
+
+enum { WS_CONT = 0, WS_TEXT = 1, WS_BINARY = 2, WS_CLOSE = 8, WS_PING = 9, WS_PONG = 10 };
 enum {
-    WS_CONT = 0x0,
-    WS_TEXT = 0x1,
-    WS_BINARY = 0x2,
-    WS_CLOSE = 0x8,
-    WS_PING = 0x9,
-    WS_PONG = 0xa,
+    WS_CLOSE_NORMAL = 1000,
+    WS_CLOSE_PROTOCOL = 1002,
+    WS_CLOSE_INVALID = 1007, /* a text message that is not UTF-8 */
+    WS_CLOSE_TOO_BIG = 1009,
+    WS_CLOSE_INTERNAL = 1011,
 };
-enum { WS_CLOSE_NORMAL = 1000, WS_CLOSE_PROTOCOL = 1002, WS_CLOSE_TOO_BIG = 1009 };
 
-/* The client's side of a connection, as a state machine with no I/O: the
- * frames' headers, unmasking, and the fragments of a message put together
- * (at most max_msg bytes). */
-struct ws_parser {
-    uint8_t hdr[14];
-    size_t hdr_len;
-    uint64_t left; /* payload bytes of the current frame still to come */
-    uint8_t mask[4];
-    size_t mask_at;
-    uint8_t opcode; /* of the current frame */
+struct ws_callbacks {
+    /* A whole data message (op WS_TEXT, valid UTF-8, or WS_BINARY), its
+     * fragments reassembled; data valid during the call. */
+    int (*on_message)(void *ud, uint8_t op, const uint8_t *data, size_t len);
+};
+
+struct ws {
+    const struct ws_callbacks *cb;
+    void *ud;
+    /* the frame being read */
+    uint8_t head[14];
+    size_t head_len;
+    bool in_payload;
     bool fin;
-    bool in_frame;  /* the header is complete; payload follows */
-    uint8_t msg_op; /* the message being put together (TEXT, BINARY), 0: none */
+    uint8_t op;
+    uint8_t mask[4];
+    uint64_t len, got;
+    uint8_t ctl[WS_CONTROL_MAX]; /* a control frame's payload */
+    uint8_t msg_op;              /* the message being reassembled: WS_TEXT/WS_BINARY, 0: none */
     struct buf msg;
-    struct buf ctl; /* a control frame's payload (<= 125 bytes) */
-    size_t max_msg;
-    bool closed; /* a close frame was received: nothing more is parsed */
+    bool close_sent;
+    int result; /* != 0: the connection is over (WS_CLOSED or an error) */
 };
 
-/* A whole message or control frame: opcode TEXT, BINARY, CLOSE, PING or
- * PONG, and its (unmasked) payload. */
-typedef void (*ws_on_msg)(void *ud, int opcode, const uint8_t *data, size_t len);
+void ws_init(struct ws *w, const struct ws_callbacks *cb, void *ud);
+void ws_free(struct ws *w);
+/* Consumes len bytes a client sent; frames to send back (pong, close) are
+ * appended to out. 0: read on. WS_CLOSED: the client closed and our close
+ * is in out: flush it and close the connection. Negative: a close frame
+ * saying why is in out (if out could grow), flush it and close: -EPROTO
+ * (a protocol error: RSV bits, an unknown opcode, an unmasked frame, a
+ * non-minimal or 2^63+ length, a control frame over 125 bytes or
+ * fragmented, a continuation out of place, a bad close code; close 1002),
+ * -EMSGSIZE (a message over WS_MSG_MAX; 1009), -EILSEQ (text that is not
+ * UTF-8; 1007), -ENOMEM (1011), or the callback's negative result (1011).
+ * Once over, every call returns the same. */
+int ws_feed(struct ws *w, const uint8_t *data, size_t len, struct buf *out);
+/* Appends our close frame (code 0: no code) unless one was sent; -ENOMEM. */
+int ws_close(struct ws *w, struct buf *out, uint16_t code);
 
-/* Feeds bytes from the client; calls on_msg for each message and control
- * frame completed. 0, or the close code the connection must end with:
- * WS_CLOSE_PROTOCOL (an unmasked frame, reserved bits, an unknown opcode, a
- * control frame over 125 bytes or fragmented, a continuation without a
- * message, a data frame inside one), WS_CLOSE_TOO_BIG (a message over
- * max_msg). After a close frame the rest is ignored. */
-int ws_feed(struct ws_parser *p, const uint8_t *data, size_t len, ws_on_msg on_msg, void *ud);
-void ws_parser_free(struct ws_parser *p);
-/* Appends one unmasked frame with FIN (a server's frame) to out: 0,
- * -ENOMEM. */
-int ws_frame(struct buf *out, int opcode, const void *data, size_t len);
+/* One frame; mask NULL for a server's frames (a client's: 4 bytes). -ENOMEM. */
+int ws_frame(struct buf *out, uint8_t op, bool fin, const void *data, size_t len,
+             const uint8_t *mask);
+/* A server's data message of head then data, in frames of at most
+ * WS_FRAME_OUT_MAX bytes. -ENOMEM. */
+int ws_message(struct buf *out, uint8_t op, const void *head, size_t head_len, const void *data,
+               size_t len);
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+bool ws_utf8_valid(const uint8_t *s, size_t len);
 
 /* ---- the server's connections (server.c) and sessions (session.c) ---- */
 
@@ -197,7 +217,9 @@ struct conn {
     bool aborted; /* the client is gone: nothing more is written */
     struct spdy spdy;
     bool spdy_init;
-    struct ws_parser ws;
+    struct ws ws;
+    bool ws_init;
+    struct buf *ws_out;   /* during ws_feed: the codec's answers, not sent yet */
     struct tls_conn *tls; /* NULL: plain */
     struct chan ch[STREAM_CHANNELS];
     struct pf_slot pf_slots[STREAM_PF_STREAMS_MAX];

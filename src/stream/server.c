@@ -181,27 +181,23 @@ int conn_send(struct conn *c, int ch, const void *data, size_t len)
     }
     if (c->state != CONN_WS)
         return 0;
-    struct buf m = {0};
+    if (c->ws.close_sent)
+        return 0;
+    /* a message: the channel (a byte, or a digit in base64), the data */
+    struct buf f = {0};
     int r;
     if (c->base64) {
         char *enc = b64_encode(data, len);
         char digit = (char)('0' + ch);
-        r = enc && buf_append(&m, &digit, 1) == 0 && buf_append(&m, enc, strlen(enc)) == 0
-                ? 0
-                : -ENOMEM;
+        r = enc ? ws_message(&f, WS_TEXT, &digit, 1, enc, strlen(enc)) : -ENOMEM;
         free(enc);
     } else {
         uint8_t b = (uint8_t)ch;
-        r = buf_append(&m, &b, 1) == 0 && (!len || buf_append(&m, data, len) == 0) ? 0 : -ENOMEM;
+        r = ws_message(&f, WS_BINARY, &b, 1, data, len);
     }
-    if (r == 0) {
-        struct buf f = {0};
-        r = ws_frame(&f, c->base64 ? WS_TEXT : WS_BINARY, m.data, m.len);
-        if (r == 0)
-            r = write_buf(c, &f);
-        buf_free(&f);
-    }
-    buf_free(&m);
+    if (r == 0)
+        r = write_buf(c, &f);
+    buf_free(&f);
     return r;
 }
 
@@ -237,7 +233,8 @@ void conn_unref(struct conn *c)
     buf_free(&c->in);
     if (c->spdy_init)
         spdy_free(&c->spdy);
-    ws_parser_free(&c->ws);
+    if (c->ws_init)
+        ws_free(&c->ws);
     tls_conn_free(c->tls);
     stream_request_free(c->req);
     free(c);
@@ -267,6 +264,16 @@ void conn_finish(struct conn *c)
 {
     if (c->state == CONN_DONE)
         return;
+    if (c->state == CONN_WS && !c->closing) {
+        /* our close frame, unless we sent one already; after the codec's
+         * answers when a message it delivers ends the session */
+        struct buf b = {0};
+        if (c->ws_out)
+            write_buf(c, c->ws_out);
+        if (ws_close(&c->ws, &b, WS_CLOSE_NORMAL) == 0)
+            write_buf(c, &b);
+        buf_free(&b);
+    }
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     conn_maybe_free(c);
@@ -448,38 +455,12 @@ static const struct spdy_callbacks spdy_cb = {
 
 /* ---- WebSocket ---- */
 
-/* Our close frame (its code), then the end of the connection. */
-static void ws_close(struct conn *c, int code)
+static int ws_on_message(void *ud, uint8_t op, const uint8_t *m, size_t len)
 {
-    uint8_t payload[2] = {(uint8_t)(code >> 8), (uint8_t)code};
-    struct buf f = {0};
-    if (ws_frame(&f, WS_CLOSE, payload, sizeof(payload)) == 0)
-        write_buf(c, &f);
-    buf_free(&f);
-    conn_finish(c);
-}
-
-static void ws_msg(void *ud, int opcode, const uint8_t *msg, size_t msg_len)
-{
+    (void)op;
     struct conn *c = ud;
-    if (c->state != CONN_WS || c->closing)
-        return;
-    if (opcode == WS_CLOSE) {
-        /* the client's code echoed (section 5.5.1), then we are done */
-        ws_close(c, msg_len >= 2 ? msg[0] << 8 | msg[1] : WS_CLOSE_NORMAL);
-        return;
-    }
-    if (opcode == WS_PING) {
-        struct buf f = {0};
-        if (ws_frame(&f, WS_PONG, msg, msg_len) == 0)
-            write_buf(c, &f);
-        buf_free(&f);
-        return;
-    }
-    if ((opcode != WS_BINARY && opcode != WS_TEXT) || !msg_len || !c->sess)
-        return;
-    const uint8_t *m = msg;
-    size_t len = msg_len;
+    if (!len || !c->sess)
+        return 0;
     int ch;
     uint8_t *dec = NULL;
     size_t dlen = 0;
@@ -488,7 +469,7 @@ static void ws_msg(void *ud, int opcode, const uint8_t *msg, size_t msg_len)
         char *text = strndup((const char *)m + 1, len - 1);
         if (!text || b64_decode(text, &dec, &dlen) < 0) {
             free(text);
-            return;
+            return 0;
         }
         free(text);
         m = dec;
@@ -512,14 +493,31 @@ static void ws_msg(void *ud, int opcode, const uint8_t *msg, size_t msg_len)
             sess_input(c, ch, m, len, false);
     }
     free(dec);
+    return 0;
 }
 
-/* Bytes from the client on a WebSocket connection. */
-static void ws_input(struct conn *c, const uint8_t *data, size_t len)
+static const struct ws_callbacks ws_cb = {.on_message = ws_on_message};
+
+static void on_conn_timeout(uv_timer_t *t);
+
+/* Bytes from the client: what the codec answers (pong, close) goes out;
+ * once the client closed or broke the protocol, our close frame is
+ * flushed and the connection closed, within STREAM_HEAD_MS even if the
+ * client does not read. */
+static void ws_input(struct conn *c, const uint8_t *data, size_t n)
 {
-    int code = ws_feed(&c->ws, data, len, ws_msg, c);
-    if (code && c->state == CONN_WS && !c->closing)
-        ws_close(c, code);
+    struct buf out = {0};
+    c->ws_out = &out;
+    int r = ws_feed(&c->ws, data, n, &out);
+    c->ws_out = NULL;
+    if (out.len)
+        write_buf(c, &out);
+    buf_free(&out);
+    if (r != 0 && c->state != CONN_DONE) {
+        conn_finish(c);
+        if (c->state != CONN_DONE && c->timer_on)
+            uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
+    }
 }
 
 /* ---- the upgrade ---- */
@@ -580,6 +578,10 @@ static struct token *token_take(struct stream_server *s, const char *id)
 static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
+    if (c->state == CONN_WS && c->closing) {
+        conn_abort(c); /* our close frame was not read in time */
+        return;
+    }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
         (c->state == CONN_SPDY && c->pf && c->n_pf == 0))
         conn_finish(c);
@@ -700,7 +702,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         }
         char accept[29];
         ws_accept_key(key, accept);
-        c->ws = (struct ws_parser){.max_msg = 1u << 20};
+        ws_init(&c->ws, &ws_cb, c);
+        c->ws_init = true;
         n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"

@@ -109,9 +109,8 @@ tests_fuzz_fuzz_cri_requests_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_cri_requests_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_cri_requests_LDADD = $(KINGLET_LIBS) $(DEP_LIBS)
 
-# stream: SPDY frames, WebSocket frames and HTTP request heads from the
-# streaming port.
-noinst_PROGRAMS += tests/fuzz/fuzz_stream_spdy tests/fuzz/fuzz_stream_http tests/fuzz/fuzz_stream_ws
+# stream: SPDY frames and HTTP request heads from the streaming port.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_spdy tests/fuzz/fuzz_stream_http
 tests_fuzz_fuzz_stream_spdy_SOURCES = tests/fuzz/fuzz_stream_spdy.c src/stream/spdy.c \
 	src/stream/spdy_dict.c
 tests_fuzz_fuzz_stream_spdy_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
@@ -121,6 +120,8 @@ tests_fuzz_fuzz_stream_http_SOURCES = tests/fuzz/fuzz_stream_http.c src/stream/h
 tests_fuzz_fuzz_stream_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_http_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_http_LDADD = libkbase.a $(DEP_LIBS)
+# stream/ws: WebSocket frames from a client.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_ws
 tests_fuzz_fuzz_stream_ws_SOURCES = tests/fuzz/fuzz_stream_ws.c src/stream/ws.c
 tests_fuzz_fuzz_stream_ws_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_ws_LDFLAGS = $(NET_FUZZ_FLAGS)
@@ -149,8 +150,8 @@ tests_fuzz_fuzz_net_nft_listing_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_F
 tests_fuzz_fuzz_net_nft_listing_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_nft_listing_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
-EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus tests/fuzz/stream_ws_corpus \
 EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+	tests/fuzz/stream_ws_corpus \
 	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
