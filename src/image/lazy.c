@@ -82,7 +82,9 @@ LAZY_WRAP(archive_lib, int, archive_read_support_filter_all, (struct archive * a
 LAZY_WRAP(archive_lib, int, archive_read_support_format_tar, (struct archive * a0), (a0))
 
 /* The variadic ones: curl reads exactly one argument after the option,
- * of the type the option's number range names; libarchive formats. */
+ * of the type the option's number range names; libarchive formats. The
+ * static binary calls the libraries' own (see LAZY_WRAP). */
+#if !LAZY_LINKED
 CURLcode(curl_easy_setopt)(CURL *curl, CURLoption option, ...)
 {
     static __typeof__(&curl_easy_setopt) f;
@@ -159,3 +161,4 @@ void(archive_set_error)(struct archive *a, int err, const char *fmt, ...)
     va_end(ap);
     f(a, err, "%s", msg);
 }
+#endif

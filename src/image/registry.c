@@ -303,6 +303,33 @@ static int xfer_cb(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_of
     return cancelled(p) ? 1 : 0;
 }
 
+/* The CA bundles distributions keep: Debian and Ubuntu, Fedora and RHEL,
+ * openSUSE, Alpine and the BSDs. */
+static const char *const system_ca_bundles[] = {
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+};
+
+/* libcurl trusts the bundle its build names (Debian's path). Where that
+ * file is missing (the static binary on another distribution, or a node
+ * image with a different layout), the first bundle of the usual places
+ * that exists is used instead; where it exists, nothing changes. */
+static void setup_system_ca(CURL *h)
+{
+    char *def = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_CAINFO, &def) == CURLE_OK && def && access(def, R_OK) == 0)
+        return;
+    for (size_t i = 0; i < ARRAY_SIZE(system_ca_bundles); i++) {
+        if (access(system_ca_bundles[i], R_OK) == 0) {
+            curl_easy_setopt(h, CURLOPT_CAINFO, system_ca_bundles[i]);
+            return;
+        }
+    }
+}
+
 static void setup_tls(struct reg_session *s, CURL *h, const struct reg_endpoint *ep)
 {
     if (s->share)
@@ -315,6 +342,8 @@ static void setup_tls(struct reg_session *s, CURL *h, const struct reg_endpoint 
     snprintf(path, sizeof(path), "%s/%s/ca.crt", s->certs_dir, ep->host);
     if (access(path, R_OK) == 0)
         curl_easy_setopt(h, CURLOPT_CAINFO, path); /* the system CApath still applies */
+    else
+        setup_system_ca(h);
     snprintf(path, sizeof(path), "%s/%s/client.cert", s->certs_dir, ep->host);
     if (access(path, R_OK) == 0) {
         curl_easy_setopt(h, CURLOPT_SSLCERT, path);
