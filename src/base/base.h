@@ -283,6 +283,20 @@ struct lazy_lib {
     void *handle;
 };
 
+#if KINGLET_STATIC_BINARY
+/* The static binary (configure --enable-static-binary) links the libraries
+ * themselves: a wrapper would collide with the real function of the same
+ * name, so LAZY_WRAP defines none and the call resolves at link time. The
+ * unused inline function only keeps the module's struct lazy_lib used. */
+#define LAZY_LINKED 1
+#define LAZY_WRAP(lib, ret, name, params, args)                                                    \
+    static inline __attribute__((unused)) struct lazy_lib *lazy_linked_##name(void)                \
+    {                                                                                              \
+        return &(lib);                                                                             \
+    }
+#else
+#define LAZY_LINKED 0
+
 /* Resolves a symbol, loading the library on first use. A missing library
  * or symbol is a broken installation: it is logged and aborts, as the
  * dynamic loader would have refused to start. */
@@ -301,3 +315,4 @@ void *lazy_lib_sym(struct lazy_lib *lib, const char *name);
         }                                                                                          \
         return lazy_fn_ args;                                                                      \
     }
+#endif

@@ -7,11 +7,15 @@
  * costs the idle daemon and every container monitor several megabytes of
  * RSS. Instead, the modules that use them call through wrappers (see
  * src/image/lazy.c, src/net/lazy.c) that resolve each function here on its
- * first call, as systemd does for its optional libraries. */
+ * first call, as systemd does for its optional libraries.
+ *
+ * The static binary links those libraries instead (LAZY_LINKED, see
+ * LAZY_WRAP in base.h): nothing here is built into it. */
+#include "base.h"
+
+#if !LAZY_LINKED
 #include <dlfcn.h>
 #include <pthread.h>
-
-#include "base.h"
 
 void *lazy_lib_sym(struct lazy_lib *lib, const char *name)
 {
@@ -40,3 +44,4 @@ void *lazy_lib_sym(struct lazy_lib *lib, const char *name)
     }
     return sym;
 }
+#endif

@@ -1,13 +1,14 @@
 /* ExecSync: a command in a running container, with its output and exit
  * code, as kubelet's exec probes use it.
  *
- * The command runs through `kinglet oci exec` (spawned from a worker: the
- * same namespaces, cgroup, user, capabilities, no_new_privs and seccomp
- * as the container's process, see src/oci/exec.c); its stdout and stderr
+ * The command is started from a worker by oci_exec in_process (the same
+ * namespaces, cgroup, user, capabilities, no_new_privs and seccomp as the
+ * container's process, see src/oci/exec.c; a short-lived relay forked from
+ * the daemon makes it the daemon's own child); its stdout and stderr
  * come back over pipes read on the loop and are capped at 16 MiB each, as
  * kubelet expects (the rest is read and dropped, so the command is never
  * held up); its exit is watched through a pidfd. A timeout kills the
- * command (its pid comes from --pid-file) and answers DEADLINE_EXCEEDED,
+ * command and answers DEADLINE_EXCEEDED,
  * as containerd does. A command that cannot be started gives exit code
  * 127 (missing) or 126 (not executable) and the reason on stderr. After
  * the exit, output still held by the command's own children is waited for
@@ -40,12 +41,11 @@ struct exec_sync {
     char *id, *oci_root;
     /* spawn job: out */
     pid_t pid;
-    int pidfd, out_fd, err_fd, pid_fd;
+    int pidfd, out_fd, err_fd; /* pidfd: the command's */
     struct err err;
     int r;
     /* on the loop */
-    struct exec_stream out, errs, cmdpid; /* cmdpid: the command's pid, as text */
-    int cmd_fd;                           /* a pidfd of the command, once known */
+    struct exec_stream out, errs;
     uv_poll_t exit_poll;
     bool poll_open;
     uv_timer_t timer;
@@ -67,11 +67,8 @@ static void exec_free(struct exec_sync *x)
     free(x->oci_root);
     buf_free(&x->out.data);
     buf_free(&x->errs.data);
-    buf_free(&x->cmdpid.data);
     if (x->pidfd >= 0)
         close(x->pidfd);
-    if (x->cmd_fd >= 0)
-        close(x->cmd_fd);
     free(x);
     active--;
 }
@@ -95,11 +92,6 @@ static void close_all(struct exec_sync *x)
         x->errs.open = false;
         x->handles++;
         uv_close((uv_handle_t *)&x->errs.pipe, on_close);
-    }
-    if (x->cmdpid.open) {
-        x->cmdpid.open = false;
-        x->handles++;
-        uv_close((uv_handle_t *)&x->cmdpid.pipe, on_close);
     }
     if (x->poll_open) {
         x->poll_open = false;
@@ -155,23 +147,6 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct exec_sync *x = s->data;
-    if ((uv_pipe_t *)s == &x->cmdpid.pipe) {
-        /* the command's pid (one short write), then EOF */
-        if (n > 0 && x->cmdpid.data.len + (size_t)n < 32)
-            buf_append(&x->cmdpid.data, b->base, (size_t)n);
-        if (n != 0) {
-            uv_read_stop(s);
-            x->cmdpid.eof = true;
-            long pid = 0;
-            if (x->cmdpid.data.len && buf_append(&x->cmdpid.data, "", 1) == 0)
-                pid = strtol((char *)x->cmdpid.data.data, NULL, 10);
-            if (pid > 0 && x->cmd_fd < 0)
-                x->cmd_fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-            if (x->timed_out && x->cmd_fd >= 0)
-                syscall(SYS_pidfd_send_signal, x->cmd_fd, SIGKILL, NULL, 0);
-        }
-        return;
-    }
     struct exec_stream *st = (uv_pipe_t *)s == &x->out.pipe ? &x->out : &x->errs;
     if (n > 0) {
         size_t room = EXEC_OUTPUT_MAX - st->data.len;
@@ -231,15 +206,9 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     maybe_done(x);
 }
 
-/* The command, once its pid has come; the relay and the `oci exec`
- * process end with it. Before that, `oci exec` itself (and the command
- * when its pid arrives). */
 static void kill_command(struct exec_sync *x)
 {
-    if (x->cmd_fd >= 0)
-        syscall(SYS_pidfd_send_signal, x->cmd_fd, SIGKILL, NULL, 0);
-    else
-        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+    syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -254,26 +223,24 @@ static void on_timeout(uv_timer_t *t)
 static void spawn_work(uv_work_t *req)
 {
     struct exec_sync *x = req->data;
-    int out[2] = {-1, -1}, errp[2] = {-1, -1}, pidp[2] = {-1, -1};
+    int out[2] = {-1, -1}, errp[2] = {-1, -1};
     _cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-        pipe2(pidp, O_CLOEXEC) < 0) {
+    if (devnull < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    /* The relay is forked from here: no execve of an executor. */
+    /* No executor process: the relay is forked from here. */
     struct oci_exec_opts o = {.root = x->oci_root,
                               .id = x->id,
                               .args = x->argv,
-                              .pid_fd = pidp[1],
+                              .pid_fd = -1,
                               .console_fd = -1,
                               .detach = true,
                               .in_process = true,
-                              .ret_relay = &x->pid,
+                              .ret_pid = &x->pid,
                               .stdio = (const int[]){devnull, out[1], errp[1]}};
     int status = 0;
     x->r = oci_exec(&o, &status, &x->err);
-    pidp[1] = -1; /* oci_exec closes it */
     close(out[1]);
     close(errp[1]);
     out[1] = errp[1] = -1;
@@ -289,14 +256,13 @@ static void spawn_work(uv_work_t *req)
     x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
     if (x->pidfd < 0) {
         /* cannot happen for our own child; reap it rather than leak it */
-        x->r = err_set(&x->err, errno, "pidfd of the relay");
+        x->r = err_set(&x->err, errno, "pidfd of the command");
         kill(x->pid, SIGKILL);
         waitpid(x->pid, NULL, 0);
         goto fail;
     }
     x->out_fd = out[0];
     x->err_fd = errp[0];
-    x->pid_fd = pidp[0];
     return;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -304,8 +270,6 @@ fail:
             close(out[i]);
         if (errp[i] >= 0)
             close(errp[i]);
-        if (pidp[i] >= 0)
-            close(pidp[i]);
     }
 }
 
@@ -338,7 +302,6 @@ static void spawn_done(uv_work_t *req, int status)
     }
     stream_open(cri, x, &x->out, x->out_fd);
     stream_open(cri, x, &x->errs, x->err_fd);
-    stream_open(cri, x, &x->cmdpid, x->pid_fd);
     uv_timer_init(cri->loop, &x->timer);
     x->timer.data = x;
     x->timer_open = true;
@@ -397,7 +360,7 @@ void cri_exec_sync(struct cri_call *call)
     active++;
     x->call = call;
     x->cri = cri;
-    x->pidfd = x->out_fd = x->err_fd = x->pid_fd = x->cmd_fd = -1;
+    x->pidfd = x->out_fd = x->err_fd = -1;
     x->timeout_s = req->timeout;
     size_t n = 0;
     x->argv = calloc(req->n_cmd + 1, sizeof(char *));

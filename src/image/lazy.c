@@ -50,7 +50,9 @@ LAZY_WRAP(archive_lib, int, archive_read_set_format_option,
 LAZY_WRAP(archive_lib, int, archive_read_support_filter_all, (struct archive * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_read_support_format_tar, (struct archive * a0), (a0))
 
-/* The variadic one: libarchive formats. */
+/* The variadic one: libarchive formats. The static binary calls the
+ * library's own (see LAZY_WRAP). */
+#if !LAZY_LINKED
 void(archive_set_error)(struct archive *a, int err, const char *fmt, ...)
 {
     static __typeof__(&archive_set_error) f;
@@ -65,3 +67,4 @@ void(archive_set_error)(struct archive *a, int err, const char *fmt, ...)
     va_end(ap);
     f(a, err, "%s", msg);
 }
+#endif

@@ -27,10 +27,12 @@
  *    pty master), so that the container sees no EOF until it should.
  *
  * Arguments: fds it inherits, by number (see launch.c). */
+#define _GNU_SOURCE /* setns */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -578,6 +580,17 @@ int main(int argc, char **argv)
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    /* The process that cloned the init into a pod-wide PID namespace
+     * (joined with setns) became us with that namespace still set for its
+     * children, and the kernel refuses threads to a process whose
+     * children's PID namespace is not its own (EINVAL): back to our own
+     * before the writer thread is made. */
+    int pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    if (pidns >= 0) {
+        setns(pidns, CLONE_NEWPID);
+        close(pidns);
+    }
 
     struct logfmt *fmt = NULL;
     if (o.log_path) {

@@ -164,27 +164,36 @@ static _Noreturn void exec_child(const struct exec_child *c)
     }
     close(c->pidfd);
     /* setns(CLONE_NEWPID) applies to children: one more fork, which
-     * becomes the process; we relay its exit status. */
+     * becomes the process; we relay its exit status. In a daemon's relay
+     * the process becomes the daemon's own child instead (CLONE_PARENT),
+     * and the relay ends at once: nothing waits in a copy of the daemon
+     * (whose pages it would keep as the daemon changes them). */
     pid_t pid = -1;
-    if (c->cgroup_fd >= 0) {
-        struct clone_args ca = {
-            .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = (uint64_t)c->cgroup_fd};
+    if (c->in_process) {
+        struct clone_args ca = {.flags = CLONE_PARENT};
+        if (c->cgroup_fd >= 0) {
+            ca.flags |= CLONE_INTO_CGROUP;
+            ca.cgroup = (uint64_t)c->cgroup_fd;
+        }
         pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    }
-    if (pid < 0)
+        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
+            ca.flags = CLONE_PARENT;
+            pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+        }
+    } else {
         pid = fork();
+    }
     if (pid < 0) {
         err_set(&err, errno, "fork");
         goto fail;
     }
     if (pid > 0) {
         oci_sync_send(sync, OCI_SYNC_PID, pid, NULL);
+        if (c->in_process)
+            _exit(0);
         close(sync);
         if (console >= 0)
             close(console);
-        if (c->in_process)
-            for (int i = 0; i < 3; i++)
-                close(i); /* the process alone holds its output pipes */
         int status;
         while (waitpid(pid, &status, 0) < 0)
             if (errno != EINTR)
@@ -332,24 +341,31 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     if (console >= 0)
         close(TAKE_FD(console));
     pid_t procpid = 0;
+    bool failed = false;
     for (;;) {
+        /* Until EOF: exec'd, or every end gone after an error (which the
+         * process may send before the relay has sent its pid). */
         struct oci_sync_msg m;
         int q = oci_sync_recv(sp[0], &m, -1);
         if (q < 0)
-            break; /* EOF: exec'd */
+            break;
         if (m.type == OCI_SYNC_PID)
             procpid = m.value;
-        if (m.type == OCI_SYNC_ERROR) {
-            close(sp[0]);
-            waitpid(child, NULL, 0);
+        if (m.type == OCI_SYNC_ERROR && !failed) {
+            failed = true;
             r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
             /* A shell's codes for a command that cannot run. */
             if (ret_status)
                 *ret_status = m.value == ENOENT ? 127 : 126;
-            goto out;
         }
     }
     close(sp[0]);
+    if (failed) {
+        waitpid(child, NULL, 0);
+        if (o->in_process && procpid > 0)
+            waitpid(procpid, NULL, 0); /* ours (CLONE_PARENT) */
+        goto out;
+    }
     if (o->pid_fd >= 0) {
         if (procpid > 0)
             dprintf(o->pid_fd, "%d", (int)procpid);
@@ -362,8 +378,17 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
             log_warn("exec: --pid-file `%s`: write failed", o->pid_file);
     }
     int status = 0;
-    if (o->ret_relay)
-        *o->ret_relay = child;
+    if (o->in_process) {
+        /* the relay has ended (or is about to); the process is ours */
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+            ;
+        if (procpid <= 0) {
+            r = err_set(err, EIO, "the relay ended before it started the process");
+            goto out;
+        }
+        if (o->ret_pid)
+            *o->ret_pid = procpid;
+    }
     if (!o->detach && !o->in_process) {
         /* Forward the common signals while we wait. */
         while (waitpid(child, &status, 0) < 0)

@@ -112,15 +112,16 @@ struct oci_exec_opts {
     const char *user; /* "uid[:gid]" or NULL */
     int preserve_fds;
     /* From a threaded daemon rather than the CLI: the relay (the child that
-     * joins the container and waits for the process) is forked without
-     * clone3, so that malloc stays usable in it, joins the cgroup itself,
-     * closes every fd but its own, starts with default signal handling,
-     * and is not waited for (implies detach). Its pid goes to *ret_relay;
-     * its exit status is the process's (128 + signal when killed). The
+     * joins the container's namespaces) is forked with glibc's fork, so
+     * that malloc stays usable in it, closes every fd but its own, starts
+     * with default signal handling, and clones the process as a child of
+     * the caller (CLONE_PARENT) into the container's cgroup, then ends;
+     * oci_exec reaps it and returns once the process has exec'd, with its
+     * pid in *ret_pid for the caller to wait for (implies detach). The
      * caller's binary must be a sealed one (exe_is_sealed): the relay is
      * a copy of the caller. */
     bool in_process;
-    pid_t *ret_relay;
+    pid_t *ret_pid;
     const int *stdio; /* the process's stdin, stdout, stderr, or NULL: ours */
 };
 /* Runs a process in the container; without detach waits for it and sets

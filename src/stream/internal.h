@@ -99,15 +99,80 @@ const char *http_header(const struct http_request *r, const char *name);
  * (case-insensitive). */
 bool http_header_has(const struct http_request *r, const char *name, const char *token);
 
-/* ---- WebSocket handshake (ws.c) ---- */
+/* ---- WebSocket (ws.c): the handshake's key and RFC 6455 framing, no I/O ---- */
 
 /* Sec-WebSocket-Accept for key (28 chars + NUL). */
 void ws_accept_key(const char *key, char out[29]);
 
+#define WS_MSG_MAX       (1u << 20)   /* a client's message, reassembled */
+#define WS_CONTROL_MAX   125          /* a control frame's payload (RFC) */
+#define WS_FRAME_OUT_MAX (128u << 10) /* our frames' payload: longer messages go in fragments */
+#define WS_MSG_KEEP      (64u << 10)  /* a message buffer kept for the next one */
+#define WS_CLOSED        1            /* ws_feed: the client closed; our reply is queued */
+
+enum { WS_CONT = 0, WS_TEXT = 1, WS_BINARY = 2, WS_CLOSE = 8, WS_PING = 9, WS_PONG = 10 };
+enum {
+    WS_CLOSE_NORMAL = 1000,
+    WS_CLOSE_PROTOCOL = 1002,
+    WS_CLOSE_INVALID = 1007, /* a text message that is not UTF-8 */
+    WS_CLOSE_TOO_BIG = 1009,
+    WS_CLOSE_INTERNAL = 1011,
+};
+
+struct ws_callbacks {
+    /* A whole data message (op WS_TEXT, valid UTF-8, or WS_BINARY), its
+     * fragments reassembled; data valid during the call. */
+    int (*on_message)(void *ud, uint8_t op, const uint8_t *data, size_t len);
+};
+
+struct ws {
+    const struct ws_callbacks *cb;
+    void *ud;
+    /* the frame being read */
+    uint8_t head[14];
+    size_t head_len;
+    bool in_payload;
+    bool fin;
+    uint8_t op;
+    uint8_t mask[4];
+    uint64_t len, got;
+    uint8_t ctl[WS_CONTROL_MAX]; /* a control frame's payload */
+    uint8_t msg_op;              /* the message being reassembled: WS_TEXT/WS_BINARY, 0: none */
+    struct buf msg;
+    bool close_sent;
+    int result; /* != 0: the connection is over (WS_CLOSED or an error) */
+};
+
+void ws_init(struct ws *w, const struct ws_callbacks *cb, void *ud);
+void ws_free(struct ws *w);
+/* Consumes len bytes a client sent; frames to send back (pong, close) are
+ * appended to out. 0: read on. WS_CLOSED: the client closed and our close
+ * is in out: flush it and close the connection. Negative: a close frame
+ * saying why is in out (if out could grow), flush it and close: -EPROTO
+ * (a protocol error: RSV bits, an unknown opcode, an unmasked frame, a
+ * non-minimal or 2^63+ length, a control frame over 125 bytes or
+ * fragmented, a continuation out of place, a bad close code; close 1002),
+ * -EMSGSIZE (a message over WS_MSG_MAX; 1009), -EILSEQ (text that is not
+ * UTF-8; 1007), -ENOMEM (1011), or the callback's negative result (1011).
+ * Once over, every call returns the same. */
+int ws_feed(struct ws *w, const uint8_t *data, size_t len, struct buf *out);
+/* Appends our close frame (code 0: no code) unless one was sent; -ENOMEM. */
+int ws_close(struct ws *w, struct buf *out, uint16_t code);
+
+/* One frame; mask NULL for a server's frames (a client's: 4 bytes). -ENOMEM. */
+int ws_frame(struct buf *out, uint8_t op, bool fin, const void *data, size_t len,
+             const uint8_t *mask);
+/* A server's data message of head then data, in frames of at most
+ * WS_FRAME_OUT_MAX bytes. -ENOMEM. */
+int ws_message(struct buf *out, uint8_t op, const void *head, size_t head_len, const void *data,
+               size_t len);
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+bool ws_utf8_valid(const uint8_t *s, size_t len);
+
 /* ---- the server's connections (server.c) and sessions (session.c) ---- */
 
 #include <uv.h>
-#include <wslay/wslay.h>
 
 #include "stream/stream.h"
 
@@ -152,10 +217,10 @@ struct conn {
     bool aborted; /* the client is gone: nothing more is written */
     struct spdy spdy;
     bool spdy_init;
-    wslay_event_context_ptr ws;
+    struct ws ws;
+    bool ws_init;
+    struct buf *ws_out;   /* during ws_feed: the codec's answers, not sent yet */
     struct tls_conn *tls; /* NULL: plain */
-    const uint8_t *ws_in;
-    size_t ws_in_len;
     struct chan ch[STREAM_CHANNELS];
     struct pf_slot pf_slots[STREAM_PF_STREAMS_MAX];
     size_t n_pf;

@@ -181,28 +181,23 @@ int conn_send(struct conn *c, int ch, const void *data, size_t len)
     }
     if (c->state != CONN_WS)
         return 0;
-    struct buf m = {0};
+    if (c->ws.close_sent)
+        return 0;
+    /* a message: the channel (a byte, or a digit in base64), the data */
+    struct buf f = {0};
     int r;
     if (c->base64) {
         char *enc = b64_encode(data, len);
         char digit = (char)('0' + ch);
-        r = enc && buf_append(&m, &digit, 1) == 0 && buf_append(&m, enc, strlen(enc)) == 0
-                ? 0
-                : -ENOMEM;
+        r = enc ? ws_message(&f, WS_TEXT, &digit, 1, enc, strlen(enc)) : -ENOMEM;
         free(enc);
     } else {
         uint8_t b = (uint8_t)ch;
-        r = buf_append(&m, &b, 1) == 0 && (!len || buf_append(&m, data, len) == 0) ? 0 : -ENOMEM;
+        r = ws_message(&f, WS_BINARY, &b, 1, data, len);
     }
-    if (r == 0) {
-        struct wslay_event_msg msg = {.opcode = c->base64 ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
-                                      .msg = m.data,
-                                      .msg_length = m.len};
-        r = wslay_event_queue_msg(c->ws, &msg) == 0 ? 0 : -ENOMEM;
-        if (r == 0)
-            wslay_event_send(c->ws);
-    }
-    buf_free(&m);
+    if (r == 0)
+        r = write_buf(c, &f);
+    buf_free(&f);
     return r;
 }
 
@@ -238,8 +233,8 @@ void conn_unref(struct conn *c)
     buf_free(&c->in);
     if (c->spdy_init)
         spdy_free(&c->spdy);
-    if (c->ws)
-        wslay_event_context_free(c->ws);
+    if (c->ws_init)
+        ws_free(&c->ws);
     tls_conn_free(c->tls);
     stream_request_free(c->req);
     free(c);
@@ -269,6 +264,16 @@ void conn_finish(struct conn *c)
 {
     if (c->state == CONN_DONE)
         return;
+    if (c->state == CONN_WS && !c->closing) {
+        /* our close frame, unless we sent one already; after the codec's
+         * answers when a message it delivers ends the session */
+        struct buf b = {0};
+        if (c->ws_out)
+            write_buf(c, c->ws_out);
+        if (ws_close(&c->ws, &b, WS_CLOSE_NORMAL) == 0)
+            write_buf(c, &b);
+        buf_free(&b);
+    }
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     conn_maybe_free(c);
@@ -450,47 +455,12 @@ static const struct spdy_callbacks spdy_cb = {
 
 /* ---- WebSocket ---- */
 
-static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *ud)
+static int ws_on_message(void *ud, uint8_t op, const uint8_t *m, size_t len)
 {
-    (void)flags;
+    (void)op;
     struct conn *c = ud;
-    if (!c->ws_in_len) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = len < c->ws_in_len ? len : c->ws_in_len;
-    memcpy(buf, c->ws_in, n);
-    c->ws_in += n;
-    c->ws_in_len -= n;
-    return (ssize_t)n;
-}
-
-static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
-                       void *ud)
-{
-    (void)flags;
-    struct conn *c = ud;
-    if (write_raw(c, data, len) < 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    return (ssize_t)len;
-}
-
-static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
-                   void *ud)
-{
-    (void)ctx;
-    struct conn *c = ud;
-    if (a->opcode == WSLAY_CONNECTION_CLOSE) {
-        conn_finish(c);
-        return;
-    }
-    if ((a->opcode != WSLAY_BINARY_FRAME && a->opcode != WSLAY_TEXT_FRAME) || !a->msg_length ||
-        !c->sess)
-        return;
-    const uint8_t *m = a->msg;
-    size_t len = a->msg_length;
+    if (!len || !c->sess)
+        return 0;
     int ch;
     uint8_t *dec = NULL;
     size_t dlen = 0;
@@ -499,7 +469,7 @@ static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
         char *text = strndup((const char *)m + 1, len - 1);
         if (!text || b64_decode(text, &dec, &dlen) < 0) {
             free(text);
-            return;
+            return 0;
         }
         free(text);
         m = dec;
@@ -523,13 +493,32 @@ static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
             sess_input(c, ch, m, len, false);
     }
     free(dec);
+    return 0;
 }
 
-static const struct wslay_event_callbacks ws_cb = {
-    .recv_callback = ws_recv,
-    .send_callback = ws_send,
-    .on_msg_recv_callback = ws_msg,
-};
+static const struct ws_callbacks ws_cb = {.on_message = ws_on_message};
+
+static void on_conn_timeout(uv_timer_t *t);
+
+/* Bytes from the client: what the codec answers (pong, close) goes out;
+ * once the client closed or broke the protocol, our close frame is
+ * flushed and the connection closed, within STREAM_HEAD_MS even if the
+ * client does not read. */
+static void ws_input(struct conn *c, const uint8_t *data, size_t n)
+{
+    struct buf out = {0};
+    c->ws_out = &out;
+    int r = ws_feed(&c->ws, data, n, &out);
+    c->ws_out = NULL;
+    if (out.len)
+        write_buf(c, &out);
+    buf_free(&out);
+    if (r != 0 && c->state != CONN_DONE) {
+        conn_finish(c);
+        if (c->state != CONN_DONE && c->timer_on)
+            uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
+    }
+}
 
 /* ---- the upgrade ---- */
 
@@ -589,6 +578,10 @@ static struct token *token_take(struct stream_server *s, const char *id)
 static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
+    if (c->state == CONN_WS && c->closing) {
+        conn_abort(c); /* our close frame was not read in time */
+        return;
+    }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
         (c->state == CONN_SPDY && c->pf && c->n_pf == 0))
         conn_finish(c);
@@ -709,11 +702,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         }
         char accept[29];
         ws_accept_key(key, accept);
-        if (wslay_event_context_server_init(&c->ws, &ws_cb, c) != 0) {
-            respond(c, "500 Internal Server Error", "out of memory\n");
-            return;
-        }
-        wslay_event_config_set_max_recv_msg_length(c->ws, 1u << 20);
+        ws_init(&c->ws, &ws_cb, c);
+        c->ws_init = true;
         n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
@@ -748,12 +738,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
         c->in = (struct buf){0};
         if (c->state == CONN_SPDY && spdy_feed(&c->spdy, rest.data + used, rest.len - used) < 0)
             conn_abort(c);
-        else if (c->state == CONN_WS) {
-            c->ws_in = rest.data + used;
-            c->ws_in_len = rest.len - used;
-            wslay_event_recv(c->ws);
-            c->ws_in_len = 0;
-        }
+        else if (c->state == CONN_WS)
+            ws_input(c, rest.data + used, rest.len - used);
         buf_free(&rest);
     } else {
         buf_free(&c->in);
@@ -807,13 +793,7 @@ static void conn_input(struct conn *c, const char *data, size_t n)
         }
         return;
     case CONN_WS:
-        c->ws_in = (const uint8_t *)b->base;
-        c->ws_in_len = n;
-        if (wslay_event_recv(c->ws) != 0)
-            conn_finish(c);
-        c->ws_in_len = 0;
-        if (c->state == CONN_WS && !wslay_event_want_read(c->ws))
-            conn_finish(c);
+        ws_input(c, (const uint8_t *)b->base, n);
         return;
     default:
         return;

@@ -110,7 +110,7 @@ def _exe_writable(pid):
 def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
     """ExecSync forks its relay from the daemon itself (no executor
     process), so the daemon runs from a sealed view of its binary
-    (CVE-2019-5736): the daemon's and every relay's /proc/PID/exe are a
+    (CVE-2019-5736): the daemon's (so every relay's) /proc/PID/exe is a
     read-only overlayfs, and a command that is a `#!/proc/self/exe` script
     (the exploit's way to run the relay's binary inside the container), while
     a process of the container races to open every new process's exe and
@@ -118,27 +118,25 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
     env, cid = running
     before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
     assert _exe_writable(env.d.proc.pid) == (False, "overlayfs")
-    # a relay, alive while its command runs: the daemon's child whose
-    # child is the command
+    # no executor and no relay waits while the command runs: the command
+    # is the daemon's own child (the relay, a copy of the daemon, is gone)
     slow = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
     slow.start()
     try:
-        def relay():
+        def children():
+            out = {}
             for p in os.listdir("/proc"):
                 try:
                     with open(f"/proc/{p}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    if int(fields[1]) == env.d.proc.pid and \
-                            os.readlink(f"/proc/{p}/exe") != "/usr/bin/busybox":
-                        with open(f"/proc/{p}/task/{p}/children") as f:
-                            kids = f.read().split()
-                        if kids and open(f"/proc/{kids[0]}/comm").read().strip() == "sleep":
-                            return int(p)
+                        comm, rest = f.read().rsplit(")", 1)
+                    if int(rest.split()[1]) == env.d.proc.pid:
+                        out[int(p)] = comm.split("(", 1)[1]
                 except (OSError, ValueError, IndexError):
                     continue
-            return None
-        pid = wait_for(relay, what="the ExecSync relay")
-        assert _exe_writable(pid) == (False, "overlayfs")
+            return out
+        kids = wait_for(lambda: (lambda k: k if "sleep" in k.values() else None)(children()),
+                        what="the ExecSync command as the daemon's child")
+        assert "kinglet" not in kids.values(), kids
     finally:
         slow.join()
     # the exploit: the container races for the process a script starts
@@ -166,3 +164,28 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
     assert codes and codes <= {2, 126, 127}, codes
     assert b"WROTE" not in log, log
     assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before
+
+
+def test_commands_that_cannot_run_leave_no_zombie(running):
+    """A command whose execve fails reports before its relay has said its
+    pid at times; it is still reaped (the daemon is its parent): a zombie
+    would hold the container's PID namespace, and its stop, forever."""
+    env, cid = running
+    for _ in range(100):
+        assert exec_sync(env, cid, ["/no/such/binary"]).exit_code == 127
+
+    def zombies():
+        out = []
+        for p in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    rest = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if rest[0] == "Z" and int(rest[1]) == env.d.proc.pid:
+                out.append(int(p))
+        return out
+    wait_for(lambda: not zombies(), timeout=5, what="the daemon's zombies to be reaped")
+    t0 = time.monotonic()
+    env.stop(cid, timeout=0)  # SIGKILL: done once the namespace is empty
+    assert time.monotonic() - t0 < 5

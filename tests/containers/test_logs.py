@@ -50,6 +50,17 @@ def test_format_streams_and_order(env):
     assert oct(os.stat(path).st_mode & 0o777) == "0o640"
 
 
+def test_logs_in_a_pod_wide_pid_namespace(env):
+    """shareProcessNamespace (pid POD): the monitor that clones the init
+    into the pod's PID namespace still starts its log writer (a thread of a
+    process whose children go to another PID namespace cannot be made)."""
+    pod = env.pod("shared", pid=env.pb.POD)
+    cid = env.run(pod, "log", ["/bin/sh", "-c", "echo from-a-shared-namespace"])
+    env.wait_exited(cid)
+    assert [(s, c) for s, _, c, _ in records(log_path(env, pod, cid))] == [
+        ("stdout", b"from-a-shared-namespace")]
+
+
 def test_long_lines_are_split(env):
     pod = env.pod()
     cid = env.run(pod, "long", ["/bin/sh", "-c",

@@ -127,6 +127,12 @@ tests_fuzz_fuzz_stream_http_SOURCES = tests/fuzz/fuzz_stream_http.c src/stream/h
 tests_fuzz_fuzz_stream_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_http_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_stream_http_LDADD = libkbase.a $(DEP_LIBS)
+# stream/ws: WebSocket frames from a client.
+noinst_PROGRAMS += tests/fuzz/fuzz_stream_ws
+tests_fuzz_fuzz_stream_ws_SOURCES = tests/fuzz/fuzz_stream_ws.c src/stream/ws.c
+tests_fuzz_fuzz_stream_ws_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_ws_LDFLAGS = $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_stream_ws_LDADD = libkbase.a $(DEP_LIBS)
 # stream/tls: TLS records and handshakes through our glue into mbedTLS.
 noinst_PROGRAMS += tests/fuzz/fuzz_stream_tls
 tests_fuzz_fuzz_stream_tls_SOURCES = tests/fuzz/fuzz_stream_tls.c tests/fuzz/fuzz_tmpdir.h \
@@ -152,6 +158,7 @@ tests_fuzz_fuzz_net_nft_listing_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_nft_listing_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
 EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+	tests/fuzz/stream_ws_corpus \
 	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \

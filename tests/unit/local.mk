@@ -72,3 +72,10 @@ check_PROGRAMS += tests/unit/test_container_spec
 TESTS += tests/unit/test_container_spec
 tests_unit_test_container_spec_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_container_spec_LDADD = $(KUNIT_LIBS_ALL)
+
+# stream: WebSocket framing (the codec alone, no loop).
+check_PROGRAMS += tests/unit/test_stream
+TESTS += tests/unit/test_stream
+tests_unit_test_stream_SOURCES = tests/unit/test_stream.c src/stream/ws.c
+tests_unit_test_stream_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_stream_LDADD = libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
