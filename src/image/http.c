@@ -882,14 +882,18 @@ static int kernel_random(void *unused, unsigned char *p, size_t n)
     return 0;
 }
 
-/* Forward secrecy and AEAD only, as the streaming server (stream/tls.c). */
+/* Forward secrecy and AEAD only, as the streaming server (stream/tls.c),
+ * ChaCha20-Poly1305 first: mbedTLS's is faster than its AES-GCM here (194
+ * against 157 MB/s with AES-NI; it has no stitched GCM as OpenSSL does),
+ * and a server that follows the client's first choice (Go's, the
+ * distribution registry's) takes it. */
 static const int ciphersuites[] = {
-    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
     0,
 };
 static const mbedtls_ecp_group_id curves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1,
