@@ -356,3 +356,19 @@ def test_no_proxy_and_uppercase_http_proxy(kimage, registry, images):
                        env=dict(base, all_proxy=dead, no_proxy="127.0.0.2,example.com"))
     assert p.returncode == 1 and f"Failed to connect to 127.0.0.1 port {dead_port}" in p.stderr, \
         p.stderr
+
+
+def test_tls_sessions_resumed_and_connections_reused(kimage, fake, images, pki, tmp_path):
+    """Parallel layer downloads resume the first TLS session instead of
+    full handshakes, and keep-alive connections carry several requests."""
+    ctx = tls_ctx(f"{pki}/server.crt", f"{pki}/server.key")
+    f = fake(pki=pki, tls_ctx=ctx)
+    out = kimage.run("pull", f"{f.host}/x/layers:layers",
+                     opts=["--certs-dir", certs_for(tmp_path, f.host, f"{pki}/ca.crt")])
+    assert out.stdout.split() == [images["layers"].id]
+    st = ctx.session_stats()
+    requests = len(f.requests)
+    assert requests >= 6, f.requests  # manifest, config, 4 layers
+    assert st["accept"] < requests, (st, requests)
+    if st["accept"] > 1:
+        assert st["hits"] >= 1, st
