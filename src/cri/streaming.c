@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cri/containers.h"
+#include "oci/oci.h"
 #include "stream/stream.h"
 
 static struct container *running(struct cri_call *call, const char *rpc, const char *id)
@@ -79,6 +80,58 @@ static bool streams_ok(struct cri_call *call, const char *rpc, bool in, bool out
     return true;
 }
 
+/* Exec's command, started as ExecSync's is (oci_exec in_process: no
+ * executor process; the command is the daemon's own child). */
+struct exec_target {
+    char *root, *id;
+};
+
+static void exec_target_free(void *data)
+{
+    struct exec_target *t = data;
+    if (t) {
+        free(t->root);
+        free(t->id);
+        free(t);
+    }
+}
+
+static int exec_start(const struct stream_request *req, const int stdio[3], int console, int pid_fd,
+                      pid_t *ret, struct err *err)
+{
+    const struct exec_target *t = req->data;
+    struct oci_exec_opts o = {.root = t->root,
+                              .id = t->id,
+                              .args = req->argv,
+                              .tty = req->tty,
+                              .pid_fd = -1,
+                              .console_fd = console, /* taken */
+                              .detach = true,
+                              .in_process = true,
+                              .ret_pid = ret,
+                              .stdio = stdio};
+    int status = 0;
+    int r = oci_exec(&o, &status, err);
+    if (r == 0)
+        dprintf(pid_fd, "%d", (int)*ret);
+    close(pid_fd);
+    if (r < 0 && status) {
+        /* The command cannot run: the client gets the reason on stderr
+         * and a shell's exit code (127, 126), from a child that exits with
+         * it, as from any command. */
+        if (stdio[2] >= 0)
+            dprintf(stdio[2], "%s\n", err_str(err));
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(status);
+        if (pid < 0)
+            return err_set(err, errno, "fork");
+        *ret = pid;
+        return 0;
+    }
+    return r < 0 ? r : 0;
+}
+
 void cri_exec(struct cri_call *call)
 {
     Runtime__V1__ExecRequest *req = (Runtime__V1__ExecRequest *)call->req;
@@ -90,34 +143,30 @@ void cri_exec(struct cri_call *call)
         return;
     }
     struct stream_request *r = calloc(1, sizeof(*r));
-    size_t n = 0;
-    char **argv = calloc(req->n_cmd + 16, sizeof(char *));
-    if (!r || !argv) {
-        free(r);
-        free(argv);
-        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    r->kind = STREAM_EXEC;
-    r->argv = argv;
-    r->tty = req->tty;
-    r->in = req->stdin;
-    r->out = req->stdout;
-    r->err = req->stderr;
-    const char *head[] = {"kinglet", "oci",      "--root", call->cri->containers->oci_root,
-                          "exec",    "--pid-fd", "3"};
-    bool oom = false;
-    for (size_t i = 0; !oom && i < ARRAY_SIZE(head); i++)
-        oom = !(argv[n++] = strdup(head[i]));
-    if (req->tty)
-        for (size_t i = 0; !oom && i < 3; i++)
-            oom = !(argv[n++] = strdup((const char *[]){"--tty", "--console-fd", "4"}[i]));
-    if (!oom)
-        oom = !(argv[n++] = strdup(c->rec.id)) || !(argv[n++] = strdup("--"));
+    struct exec_target *t = calloc(1, sizeof(*t));
+    char **argv = calloc(req->n_cmd + 1, sizeof(char *));
+    bool oom = !r || !t || !argv || !(t->root = strdup(call->cri->containers->oci_root)) ||
+               !(t->id = strdup(c->rec.id));
     for (size_t i = 0; !oom && i < req->n_cmd; i++)
-        oom = !(argv[n++] = strdup(req->cmd[i]));
+        oom = !(argv[i] = strdup(req->cmd[i]));
+    if (r) {
+        r->kind = STREAM_EXEC;
+        r->argv = argv;
+        r->exec = exec_start;
+        r->data = t;
+        r->free_data = exec_target_free;
+        r->tty = req->tty;
+        r->in = req->stdin;
+        r->out = req->stdout;
+        r->err = req->stderr;
+    }
     if (oom) {
-        stream_request_free(r);
+        if (r)
+            stream_request_free(r);
+        else {
+            exec_target_free(t);
+            free(argv);
+        }
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }

@@ -149,7 +149,8 @@ static _Noreturn void exec_child(const struct exec_child *c)
             /* out of the way of 0-2 first, then into place */
             int moved[3];
             for (int i = 0; i < 3; i++)
-                moved[i] = c->stdio[i] >= 0 ? fcntl(c->stdio[i], F_DUPFD_CLOEXEC, 16) : -1;
+                moved[i] = c->stdio[i] >= 0 ? fcntl(c->stdio[i], F_DUPFD_CLOEXEC, 16)
+                                            : open("/dev/null", O_RDWR | O_CLOEXEC);
             for (int i = 0; i < 3; i++)
                 if (moved[i] >= 0 && dup2(moved[i], i) < 0) {
                     err_set(&err, errno, "dup2");
@@ -227,6 +228,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
 {
     if (o->pid_fd >= 0)
         fcntl(o->pid_fd, F_SETFD, FD_CLOEXEC); /* ours, not the container's */
+    /* A daemon's console fd is ours from here, whatever happens. */
+    _cleanup_close_ int console_owned = o->in_process ? o->console_fd : -1;
     _cleanup_close_ int dirfd = -1;
     int r = oci_state_dir_open(o->root ? o->root : OCI_ROOT_DEFAULT, o->id, &dirfd, err);
     if (r < 0)
@@ -278,7 +281,7 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
             nsflags |= oci_ns_clone_flag(k);
     }
     if (p.terminal && o->console_fd >= 0) {
-        console = o->console_fd;
+        console = o->in_process ? TAKE_FD(console_owned) : o->console_fd;
         fcntl(console, F_SETFD, FD_CLOEXEC);
     } else if (p.terminal && (console = connect_console(o->console_socket, err)) < 0) {
         r = console;

@@ -117,12 +117,13 @@ struct oci_exec_opts {
      * with default signal handling, and clones the process as a child of
      * the caller (CLONE_PARENT) into the container's cgroup, then ends;
      * oci_exec reaps it and returns once the process has exec'd, with its
-     * pid in *ret_pid for the caller to wait for (implies detach). The
+     * pid in *ret_pid for the caller to wait for (implies detach); it takes
+     * console_fd, closed on every path. The
      * caller's binary must be a sealed one (exe_is_sealed): the relay is
      * a copy of the caller. */
     bool in_process;
     pid_t *ret_pid;
-    const int *stdio; /* the process's stdin, stdout, stderr, or NULL: ours */
+    const int *stdio; /* in_process: the process's stdin, stdout, stderr (-1: /dev/null) */
 };
 /* Runs a process in the container; without detach waits for it and sets
  * *ret_status. When the process cannot be started (its program is missing

@@ -47,6 +47,8 @@ void stream_request_free(struct stream_request *r)
     for (char **a = r->argv; a && *a; a++)
         free(*a);
     free(r->argv);
+    if (r->free_data)
+        r->free_data(r->data);
     free(r->socket_dir);
     free(r->netns);
     free(r->ports);

@@ -1,9 +1,10 @@
 /* stream/session: what an upgraded connection's channels are joined to.
  *
- *   exec        `kinglet oci exec` spawned in the thread pool with pipes
- *               (or a terminal whose master comes back over a socket), the
- *               command's pid over another pipe; the executor exits with
- *               the command's status, seen through a pidfd.
+ *   exec        the command, started in the thread pool by the request's
+ *               exec function with pipes (or a terminal whose master comes
+ *               back over a socket), its pid over another pipe; a child of
+ *               ours whose exit status is the command's, seen through a
+ *               pidfd.
  *   attach      the container's monitor, through its control socket
  *               (packets: OUT/ERR from it, IN/CLOSE/RESIZE to it).
  *   portforward a TCP connection to 127.0.0.1:PORT made from a socket
@@ -525,24 +526,19 @@ static void exec_work(uv_work_t *w)
         s->r = err_set(&s->err, errno, "pipes for the command");
         goto out;
     }
-    int extra[2] = {pid[1], cons[1]};
     /* a terminal's output is stdout, and its input the master */
-    s->r = spawn_start(exe_children_path(), s->c->req->argv, exe_children_env(), in[0], out[1],
-                       er[1], extra, q->tty ? 2 : 1, &s->relay);
-    if (s->r < 0) {
-        err_set(&s->err, -s->r, "run the executor");
+    s->r = q->exec(q, (const int[]){in[0], out[1], er[1]}, TAKE_FD(cons[1]), TAKE_FD(pid[1]),
+                   &s->relay, &s->err);
+    if (s->r < 0)
         goto out;
-    }
     s->relay_fd = (int)syscall(SYS_pidfd_open, s->relay, 0);
     if (s->relay_fd < 0) {
         kill(s->relay, SIGKILL);
         waitpid(s->relay, NULL, 0);
-        s->r = err_set(&s->err, errno, "pidfd of the executor");
+        s->r = err_set(&s->err, errno, "pidfd of the command");
         goto out;
     }
     if (q->tty) {
-        close(cons[1]);
-        cons[1] = -1;
         struct timeval tv = {.tv_sec = 10};
         setsockopt(cons[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         s->fd_master = recv_fd(cons[0]); /* -1: the executor failed first */

@@ -9,8 +9,8 @@
  * portforward.k8s.io) and WebSocket (v4/v5/base64.channel.k8s.io,
  * portforward.k8s.io) after the upgrade.
  *
- * It knows nothing of CRI: a request says what to run (the argv of an
- * executor process), what to attach to (a monitor's control socket) or
+ * It knows nothing of CRI: a request says what to run (a command and a
+ * function that starts it), what to attach to (a monitor's control socket) or
  * where to connect (a network namespace file), and the server does the
  * rest on the loop (process spawns and namespace switches in the thread
  * pool). Backpressure: a client that does not read stops the reading of
@@ -30,13 +30,24 @@
 
 enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_PORTFORWARD };
 
+struct stream_request;
+/* EXEC: starts the command, in the thread pool, with stdio as its stdin,
+ * stdout and stderr (-1: /dev/null) and, with tty, the terminal's master
+ * sent over console; takes console and pid_fd (where the command's pid is
+ * written as text). Sets *ret to a child of ours whose exit status is the
+ * command's; -errno (and err) when nothing could be started. */
+typedef int (*stream_exec_fn)(const struct stream_request *req, const int stdio[3], int console,
+                              int pid_fd, pid_t *ret, struct err *err);
+
 struct stream_request {
     enum stream_kind kind;
     bool tty, in, out, err;
-    /* EXEC: the executor's argv, spawned from /proc/self/exe with fd 3 a
-     * pipe for the command's pid (--pid-fd 3) and, with tty, fd 4 a socket
-     * for the terminal's master (--console-fd 4) */
+    /* EXEC: the command, what starts it, and data of the starter's own
+     * (freed with free_data) */
     char **argv;
+    stream_exec_fn exec;
+    void *data;
+    void (*free_data)(void *data);
     /* ATTACH: the monitor's state directory, holding its control socket */
     char *socket_dir;
     /* PORTFORWARD: the pod's network namespace file, and the ports the

@@ -82,6 +82,12 @@ def test_exec_output_and_status(running, spdyclient):
         st = status_of(p.stderr)
         assert st["status"] == "Failure" and st["reason"] == "NonZeroExitCode"
         assert st["details"]["causes"] == [{"reason": "ExitCode", "message": str(code)}]
+    # a command that cannot run: a shell's code and the reason on stderr
+    for code, cmd in ((127, "/no/such/binary"), (126, "/etc/passwd")):
+        p = spdy(env, spdyclient, "exec", exec_url(env, cid, [cmd]))
+        st = status_of(p.stderr)
+        assert st["details"]["causes"] == [{"reason": "ExitCode", "message": str(code)}], st
+        assert cmd.encode() in p.stderr, p.stderr
     # the same URL twice: single use
     p = spdy(env, spdyclient, "exec", url)
     assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
@@ -529,33 +535,37 @@ def test_server_limits_and_timeouts(running, spdyclient):
 
 
 def test_exec_helpers_run_sealed(running, spdyclient):
-    """The `kinglet oci exec` processes a container can see run from the
-    daemon's read-only view of the binary (CVE-2019-5736): writing through
-    their /proc/PID/exe fails."""
+    """No executor process stays for an exec session: its command is the
+    daemon's own child, started by a short-lived copy of the daemon, which
+    runs from its read-only view of the binary (CVE-2019-5736): writing
+    through the daemon's /proc/PID/exe fails."""
     env, _, cid = running
     url = exec_url(env, cid, ["/bin/sleep", "4243"])
     proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        def relays():
-            out = []
+        def children():
+            out = {}
             for p in os.listdir("/proc"):
                 try:
-                    with open(f"/proc/{p}/cmdline", "rb") as f:
-                        cmd = f.read().split(b"\0")
-                except OSError:
+                    with open(f"/proc/{p}/stat") as f:
+                        comm, rest = f.read().rsplit(")", 1)
+                    if int(rest.split()[1]) == env.d.proc.pid:
+                        with open(f"/proc/{p}/cmdline", "rb") as f:
+                            out[int(p)] = f.read().split(b"\0")
+                except (OSError, ValueError, IndexError):
                     continue
-                if cmd[:2] == [b"kinglet", b"oci"] and b"4243" in cmd:
-                    out.append(int(p))
             return out
-        pids = wait_for(lambda: relays() or None, what="the exec's kinglet processes")
-        for pid in pids:
-            fstype = subprocess.run(["stat", "-f", "-c", "%T", f"/proc/{pid}/exe"],
-                                    capture_output=True, text=True).stdout.strip()
-            assert fstype == "overlayfs", (pid, fstype)
-            with pytest.raises(OSError) as e:
-                open(f"/proc/{pid}/exe", "r+b")
-            assert e.value.errno in (30, 26, 1, 13), e.value  # EROFS, ETXTBSY, EPERM, EACCES
+        kids = wait_for(lambda: (lambda k: k if [b"/bin/sleep", b"4243", b""] in k.values()
+                                 else None)(children()), what="the exec's command")
+        assert not [c for c in kids.values() if c[:1] == [b"kinglet"]], kids
+        pid = env.d.proc.pid
+        fstype = subprocess.run(["stat", "-L", "-f", "-c", "%T", f"/proc/{pid}/exe"],
+                                capture_output=True, text=True).stdout.strip()
+        assert fstype == "overlayfs", fstype
+        with pytest.raises(OSError) as e:
+            open(f"/proc/{pid}/exe", "r+b")
+        assert e.value.errno in (30, 26, 1, 13), e.value  # EROFS, ETXTBSY, EPERM, EACCES
     finally:
         proc.kill()
         proc.wait()
