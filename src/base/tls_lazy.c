@@ -6,7 +6,10 @@
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 
+#include <sys/random.h>
+
 #include "base.h"
+#include "tls.h"
 
 static struct lazy_lib tls_lib = {"libmbedtls.so.14", "libmbedtls14", NULL};
 static struct lazy_lib x509_lib = {"libmbedx509.so.1", "libmbedx509-1", NULL};
@@ -80,3 +83,37 @@ LAZY_WRAP(x509_lib, int, mbedtls_x509_crt_verify_info,
           (char *buf, size_t size, const char *prefix, uint32_t flags), (buf, size, prefix, flags))
 LAZY_WRAP(crypto_lib, int, mbedtls_pk_parse_keyfile,
           (mbedtls_pk_context * k, const char *path, const char *pwd), (k, path, pwd))
+
+/* ---- the shared policy (tls.h) ---- */
+
+static int kernel_random(void *unused, unsigned char *p, size_t n)
+{
+    (void)unused;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static const mbedtls_ecp_group_id curves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1,
+                                              MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE};
+static const int sig_hashes[] = {MBEDTLS_MD_SHA512, MBEDTLS_MD_SHA384, MBEDTLS_MD_SHA256,
+                                 MBEDTLS_MD_NONE};
+
+void tls_conf_policy(mbedtls_ssl_config *conf, const int *ciphersuites)
+{
+    mbedtls_ssl_conf_rng(conf, kernel_random, NULL);
+    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
+    mbedtls_ssl_conf_curves(conf, curves);
+    mbedtls_ssl_conf_sig_hashes(conf, sig_hashes);
+    mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+}

@@ -40,10 +40,10 @@
 #include <poll.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/tls.h"
 #include "image/http.h"
 #include "image/internal.h"
 
@@ -867,21 +867,6 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
         "Failed to connect to %s port %u: %s", name, port, strerror(last));
 }
 
-static int kernel_random(void *unused, unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = getrandom(p, n, 0);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Forward secrecy and AEAD only, as the streaming server (stream/tls.c),
  * ChaCha20-Poly1305 first: mbedTLS's is faster than its AES-GCM here (194
  * against 157 MB/s with AES-NI; it has no stitched GCM as OpenSSL does),
@@ -896,10 +881,6 @@ static const int ciphersuites[] = {
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
     0,
 };
-static const mbedtls_ecp_group_id curves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1,
-                                              MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE};
-static const int sig_hashes[] = {MBEDTLS_MD_SHA512, MBEDTLS_MD_SHA384, MBEDTLS_MD_SHA256,
-                                 MBEDTLS_MD_NONE};
 
 /* mbedTLS 2.28 matches DNS names only: an IP address is matched here
  * against the leaf's iPAddress names. */
@@ -951,15 +932,7 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         tls_cfg_free(t);
         return tls_text(err, ENOMEM, e, "TLS configuration for", u->hostport);
     }
-    mbedtls_ssl_conf_rng(&t->conf, kernel_random, NULL);
-    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_ciphersuites(&t->conf, ciphersuites);
-    mbedtls_ssl_conf_curves(&t->conf, curves);
-    mbedtls_ssl_conf_sig_hashes(&t->conf, sig_hashes);
-    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    tls_conf_policy(&t->conf, ciphersuites);
     char path[600];
     int r = 0;
     if (skip_verify) {

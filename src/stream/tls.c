@@ -21,9 +21,9 @@
 #include <mbedtls/x509_crt.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/wait.h>
 
+#include "base/tls.h"
 #include "stream/internal.h"
 
 #define TLS_PEM_MAX (1u << 20) /* a certificate chain or a key */
@@ -39,10 +39,6 @@ static const int ciphersuites[] = {
     MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
     0,
 };
-static const mbedtls_ecp_group_id curves[] = {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1,
-                                              MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE};
-static const int sig_hashes[] = {MBEDTLS_MD_SHA512, MBEDTLS_MD_SHA384, MBEDTLS_MD_SHA256,
-                                 MBEDTLS_MD_NONE};
 
 /* The files are read when the daemon starts and checked in a child process
  * (a bad certificate stops the start, as it should); the daemon itself
@@ -66,21 +62,6 @@ struct tls_conn {
     bool handshake_done;
     bool failed;
 };
-
-static int kernel_random(void *unused, unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = getrandom(p, n, 0);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
 
 static int tls_err(struct err *err, int e, const char *what, const char *path)
 {
@@ -113,15 +94,7 @@ static int load(struct tls_ctx *t, struct err *err)
                                          MBEDTLS_SSL_PRESET_DEFAULT)) != 0 ||
         (e = mbedtls_ssl_conf_own_cert(&t->conf, &t->chain, &t->key)) != 0)
         return tls_err(err, e, "TLS configuration for", t->cert_path);
-    mbedtls_ssl_conf_rng(&t->conf, kernel_random, NULL);
-    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_ciphersuites(&t->conf, ciphersuites);
-    mbedtls_ssl_conf_curves(&t->conf, curves);
-    mbedtls_ssl_conf_sig_hashes(&t->conf, sig_hashes);
-    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    tls_conf_policy(&t->conf, ciphersuites);
     return 0;
 }
 
