@@ -106,12 +106,6 @@ int image_layer_unpack(int rootfd, struct layer_source *src, const struct layer_
  * the HTTP client's words, a refusal): no strerror text appended. Returns -code. */
 int reg_err_plain(struct err *err, int code, const char *fmt, ...) _printf_(3, 4);
 
-/* The status of an HTTP status line ("HTTP/1.1 404 Not Found"), or -1. */
-long reg_status_line(const char *line, size_t len);
-/* The trimmed value of header line `line` (len bytes, with or without its
- * CRLF) if it is header `name` (case-insensitive), malloc'ed; else NULL. */
-char *reg_header_value(const char *line, size_t len, const char *name);
-
 struct reg_challenge {
     bool bearer, basic;
     char realm[1024], service[1024], scope[1024]; /* cut to fit */

@@ -1,5 +1,5 @@
-/* What a registry says, parsed without any I/O: the status line, header
- * lines, WWW-Authenticate challenges, token answers and error bodies, and
+/* What a registry says, parsed without any I/O (its HTTP answers are read
+ * by http.c): WWW-Authenticate challenges, token answers and error bodies, and
  * the rules for where credentials may go (redirects, token realms). All of
  * it is hostile input: every function bounds what it copies and reads
  * only the bytes it is given. registry.c does the talking; the fuzz
@@ -41,40 +41,6 @@ bool reg_err_transient(const struct err *err)
     default:
         return false;
     }
-}
-
-long reg_status_line(const char *line, size_t len)
-{
-    if (len < 5 || strncmp(line, "HTTP/", 5) != 0)
-        return -1;
-    const char *sp = memchr(line, ' ', len);
-    if (!sp)
-        return -1;
-    const char *end = line + len;
-    const char *d = sp + 1;
-    long status = 0;
-    int n = 0;
-    while (d < end && n < 3 && isdigit((unsigned char)*d)) {
-        status = status * 10 + (*d++ - '0');
-        n++;
-    }
-    if (n != 3 || (d < end && isdigit((unsigned char)*d)) || status < 100)
-        return -1;
-    return status;
-}
-
-char *reg_header_value(const char *line, size_t len, const char *name)
-{
-    size_t nl = strlen(name);
-    if (len <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-        return NULL;
-    const char *v = line + nl + 1;
-    const char *end = line + len;
-    while (v < end && isspace((unsigned char)*v))
-        v++;
-    while (end > v && isspace((unsigned char)end[-1]))
-        end--;
-    return strndup(v, (size_t)(end - v));
 }
 
 /* ---- WWW-Authenticate ---------------------------------------------------- */
