@@ -7,6 +7,7 @@ test images are pulled once per session into a template store (by `kinglet
 image pull` in the machine's namespace, from Debian's docker-registry), and
 every daemon starts on a copy of it.
 """
+import errno
 import os
 import pathlib
 import shutil
@@ -40,6 +41,40 @@ pod_daemon_factory = _cri.pod_daemon_factory
 channel = _cri.channel
 vm_marks = _cri.vm_marks
 wait_for = _cri.wait_for
+
+def children_of(ppid):
+    """The live processes (and zombies) whose parent is ppid: pid ->
+    (state, comm, argv as a list of bytes)."""
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                comm, rest = f.read().rsplit(")", 1)
+            fields = rest.split()
+            if int(fields[1]) != ppid:
+                continue
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(p)] = (fields[0], comm.split("(", 1)[1], argv)
+    return out
+
+
+def exe_writable(pid):
+    """Whether /proc/PID/exe can be opened for writing (what CVE-2019-5736
+    does), and the filesystem it is on."""
+    fstype = subprocess.run(["stat", "-L", "-f", "-c", "%T", f"/proc/{pid}/exe"],
+                            capture_output=True, text=True).stdout.strip()
+    try:
+        with open(f"/proc/{pid}/exe", "r+b"):
+            return True, fstype
+    except OSError as e:
+        assert e.errno in (errno.EROFS, errno.ETXTBSY, errno.EPERM, errno.EACCES), e
+        return False, fstype
+
 
 BUSYBOX_CONFIG = {"Cmd": ["/bin/sh"], "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}
 

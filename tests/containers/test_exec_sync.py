@@ -1,17 +1,14 @@
 """ExecSync through the real gRPC client: output, exit codes, the
 container's own settings, timeouts, big output, and no leak over many
 calls."""
-import errno
 import hashlib
-import os
-import subprocess
 import threading
 import time
 
 import grpc
 import pytest
 
-from .conftest import wait_for
+from .conftest import children_of, exe_writable, wait_for
 
 
 def exec_sync(env, cid, cmd, timeout=0):
@@ -94,19 +91,6 @@ def test_many_calls_leave_nothing(running):
         assert env.d.rss_kb() <= rss + 256
 
 
-def _exe_writable(pid):
-    """Whether /proc/PID/exe of a process can be opened for writing (what
-    CVE-2019-5736 does), and the filesystem it is on."""
-    fstype = subprocess.run(["stat", "-L", "-f", "-c", "%T", f"/proc/{pid}/exe"],
-                            capture_output=True, text=True).stdout.strip()
-    try:
-        with open(f"/proc/{pid}/exe", "r+b"):
-            return True, fstype
-    except OSError as e:
-        assert e.errno in (errno.EROFS, errno.ETXTBSY, errno.EPERM, errno.EACCES), e
-        return False, fstype
-
-
 def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
     """ExecSync forks its relay from the daemon itself (no executor
     process), so the daemon runs from a sealed view of its binary
@@ -117,26 +101,16 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
     write it afterwards, writes nothing of the host."""
     env, cid = running
     before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
-    assert _exe_writable(env.d.proc.pid) == (False, "overlayfs")
+    assert exe_writable(env.d.proc.pid) == (False, "overlayfs")
     # no executor and no relay waits while the command runs: the command
     # is the daemon's own child (the relay, a copy of the daemon, is gone)
     slow = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
     slow.start()
     try:
-        def children():
-            out = {}
-            for p in os.listdir("/proc"):
-                try:
-                    with open(f"/proc/{p}/stat") as f:
-                        comm, rest = f.read().rsplit(")", 1)
-                    if int(rest.split()[1]) == env.d.proc.pid:
-                        out[int(p)] = comm.split("(", 1)[1]
-                except (OSError, ValueError, IndexError):
-                    continue
-            return out
-        kids = wait_for(lambda: (lambda k: k if "sleep" in k.values() else None)(children()),
+        kids = wait_for(lambda: (lambda k: k if "sleep" in [c for _, c, _ in k.values()]
+                                 else None)(children_of(env.d.proc.pid)),
                         what="the ExecSync command as the daemon's child")
-        assert "kinglet" not in kids.values(), kids
+        assert "kinglet" not in [c for _, c, _ in kids.values()], kids
     finally:
         slow.join()
     # the exploit: the container races for the process a script starts
@@ -175,16 +149,7 @@ def test_commands_that_cannot_run_leave_no_zombie(running):
         assert exec_sync(env, cid, ["/no/such/binary"]).exit_code == 127
 
     def zombies():
-        out = []
-        for p in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    rest = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if rest[0] == "Z" and int(rest[1]) == env.d.proc.pid:
-                out.append(int(p))
-        return out
+        return [p for p, (st, _, _) in children_of(env.d.proc.pid).items() if st == "Z"]
     wait_for(lambda: not zombies(), timeout=5, what="the daemon's zombies to be reaped")
     t0 = time.monotonic()
     env.stop(cid, timeout=0)  # SIGKILL: done once the namespace is empty
