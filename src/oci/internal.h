@@ -261,6 +261,11 @@ int oci_mount_tree_attach(int tree, int dfd, unsigned long flags, bool rec,
  * options. Returns the mount's fd. */
 int oci_mount_fs_detached(const char *fstype, const char *source, unsigned long flags,
                           const char *data, struct err *err);
+/* Opens rel (say "self/oom_score_adj") below the container's or the host's
+ * /proc, checked to be the root of a procfs, without crossing a mount or
+ * following a magic link: a write the runtime makes there cannot be sent
+ * elsewhere by what the container mounted (CVE-2025-52881). */
+int oci_proc_open(const char *rel, int flags, struct err *err);
 
 /* devices.c */
 int oci_dev_setup(const struct oci_spec *spec, int rootfd, bool in_userns, struct err *err);

@@ -11,7 +11,9 @@
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 
@@ -310,6 +312,22 @@ static int bind_at(int srcfd, int dfd, unsigned long flags, unsigned long propag
     return oci_mount_tree_attach(tree, dfd, flags & ~(MS_REC | MS_BIND), rec, propagation, err);
 }
 
+/* A destination that, resolved, lands on procfs (through a symlink in the
+ * image to /proc, say) must still be a place runc allows. */
+static int check_proc_destination(const struct oci_mount *m, size_t idx, int dfd, struct err *err)
+{
+    struct statfs sf;
+    if (fstatfs(dfd, &sf) < 0)
+        return err_set(err, errno, "`mounts[%zu].destination`", idx);
+    enum oci_proc_place place = oci_mount_proc_place(m->destination);
+    if (sf.f_type == PROC_SUPER_MAGIC && place != OCI_PROC_ROOT && place != OCI_PROC_ALLOWED)
+        return err_set(err, EINVAL,
+                       "`mounts[%zu].destination`: `%s` resolves inside /proc, where only a few "
+                       "files may be mounted over",
+                       idx, m->destination);
+    return 0;
+}
+
 static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idmap_fd,
                      struct err *err)
 {
@@ -321,13 +339,20 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
         if (srcfd < 0)
             return err_set(err, errno, "`mounts[%zu].source`: `%s`", idx, m->source);
         struct stat st;
-        if (fstat(srcfd, &st) < 0)
+        struct statfs sf;
+        if (fstat(srcfd, &st) < 0 || fstatfs(srcfd, &sf) < 0)
             return err_set(err, errno, "`mounts[%zu].source`: `%s`", idx, m->source);
         is_dir = S_ISDIR(st.st_mode);
+        if (oci_mount_proc_place(m->destination) == OCI_PROC_ROOT && sf.f_type != PROC_SUPER_MAGIC)
+            return err_set(err, EINVAL,
+                           "`mounts[%zu]`: `%s` is not a procfs: it cannot be mounted on /proc",
+                           idx, m->source);
     }
     _cleanup_close_ int dfd = oci_path_open_in_root(rootfd, m->destination, true, is_dir, err);
     if (dfd < 0)
         return err_wrap(err, "`mounts[%zu].destination`", idx);
+    if (check_proc_destination(m, idx, dfd, err) < 0)
+        return -EINVAL;
     unsigned long flags = m->flags & ~MS_REMOUNT;
     if (m->rro && !have_mount_setattr())
         return err_set(err, ENOTSUP, "`mounts[%zu]`: rro needs mount_setattr (Linux 5.12)", idx);

@@ -156,14 +156,14 @@ static int readonly_path(const char *path, struct err *err)
 
 static int write_sysctl(const struct oci_sysctl *s, struct err *err)
 {
-    char path[PATH_MAX] = "/proc/sys/";
+    char path[PATH_MAX] = "sys/";
     size_t off = strlen(path);
     for (const char *k = s->key; *k && off < sizeof(path) - 1; k++)
         path[off++] = *k == '.' ? '/' : *k;
     path[off] = '\0';
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = oci_proc_open(path, O_WRONLY, err);
     if (fd < 0)
-        return err_set(err, errno, "`linux.sysctl.%s`: open `%s`", s->key, path);
+        return err_wrap(err, "`linux.sysctl.%s`", s->key);
     size_t len = strlen(s->value);
     if (write(fd, s->value, len) != (ssize_t)len)
         return err_set(err, errno ? errno : EIO, "`linux.sysctl.%s`: write `%s`", s->key, s->value);

@@ -1,0 +1,157 @@
+"""Mounts inside /proc, read-only trees, and the runtime's own writes in /proc.
+
+As runc since CVE-2019-19921: nothing is mounted inside /proc but procfs on
+/proc and the few files lxcfs emulates, whether the destination says /proc
+or reaches it through a symlink in the image. A read-only path is read-only
+all the way down. And the writes the runtime makes in /proc (oomScoreAdj at
+exec, sysctls) go through a procfs it checked, never through whatever the
+container (or a spec's allowed mount) put on the way (the precondition of
+CVE-2025-52881).
+"""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from ocihelpers import *  # noqa: F401,F403 (fixtures)
+
+
+def bind(dest, source, *opts):
+    return {"destination": dest, "type": "bind", "source": str(source),
+            "options": ["rbind", *opts]}
+
+
+@pytest.mark.parametrize("dest", ["/proc/sys/kernel", "/proc/1/oom_score_adj",
+                                  "/proc/./sys/../sysrq-trigger", "/x/../proc/self/attr"])
+def test_mount_inside_proc_is_refused(kinglet, make_bundle, cid, tmp_path, dest):
+    src = tmp_path / "src"
+    src.mkdir()
+
+    def edit(c):
+        c["mounts"].append(bind(dest, src))
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit), cid)
+    assert r.returncode != 0
+    n = 7  # after the base config's seven mounts
+    assert f"mounts[{n}].destination" in r.stderr and "inside /proc" in r.stderr, r.stderr
+
+
+def test_allowed_proc_files_and_proc_itself(kinglet, make_bundle, cid, tmp_path):
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal: 42 kB\n")
+
+    def edit(c):
+        c["mounts"].append(bind("/proc/meminfo", fake, "ro"))
+    r = kinglet("run", "--bundle", make_bundle(["cat", "/proc/meminfo"], edit=edit), cid)
+    assert r.returncode == 0 and r.stdout == "MemTotal: 42 kB\n", r.stderr
+
+
+def test_proc_reached_through_an_image_symlink_is_refused(kinglet, make_bundle, private_rootfs,
+                                                          cid, tmp_path):
+    os.symlink("/proc", private_rootfs / "lnk")
+    src = tmp_path / "src"
+    src.mkdir()
+
+    def edit(c):
+        c["mounts"].append(bind("/lnk/sys/kernel", src))
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit, root=private_rootfs), cid)
+    assert r.returncode != 0
+    assert "mounts[7].destination" in r.stderr and "inside /proc" in r.stderr, r.stderr
+
+
+def test_only_a_procfs_on_proc(kinglet, make_bundle, cid, tmp_path):
+    src = tmp_path / "fakeproc"
+    src.mkdir()
+
+    def edit(c):
+        c["mounts"].append(bind("/proc", src))
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit), cid)
+    assert r.returncode != 0 and "not a procfs" in r.stderr, r.stderr
+
+    def tmpfs(c):
+        c["mounts"].append({"destination": "/proc", "type": "tmpfs", "source": "tmpfs"})
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=tmpfs), cid + "b")
+    assert r.returncode != 0 and "only a procfs" in r.stderr, r.stderr
+
+
+def test_readonly_path_covers_mounts_below(kinglet, make_bundle, cid, tmp_path):
+    top, sub = tmp_path / "top", tmp_path / "sub"
+    (top / "sub").mkdir(parents=True)
+    sub.mkdir()
+
+    def edit(c):
+        c["mounts"] += [bind("/data", top), bind("/data/sub", sub)]
+        c["linux"]["readonlyPaths"].append("/data")
+    r = kinglet("run", "--bundle", make_bundle(
+        ["sh", "-c", "touch /data/sub/x && echo wrote; touch /data/y && echo wrote"],
+        edit=edit), cid)
+    assert "wrote" not in r.stdout, r.stderr
+    assert r.stderr.count("Read-only file system") == 2, r.stderr
+    assert os.listdir(sub) == []
+
+
+def test_readonly_bind_covers_mounts_below(kinglet, make_bundle, cid, tmp_path):
+    # A read-only rbind of a host directory with a mount below it: read-only
+    # all the way down (the bind is recursive, so is the read-only).
+    top = tmp_path / "top"
+    (top / "sub").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "kinglet-test-sub", str(top / "sub")], check=True)
+    try:
+        def edit(c):
+            c["mounts"].append(bind("/data", top, "ro"))
+        r = kinglet("run", "--bundle", make_bundle(
+            ["sh", "-c", "touch /data/sub/x && echo wrote"], edit=edit), cid)
+        assert "wrote" not in r.stdout and "Read-only file system" in r.stderr, r.stderr
+        assert os.listdir(top / "sub") == []
+    finally:
+        subprocess.run(["umount", "-l", str(top / "sub")], check=False)
+
+
+def test_sysctl_write_never_crosses_a_mount(kinglet, make_bundle, cid, tmp_path):
+    # ns_last_pid may be mounted over (runc's list, for CRIU): a sysctl
+    # write to it must not land in the file bound there.
+    host = tmp_path / "host-file"
+    host.write_text("untouched\n")
+
+    def edit(c):
+        c["mounts"].append(bind("/proc/sys/kernel/ns_last_pid", host))
+        c["linux"]["sysctl"] = {"kernel.ns_last_pid": "1000"}
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit), cid)
+    assert host.read_text() == "untouched\n"
+    assert r.returncode != 0 and "linux.sysctl.kernel.ns_last_pid" in r.stderr, r.stderr
+
+
+def test_exec_oom_score_write_is_not_redirected(kinglet, make_bundle, cid, tmp_path):
+    # A container with CAP_SYS_ADMIN puts a tmpfs on /proc with
+    # self/oom_score_adj bound to another procfs's kernel/hostname: an exec
+    # that writes its oomScoreAdj through the container's /proc would set
+    # the hostname.
+    s = tmp_path / "s"
+    s.mkdir()
+    script = ("mkdir /tmp/p2 && mount -t proc proc /tmp/p2 && mount -t tmpfs t /proc && "
+              "mkdir /proc/self && touch /proc/self/oom_score_adj && "
+              "mount --bind /tmp/p2/sys/kernel/hostname /proc/self/oom_score_adj && "
+              "touch /s/ready; while [ ! -e /s/go ]; do sleep 0.01; done; hostname > /s/result")
+
+    def edit(c):
+        c["process"]["oomScoreAdj"] = 321
+        for k in ("bounding", "effective", "permitted"):
+            c["process"]["capabilities"][k].append("CAP_SYS_ADMIN")
+        c["mounts"].append(bind("/s", s))
+        c["linux"]["readonlyPaths"] = []
+        c["linux"]["maskedPaths"] = []
+    kinglet("create", "--bundle", make_bundle(["sh", "-c", script], edit=edit), cid,
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kinglet("start", cid, check=True)
+    deadline = time.monotonic() + 60
+    while not (s / "ready").exists():
+        assert time.monotonic() < deadline and kinglet.state(cid)["status"] == "running"
+        time.sleep(0.01)
+    r = kinglet("exec", cid, "true")
+    (s / "go").write_text("")
+    while not (s / "result").exists() or not (s / "result").read_text().endswith("\n"):
+        assert time.monotonic() < deadline and kinglet.state(cid)["status"] == "running"
+        time.sleep(0.01)
+    assert (s / "result").read_text() == "kinglet-test\n"
+    assert r.returncode != 0 and "procfs" in r.stderr, r.stderr
