@@ -122,16 +122,17 @@ def test_sysctl_write_never_crosses_a_mount(kinglet, make_bundle, cid, tmp_path)
     assert r.returncode != 0 and "linux.sysctl.kernel.ns_last_pid" in r.stderr, r.stderr
 
 
-def test_exec_oom_score_write_is_not_redirected(kinglet, make_bundle, cid, tmp_path):
-    # A container with CAP_SYS_ADMIN puts a tmpfs on /proc with
-    # self/oom_score_adj bound to another procfs's kernel/hostname: an exec
-    # that writes its oomScoreAdj through the container's /proc would set
-    # the hostname.
+def hostile_proc(kinglet, make_bundle, cid, tmp_path, target, sink):
+    """A container with CAP_SYS_ADMIN that puts a tmpfs on /proc with
+    self/<target> bound to sink (a file of its own procfs, or of /s), then
+    waits for /s/go and writes its hostname to /s/result. Returns the /s
+    directory."""
     s = tmp_path / "s"
     s.mkdir()
+    (s / "sink").write_text("")
     script = ("mkdir /tmp/p2 && mount -t proc proc /tmp/p2 && mount -t tmpfs t /proc && "
-              "mkdir /proc/self && touch /proc/self/oom_score_adj && "
-              "mount --bind /tmp/p2/sys/kernel/hostname /proc/self/oom_score_adj && "
+              f"mkdir /proc/self && touch /proc/self/{target} && "
+              f"mount --bind {sink} /proc/self/{target} && "
               "touch /s/ready; while [ ! -e /s/go ]; do sleep 0.01; done; hostname > /s/result")
 
     def edit(c):
@@ -144,14 +145,48 @@ def test_exec_oom_score_write_is_not_redirected(kinglet, make_bundle, cid, tmp_p
     kinglet("create", "--bundle", make_bundle(["sh", "-c", script], edit=edit), cid,
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kinglet("start", cid, check=True)
+    wait_in(kinglet, cid, lambda: (s / "ready").exists())
+    return s
+
+
+def wait_in(kinglet, cid, cond):
     deadline = time.monotonic() + 60
-    while not (s / "ready").exists():
+    while not cond():
         assert time.monotonic() < deadline and kinglet.state(cid)["status"] == "running"
         time.sleep(0.01)
-    r = kinglet("exec", cid, "true")
+
+
+def hostname_after(kinglet, cid, s):
     (s / "go").write_text("")
-    while not (s / "result").exists() or not (s / "result").read_text().endswith("\n"):
-        assert time.monotonic() < deadline and kinglet.state(cid)["status"] == "running"
-        time.sleep(0.01)
-    assert (s / "result").read_text() == "kinglet-test\n"
+    r = s / "result"
+    wait_in(kinglet, cid, lambda: r.exists() and r.read_text().endswith("\n"))
+    return r.read_text()
+
+
+def test_exec_oom_score_write_is_not_redirected(kinglet, make_bundle, cid, tmp_path):
+    # An exec writes its oomScoreAdj in the container's /proc: through the
+    # tmpfs and the bind it would set the hostname.
+    # (The exec joins the container's UTS namespace: its hostname only.)
+    s = hostile_proc(kinglet, make_bundle, cid, tmp_path, "oom_score_adj",
+                     "/tmp/p2/sys/kernel/hostname")
+    r = kinglet("exec", cid, "true")
+    assert hostname_after(kinglet, cid, s) == "kinglet-test\n"
+    assert r.returncode != 0 and "procfs" in r.stderr, r.stderr
+
+
+def test_time_offsets_write_in_a_joined_mount_namespace(kinglet, make_bundle, cid, tmp_path):
+    # A container joining that mount namespace with a time namespace of its
+    # own writes its offsets in /proc/self/timens_offsets: the hostile one.
+    # Bound to a plain file here: a procfs file written by that container's
+    # init would act in its namespaces (with the host's UTS namespace, the
+    # host's hostname).
+    s = hostile_proc(kinglet, make_bundle, cid, tmp_path, "timens_offsets", "/s/sink")
+    pid = kinglet.state(cid)["pid"]
+
+    def edit(c):
+        c["linux"]["namespaces"] = [{"type": "mount", "path": f"/proc/{pid}/ns/mnt"},
+                                    {"type": "time"}, {"type": "uts"}]
+        c["linux"]["timeOffsets"] = {"monotonic": {"secs": 7, "nanosecs": 0}}
+    r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit), cid + "j")
+    assert (s / "sink").read_text() == ""
     assert r.returncode != 0 and "procfs" in r.stderr, r.stderr
