@@ -1109,6 +1109,8 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         if (!m->host_path || m->host_path[0] != '/')
             return err_set(err, EINVAL, "mounts[%zu]: host_path `%.200s` is not absolute", i,
                            m->host_path ? m->host_path : "");
+        if (oci_mount_destination_check(m->container_path, "bind", true, err) < 0)
+            return err_wrap(err, "mounts[%zu]", i);
         if (m->propagation > RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_BIDIRECTIONAL ||
             m->propagation < 0)
             return err_set(err, EINVAL, "mounts[%zu]: unknown propagation %d", i, m->propagation);

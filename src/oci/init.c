@@ -49,8 +49,11 @@ static int new_time_namespace(const struct oci_spec *spec, struct err *err)
     int n = snprintf(buf, sizeof(buf), "monotonic %lld %u\nboottime %lld %u\n",
                      (long long)spec->monotonic_secs, spec->monotonic_nsecs,
                      (long long)spec->boottime_secs, spec->boottime_nsecs);
-    _cleanup_close_ int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, buf, (size_t)n) != n)
+    /* A joined mount namespace's /proc is not ours to trust. */
+    _cleanup_close_ int fd = oci_proc_open("self/timens_offsets", O_WRONLY, err);
+    if (fd < 0)
+        return err_wrap(err, "`linux.timeOffsets`");
+    if (write(fd, buf, (size_t)n) != n)
         return err_set(err, errno ? errno : EIO, "`linux.timeOffsets`: write timens_offsets");
     return 0;
 }

@@ -249,6 +249,23 @@ int oci_path_open_in_root(int rootfd, const char *path, bool create, bool as_dir
 int oci_mounts_setup(const struct oci_spec *spec, int rootfd, const int *idmap_fds,
                      struct err *err);
 int oci_mount_fd_remount(int fd, unsigned long flags, struct err *err);
+/* Attaches the detached mount tree `tree` on dfd: per-mount flags (MS_RDONLY,
+ * MS_NOSUID, ...; on every mount of the tree with rec) set before the
+ * attach, propagation (MS_SHARED, ...) after, all through the tree's
+ * descriptor and never a path resolved again. Without mount_setattr (Linux
+ * < 5.12), a remount through /proc/self/fd/<tree>, not below the top. */
+int oci_mount_tree_attach(int tree, int dfd, unsigned long flags, bool rec,
+                          unsigned long propagation, struct err *err);
+/* A new filesystem as a detached mount (fsopen/fsmount), to attach with
+ * oci_mount_tree_attach: flags are MS_ flags, data the comma-separated
+ * options. Returns the mount's fd. */
+int oci_mount_fs_detached(const char *fstype, const char *source, unsigned long flags,
+                          const char *data, struct err *err);
+/* Opens rel (say "self/oom_score_adj") below the container's or the host's
+ * /proc, checked to be the root of a procfs, without crossing a mount or
+ * following a magic link: a write the runtime makes there cannot be sent
+ * elsewhere by what the container mounted (CVE-2025-52881). */
+int oci_proc_open(const char *rel, int flags, struct err *err);
 
 /* devices.c */
 int oci_dev_setup(const struct oci_spec *spec, int rootfd, bool in_userns, struct err *err);

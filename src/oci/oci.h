@@ -139,6 +139,22 @@ int oci_cli_main(int argc, char **argv, char **full_argv);
  * paths it resolves inside the container). */
 bool oci_path_is_clean(const char *p);
 
+/* Where a mount destination (an absolute path, taken lexically: "." and
+ * ".." folded) lies with respect to /proc. As runc since CVE-2019-19921:
+ * nothing may be mounted inside /proc but procfs itself on /proc and the
+ * few files lxcfs emulates (and ns_last_pid, for CRIU). */
+enum oci_proc_place {
+    OCI_PROC_OUTSIDE,
+    OCI_PROC_ROOT,    /* /proc itself: a procfs only */
+    OCI_PROC_ALLOWED, /* /proc/cpuinfo, /proc/meminfo, ... */
+    OCI_PROC_REFUSED, /* anything else inside /proc */
+};
+enum oci_proc_place oci_mount_proc_place(const char *dest);
+/* -EINVAL, naming dest, for a mount the executor refuses there:
+ * OCI_PROC_REFUSED, or something other than a procfs or a bind on /proc
+ * (a bind's source is checked to be procfs when it is mounted). */
+int oci_mount_destination_check(const char *dest, const char *type, bool bind, struct err *err);
+
 /* Whether a config.json would be taken by the executor (pure: parses and
  * forgets); -EINVAL naming the field, -E2BIG, -ENOMEM. */
 int oci_spec_check(const char *data, size_t len, struct err *err);

@@ -7,6 +7,8 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <pty.h>
 #include <string.h>
 #include <sys/capability.h>
@@ -14,11 +16,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <termios.h>
 
 #include "oci/internal.h"
 #include "oci/seccomp.h"
+
+#define PROC_ROOT_INO 1
 
 int oci_process_rlimits(const struct oci_process *p, struct err *err)
 {
@@ -57,13 +62,34 @@ void oci_process_clamp_oom(struct oci_process *p)
     p->oom_score_adj = cur;
 }
 
+int oci_proc_open(const char *rel, int flags, struct err *err)
+{
+    _cleanup_close_ int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct statfs sf;
+    struct stat st;
+    if (proc < 0 || fstatfs(proc, &sf) < 0 || fstat(proc, &st) < 0)
+        return err_set(err, errno, "open /proc");
+    if (sf.f_type != PROC_SUPER_MAGIC || st.st_ino != PROC_ROOT_INO)
+        return err_set(err, EPERM, "/proc is not the root of a procfs");
+    /* "self" is a plain symlink below /proc; anything mounted on the way
+     * (a file of another procfs bound over the one we write) refuses. */
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, proc, rel, &how, sizeof(how));
+    if (fd < 0)
+        return err_set(err, errno, "open /proc/%s", rel);
+    return fd;
+}
+
 int oci_process_oom_score_adj(const struct oci_process *p, struct err *err)
 {
     if (!p->has_oom_score_adj)
         return 0;
-    _cleanup_close_ int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = oci_proc_open("self/oom_score_adj", O_WRONLY, err);
     if (fd < 0)
-        return err_set(err, errno, "`process.oomScoreAdj`: open /proc/self/oom_score_adj");
+        return err_wrap(err, "`process.oomScoreAdj`");
     char v[16];
     int n = snprintf(v, sizeof(v), "%d", p->oom_score_adj);
     if (write(fd, v, (size_t)n) != n)

@@ -107,21 +107,8 @@ int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err)
     return 0;
 }
 
-static int proc_fd_path(char *buf, size_t size, int fd, const char *fallback)
-{
-    /* Mount by fd when the container has a /proc; by path otherwise (the
-     * root is already the container's: a path cannot leave it). Asked
-     * once: nothing below mounts or unmounts /proc. */
-    static int have_proc = -1;
-    if (have_proc < 0)
-        have_proc = access("/proc/self/fd", F_OK) == 0;
-    if (have_proc)
-        snprintf(buf, size, "/proc/self/fd/%d", fd);
-    else
-        snprintf(buf, size, "%s", fallback);
-    return 0;
-}
-
+/* Masks and read-only copies are attached through descriptors (the path is
+ * never resolved again), which needs no /proc in the container. */
 static int mask_path(const char *path, int nullfd, struct err *err)
 {
     _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -133,20 +120,17 @@ static int mask_path(const char *path, int nullfd, struct err *err)
     struct stat st;
     if (fstat(fd, &st) < 0)
         return err_set(err, errno, "`linux.maskedPaths`: `%s`", path);
-    char dst[PATH_MAX];
-    proc_fd_path(dst, sizeof(dst), fd, path);
-    if (S_ISDIR(st.st_mode)) {
-        if (mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=0,mode=0555") < 0)
-            return err_set(err, errno, "`linux.maskedPaths`: mask `%s`", path);
-        return 0;
-    }
     if (S_ISLNK(st.st_mode))
         return 0;
-    char src[PATH_MAX];
-    proc_fd_path(src, sizeof(src), nullfd, "/dev/null");
-    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-        return err_set(err, errno, "`linux.maskedPaths`: mask `%s`", path);
+    _cleanup_close_ int tree = -1;
+    if (S_ISDIR(st.st_mode))
+        tree = oci_mount_fs_detached("tmpfs", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                     "size=0,mode=0555", err);
+    else if ((tree = open_tree(nullfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)) <
+             0)
+        err_set(err, errno, "bind /dev/null");
+    if (tree < 0 || oci_mount_tree_attach(tree, fd, 0, false, 0, err) < 0)
+        return err_wrap(err, "`linux.maskedPaths`: mask `%s`", path);
     return 0;
 }
 
@@ -158,28 +142,28 @@ static int readonly_path(const char *path, struct err *err)
             return 0;
         return err_set(err, errno, "`linux.readonlyPaths`: `%s`", path);
     }
-    char p[PATH_MAX];
-    proc_fd_path(p, sizeof(p), fd, path);
-    if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+    /* A read-only copy of the whole tree there, attached on it: a mount
+     * below (a volume in /proc/sys) is read-only too. */
+    _cleanup_close_ int tree =
+        open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0)
         return err_set(err, errno, "`linux.readonlyPaths`: bind `%s`", path);
-    _cleanup_close_ int nfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (nfd < 0)
-        return err_set(err, errno, "`linux.readonlyPaths`: `%s`", path);
-    if (oci_mount_fd_remount(nfd, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, err) < 0)
+    if (oci_mount_tree_attach(tree, fd, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, true, 0,
+                              err) < 0)
         return err_wrap(err, "`linux.readonlyPaths`: `%s`", path);
     return 0;
 }
 
 static int write_sysctl(const struct oci_sysctl *s, struct err *err)
 {
-    char path[PATH_MAX] = "/proc/sys/";
+    char path[PATH_MAX] = "sys/";
     size_t off = strlen(path);
     for (const char *k = s->key; *k && off < sizeof(path) - 1; k++)
         path[off++] = *k == '.' ? '/' : *k;
     path[off] = '\0';
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = oci_proc_open(path, O_WRONLY, err);
     if (fd < 0)
-        return err_set(err, errno, "`linux.sysctl.%s`: open `%s`", s->key, path);
+        return err_wrap(err, "`linux.sysctl.%s`", s->key);
     size_t len = strlen(s->value);
     if (write(fd, s->value, len) != (ssize_t)len)
         return err_set(err, errno ? errno : EIO, "`linux.sysctl.%s`: write `%s`", s->key, s->value);

@@ -533,6 +533,67 @@ bool oci_path_is_clean(const char *p)
 static int parse_idmaps(json_t *arr, const char *field, struct oci_idmap **ret, size_t *ret_n,
                         struct err *err);
 
+enum oci_proc_place oci_mount_proc_place(const char *dest)
+{
+    static const char *const allowed[] = {
+        "/proc/cpuinfo", "/proc/diskstats",
+        "/proc/meminfo", "/proc/stat",
+        "/proc/swaps",   "/proc/uptime",
+        "/proc/loadavg", "/proc/slabinfo",
+        "/proc/net/dev", "/proc/sys/kernel/ns_last_pid",
+    };
+    /* Fold the path as the kernel walks it with no symlink: ".." at the
+     * root stays there. */
+    char clean[PATH_MAX];
+    size_t len = 0;
+    for (const char *s = dest; *s;) {
+        while (*s == '/')
+            s++;
+        const char *e = strchrnul(s, '/');
+        size_t n = (size_t)(e - s);
+        if (n == 2 && s[0] == '.' && s[1] == '.') {
+            while (len && clean[len - 1] != '/')
+                len--;
+            if (len)
+                len--;
+        } else if (n && !(n == 1 && s[0] == '.')) {
+            if (len + 1 + n >= sizeof(clean))
+                return OCI_PROC_REFUSED; /* too long to be one of ours */
+            clean[len++] = '/';
+            memcpy(clean + len, s, n);
+            len += n;
+        }
+        s = e;
+    }
+    clean[len] = '\0';
+    if (strcmp(clean, "/proc") == 0)
+        return OCI_PROC_ROOT;
+    if (strncmp(clean, "/proc/", 6) != 0)
+        return OCI_PROC_OUTSIDE;
+    for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+        if (strcmp(clean, allowed[i]) == 0)
+            return OCI_PROC_ALLOWED;
+    return OCI_PROC_REFUSED;
+}
+
+int oci_mount_destination_check(const char *dest, const char *type, bool bind, struct err *err)
+{
+    switch (oci_mount_proc_place(dest)) {
+    case OCI_PROC_REFUSED:
+        return err_set(err, EINVAL,
+                       "`%s` is inside /proc, where only /proc/cpuinfo, diskstats, meminfo, stat, "
+                       "swaps, uptime, loadavg, slabinfo, net/dev and sys/kernel/ns_last_pid may "
+                       "be mounted over",
+                       dest);
+    case OCI_PROC_ROOT:
+        if (!bind && (!type || strcmp(type, "proc") != 0))
+            return err_set(err, EINVAL, "`%s`: only a procfs may be mounted on /proc", dest);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 static int parse_mounts(json_t *arr, struct oci_spec *spec, struct err *err)
 {
     if (!arr || json_is_null(arr))
@@ -571,6 +632,8 @@ static int parse_mounts(json_t *arr, struct oci_spec *spec, struct err *err)
             return err_set(err, EINVAL, "`mounts[%zu].source`: a bind mount needs a source", i);
         if (!m->bind && !m->type)
             return err_set(err, EINVAL, "`mounts[%zu].type`: missing", i);
+        if (oci_mount_destination_check(m->destination, m->type, m->bind, err) < 0)
+            return err_wrap(err, "`mounts[%zu].destination`", i);
         json_t *um = json_object_get(o, "uidMappings"), *gm = json_object_get(o, "gidMappings");
         if ((um && !json_is_null(um)) || (gm && !json_is_null(gm))) {
             /* The runtime spec: mappings on a mount need idmap or ridmap. */

@@ -240,9 +240,11 @@ def test_recursive_read_only(env, tmp_path):
         rro = sleeper(env, pod, "rro", mounts=[
             pb.Mount(container_path="/top", host_path=str(top), readonly=True,
                      recursive_read_only=True)])
-        assert sh(env, plain, "touch /top/sub/x")[0] == 0  # plain ro leaves submounts writable
-        code, _, err = sh(env, rro, "touch /top/sub/y")
-        assert code != 0 and "Read-only file system" in err
+        # A read-only rbind is read-only all the way down, rro or not: a
+        # mount below a read-only volume must not stay writable (issue 16).
+        for c in (plain, rro):
+            code, _, err = sh(env, c, "touch /top/sub/y")
+            assert code != 0 and "Read-only file system" in err, (c, err)
         with pytest.raises(grpc.RpcError) as e:
             sleeper(env, pod, "bad", mounts=[pb.Mount(container_path="/top", host_path=str(top),
                                                       recursive_read_only=True)])
@@ -252,6 +254,25 @@ def test_recursive_read_only(env, tmp_path):
             env.remove(c)
     finally:
         env.d.run("umount", "-l", str(top / "sub"), check=False)
+
+
+@pytest.mark.parametrize("dest", ["/proc/sys/kernel", "/proc/1/oom_score_adj"])
+def test_volume_inside_proc_is_refused(env, tmp_path, dest):
+    """As runc since CVE-2019-19921: no volume inside /proc but the few files
+    lxcfs emulates; refused before anything is made, naming the mount."""
+    pb = env.pb
+    pod = env.pod()
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "proc", mounts=[
+            pb.Mount(container_path="/data", host_path=str(tmp_path)),
+            pb.Mount(container_path=dest, host_path=str(tmp_path))])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "mounts[1]" in e.value.details() and dest in e.value.details()
+    ok = tmp_path / "meminfo"
+    ok.write_text("MemTotal: 42 kB\n")
+    cid = sleeper(env, pod, "meminfo", mounts=[
+        pb.Mount(container_path="/proc/meminfo", host_path=str(ok), readonly=True)])
+    assert sh(env, cid, "cat /proc/meminfo")[1] == "MemTotal: 42 kB\n"
 
 
 def test_devices(env):

@@ -212,6 +212,31 @@ def test_user_namespace_with_mappings(runtime, world_readable_rootfs, cid):
     assert lines[2] == ["0"]
 
 
+def test_user_namespace_without_its_network_gets_the_hosts_sysfs(kinglet, world_readable_rootfs,
+                                                                 cid):
+    # No sysfs of its own for a user namespace that does not own the network
+    # namespace: the host's /sys, bound through descriptors, read-only all
+    # the way down.
+    cfg = base_config(world_readable_rootfs / "rootfs",
+                      ["sh", "-c", "ls /sys/kernel > /dev/null && echo listed; "
+                       "awk '$5 == \"/sys\"' /proc/self/mountinfo; "
+                       "awk '$5 ~ \"^/sys/\" { n++; if ($6 !~ \"^ro\") w++ } "
+                       "END { print n + 0; print w + 0 }' /proc/self/mountinfo"])
+    cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"]
+                                  if n["type"] != "network"] + [{"type": "user"}]
+    cfg["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    cfg["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    b = world_readable_rootfs / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode == 0, r.stderr
+    listed, sys_line, below, writable_below = r.stdout.splitlines()
+    assert listed == "listed"
+    assert sys_line.split()[5].split(",")[0] == "ro"
+    assert int(below) > 0 and writable_below == "0", r.stdout
+
+
 def test_idmapped_bind_mount(runtime, world_readable_rootfs, cid):
     # A host directory owned by root, mounted idmapped into a container
     # whose root is host uid 100000: inside, the files belong to root; the

@@ -128,6 +128,21 @@ def test_mount_propagation_option(runtime, make_bundle, cid, tmp_path):
     assert not any(f.startswith("shared:") or f.startswith("master:") for f in fields[6:])
 
 
+def test_tmpfs_with_propagation(runtime, make_bundle, cid):
+    # Made detached (fsopen) and its propagation set through its descriptor.
+    if runtime.name == "crun":
+        pytest.skip("crun 1.8.1 leaves a tmpfs given rshared private")
+    def edit(c):
+        c["mounts"].append({"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+                            "options": ["size=1m", "noexec", "rshared"]})
+    r = run(runtime, make_bundle(["grep", " /scratch ", "/proc/self/mountinfo"], edit=edit), cid)
+    assert r.returncode == 0, r.stderr
+    fields, super_ = r.stdout.split(" - ")
+    assert "noexec" in fields.split()[5].split(",")
+    assert any(f.startswith("shared:") for f in fields.split()[6:])
+    assert "size=1024k" in super_
+
+
 def test_symlinked_mount_destination_stays_inside(runtime, make_bundle, private_rootfs, cid,
                                                    tmp_path):
     # The image has /escape -> a host directory. Mounting on /escape must

@@ -357,6 +357,48 @@ static void test_limits(void **state)
     assert_true(oci_spec_parse("{}", OCI_CONFIG_MAX + 1, NULL, &s, &e) < 0);
 }
 
+static void test_proc_places(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *dest;
+        enum oci_proc_place place;
+    } cases[] = {
+        {"/proc", OCI_PROC_ROOT},
+        {"//proc/", OCI_PROC_ROOT},
+        {"/x/../proc/.", OCI_PROC_ROOT},
+        {"/proc/cpuinfo", OCI_PROC_ALLOWED},
+        {"/proc/sys/kernel/ns_last_pid", OCI_PROC_ALLOWED},
+        {"/proc//net/./dev", OCI_PROC_ALLOWED},
+        {"/proc/sys/kernel", OCI_PROC_REFUSED},
+        {"/proc/1/oom_score_adj", OCI_PROC_REFUSED},
+        {"/proc/sys/../sysrq-trigger", OCI_PROC_REFUSED},
+        {"/../../proc/self/attr", OCI_PROC_REFUSED},
+        {"/proc/cpuinfo/x", OCI_PROC_REFUSED},
+        {"/procfs", OCI_PROC_OUTSIDE},
+        {"/proc/..", OCI_PROC_OUTSIDE},
+        {"/data/proc/sys", OCI_PROC_OUTSIDE},
+        {"/", OCI_PROC_OUTSIDE},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        enum oci_proc_place got = oci_mount_proc_place(cases[i].dest);
+        if (got != cases[i].place)
+            fail_msg("`%s`: place %d, expected %d", cases[i].dest, got, cases[i].place);
+    }
+    struct err e = {0};
+    assert_int_equal(oci_mount_destination_check("/proc", "tmpfs", false, &e), -EINVAL);
+    assert_int_equal(oci_mount_destination_check("/proc", "proc", false, &e), 0);
+    assert_int_equal(oci_mount_destination_check("/proc/sys", "bind", true, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "`/proc/sys` is inside /proc"));
+    /* and the executor refuses it in a spec, naming the mount */
+    const char *spec = "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"r\"}, \"mounts\": "
+                       "[{\"destination\": \"/tmp\", \"type\": \"tmpfs\"}, {\"destination\": "
+                       "\"/proc/kcore\", \"type\": \"bind\", \"source\": \"/x\"}]}";
+    struct oci_spec *s = NULL;
+    assert_int_equal(oci_spec_parse(spec, strlen(spec), NULL, &s, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "`mounts[1].destination`"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +412,7 @@ int main(void)
         cmocka_unit_test_setup(test_ids, per_test_timeout),
         cmocka_unit_test_setup(test_default_spec_round_trip, per_test_timeout),
         cmocka_unit_test_setup(test_limits, per_test_timeout),
+        cmocka_unit_test_setup(test_proc_places, per_test_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
