@@ -271,8 +271,8 @@ def test_working_dir_and_env(env):
     pb = env.pb
     pod = env.pod()
     cid = sleeper(env, pod, "wd", image="entrypoint", working_dir="/new/deep/dir",
-                  envs=[pb.KeyValue(key="OVERRIDE", value="config"),
-                        pb.KeyValue(key="EXTRA", value="a=b")])
+                  envs=[pb.KeyValue(key="OVERRIDE", value=b"config"),
+                        pb.KeyValue(key="EXTRA", value=b"a=b")])
     assert sh(env, cid, "pwd")[1].strip() == "/new/deep/dir"
     env_out = sh(env, cid, "env")[1].splitlines()
     assert "OVERRIDE=config" in env_out and "OVERRIDE=image" not in env_out
@@ -335,24 +335,16 @@ def test_what_the_host_cannot_give_is_reported(env):
 
 
 def test_env_values_that_are_not_utf8(env):
-    """KeyValue.value is bytes upstream now: such a value reaches the
-    container (each bad byte as U+FFFD, as the JSON spec forces), and one
-    holding a NUL is refused. The upstream stubs still say string, so the
-    request goes as bytes by hand."""
-    from .conftest import channel
+    """KeyValue.value is bytes upstream (cri-api v0.36.3): such a value
+    reaches the container (each bad byte as U+FFFD, as the JSON spec
+    forces), and one holding a NUL is refused."""
     pb = env.pb
     pod = env.pod()
-    call = channel(env.d).unary_unary("/runtime.v1.RuntimeService/CreateContainer",
-                                      request_serializer=lambda b: b,
-                                      response_deserializer=pb.CreateContainerResponse.FromString)
 
     def create(name, value):
         cfg = env.config(name, command=["/bin/sleep", "100000"],
-                         envs=[pb.KeyValue(key="ODD", value="@@@@")])
-        raw = pb.CreateContainerRequest(pod_sandbox_id=pod[0], config=cfg,
-                                        sandbox_config=pod[1]).SerializeToString()
-        assert raw.count(b"@@@@") == 1
-        return call(raw.replace(b"@@@@", value), timeout=60).container_id
+                         envs=[pb.KeyValue(key="ODD", value=value)])
+        return env.create(pod, None, cfg)
 
     cid = create("odd", b"a\xff\xfez")
     env.start(cid)
