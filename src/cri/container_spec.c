@@ -969,7 +969,12 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         if (mount_taken(cfg, files[i][1]))
             continue;
-        snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
+        /* a pod in the host's IPC namespace has no /dev/shm of its own: its
+         * containers share the host's, as containerd binds it */
+        if (i == 0 && in->pod_host_ipc)
+            snprintf(path, sizeof(path), "/dev/shm");
+        else
+            snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
         bool ro = i > 0 && cfg->linux && cfg->linux->security_context &&
                   cfg->linux->security_context->readonly_rootfs;
         json_array_append_new(m, mnt(files[i][1], "bind", path,

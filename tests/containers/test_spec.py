@@ -5,6 +5,7 @@ and what a host without AppArmor or CAP_SYS_RESOURCE cannot give."""
 import json
 import os
 import subprocess
+import uuid
 
 import grpc
 import pytest
@@ -332,6 +333,26 @@ def test_what_the_host_cannot_give_is_reported(env):
         assert "oom_score_adj -999 raised" in env.d.logtext()
     else:
         assert seen == -999
+
+
+def test_host_ipc_shares_the_hosts_dev_shm(env):
+    """A pod in the host's IPC namespace has no /dev/shm of its own: its
+    containers get the host's, both ways (containerd binds it too)."""
+    pb = env.pb
+    ns = list(env.d.prefix)  # the daemon's mount namespace is "the host"
+    name = "kinglet-test-" + uuid.uuid4().hex
+    pod = env.pod("hostipc", ipc=pb.NODE)
+    try:
+        cid = sleeper(env, pod, "c")
+        subprocess.run(ns + ["sh", "-c", f"echo from-host > /dev/shm/{name}"], check=True)
+        assert sh(env, cid, f"cat /dev/shm/{name}") == (0, "from-host\n", "")
+        assert sh(env, cid, f"echo from-ctr > /dev/shm/{name}.c")[0] == 0
+        out = subprocess.run(ns + ["cat", f"/dev/shm/{name}.c"], capture_output=True, text=True)
+        assert out.stdout == "from-ctr\n", out.stderr
+        host_ipc = os.readlink("/proc/self/ns/ipc")
+        assert sh(env, cid, "readlink /proc/1/ns/ipc")[1].strip() == host_ipc
+    finally:
+        subprocess.run(ns + ["rm", "-f", f"/dev/shm/{name}", f"/dev/shm/{name}.c"])
 
 
 def test_env_values_that_are_not_utf8(env):
