@@ -10,6 +10,7 @@
 
 #include "cri/container_spec.h"
 #include "cri/containers.h"
+#include "cri/validate.h"
 #include "oci/oci.h"
 
 #define CTR_GROUPS_MAX 64
@@ -1179,7 +1180,7 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     if (sc->run_as_username && *sc->run_as_username && strchr(sc->run_as_username, ':'))
         return err_set(err, EINVAL, "run_as_username `%.64s` is not a user name",
                        sc->run_as_username);
-    return 0;
+    return cri_run_as_group_check("", sc->run_as_user, sc->run_as_username, sc->run_as_group, err);
 }
 
 /* The Localhost profile path the caller must read, or NULL. */

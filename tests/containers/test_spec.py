@@ -89,6 +89,39 @@ def test_run_as_user_group_and_policies(env):
     assert st.features.supplemental_groups_policy
 
 
+def test_run_as_group_needs_a_user(env):
+    """run_as_group alone names no user: refused for a container and for a
+    pod, as containerd and cri-tools' validation suite do; with a user (or
+    a user name) it is fine."""
+    pb = env.pb
+    i64 = pb.Int64Value
+    pod = env.pod()
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "group-only", linux=sc(env, run_as_group=i64(value=3000)))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "run_as_group 3000 is set without run_as_user" in e.value.details()
+    named = sleeper(env, pod, "named", linux=sc(env, run_as_username="nobody",
+                                                run_as_group=i64(value=3000)))
+    assert sh(env, named, "id -u; id -g")[1].split() == ["65534", "3000"]
+
+    def pod_sc(name, **kw):
+        return env.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, namespace="default",
+                                           uid=uuid.uuid4().hex),
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=env.cgroup_parent,
+                security_context=pb.LinuxSandboxSecurityContext(**kw)))),
+            timeout=60).pod_sandbox_id
+    with pytest.raises(grpc.RpcError) as e:
+        pod_sc("group-only", run_as_group=i64(value=3000))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "linux.security_context.run_as_group 3000 is set without run_as_user" \
+        in e.value.details()
+    assert all(p.metadata.name != "group-only" for p in env.rs.ListPodSandbox(
+        pb.ListPodSandboxRequest(), timeout=10).items)
+    assert pod_sc("both", run_as_user=i64(value=1000), run_as_group=i64(value=3000))
+
+
 def test_capabilities(env):
     pb = env.pb
     pod = env.pod()
