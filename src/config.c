@@ -2,9 +2,7 @@
 
 #include "config.h"
 #include "image/image.h"
-
-/* cri/runtime_config.c: the same check as UpdateRuntimeConfig's. */
-bool cri_pod_cidr_valid(const char *s);
+#include "net/net.h"
 
 void config_defaults(struct config *cfg)
 {
@@ -219,9 +217,8 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         return 0;
     }
     if (strcmp(key, "pod-cidr") == 0) {
-        if (!cri_pod_cidr_valid(value) || !value[0])
-            return err_set(err, EINVAL, "pod-cidr: `%s` is not one or two comma-separated CIDRs",
-                           value);
+        if (net_pod_cidrs_parse(value, NULL, NULL, err) < 0)
+            return err_wrap(err, "pod-cidr");
         return set_str(&cfg->pod_cidr, value);
     }
     if (strcmp(key, "bridge") == 0) {

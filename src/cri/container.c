@@ -443,6 +443,12 @@ static void exit_done(uv_work_t *req, int status)
         exit_job_free(j);
         return;
     }
+    if (c->starting) {
+        /* read again once the start has published STARTED */
+        c->exit_deferred = true;
+        exit_job_free(j);
+        return;
+    }
     unwatch(c);
     if (!j->exited) {
         /* The monitor went away but the executor says the container still
@@ -462,6 +468,17 @@ static void exit_done(uv_work_t *req, int status)
         container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
     }
     container_stops_done(c, 0, NULL);
+}
+
+void container_start_begin(struct container *c) { c->starting = true; }
+
+void container_start_end(struct cri *cri, struct container *c)
+{
+    c->starting = false;
+    if (c->exit_deferred) {
+        c->exit_deferred = false;
+        exit_read(cri, c);
+    }
 }
 
 static void on_monitor_exit(uv_poll_t *h, int status, int events)

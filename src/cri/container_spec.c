@@ -10,6 +10,7 @@
 
 #include "cri/container_spec.h"
 #include "cri/containers.h"
+#include "cri/validate.h"
 #include "oci/oci.h"
 
 #define CTR_GROUPS_MAX 64
@@ -969,7 +970,12 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         if (mount_taken(cfg, files[i][1]))
             continue;
-        snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
+        /* a pod in the host's IPC namespace has no /dev/shm of its own: its
+         * containers share the host's, as containerd binds it */
+        if (i == 0 && in->pod_host_ipc)
+            snprintf(path, sizeof(path), "/dev/shm");
+        else
+            snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
         bool ro = i > 0 && cfg->linux && cfg->linux->security_context &&
                   cfg->linux->security_context->readonly_rootfs;
         json_array_append_new(m, mnt(files[i][1], "bind", path,
@@ -1176,7 +1182,7 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     if (sc->run_as_username && *sc->run_as_username && strchr(sc->run_as_username, ':'))
         return err_set(err, EINVAL, "run_as_username `%.64s` is not a user name",
                        sc->run_as_username);
-    return 0;
+    return cri_run_as_group_check("", sc->run_as_user, sc->run_as_username, sc->run_as_group, err);
 }
 
 /* The Localhost profile path the caller must read, or NULL. */

@@ -37,6 +37,7 @@ static void start_saved(struct container *c, void *data)
     Runtime__V1__StartContainerResponse resp = RUNTIME__V1__START_CONTAINER_RESPONSE__INIT;
     cri_reply(call, &resp.base);
     container_event(c->cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STARTED_EVENT);
+    container_start_end(c->cri, c);
     opq_end(&c->ops, c, false);
 }
 
@@ -48,11 +49,13 @@ static void start_done(uv_work_t *req, int status)
     struct container *c = container_find_exact(cri, j->id);
     if (status < 0 && j->r == 0)
         j->r = err_set(&j->err, -status, "cancelled");
+    bool stopped = false;
     if (c && j->r == 0 && c->rec.state == STORE_CTR_CREATED) {
         c->rec.state = STORE_CTR_RUNNING;
         c->rec.started_ns = j->started_ns;
         container_save(cri, c);
     } else if (c && j->r < 0 && c->rec.state != STORE_CTR_EXITED) {
+        stopped = true;
         c->rec.state = STORE_CTR_EXITED;
         c->rec.exit_code = 128;
         c->rec.finished_ns = j->started_ns;
@@ -66,7 +69,9 @@ static void start_done(uv_work_t *req, int status)
         err_wrap(&j->err, "start container `%s`", j->id);
         cri_fail_err(call, &j->err);
         if (c) {
-            container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
+            if (stopped)
+                container_event(cri, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
+            container_start_end(cri, c);
             opq_end(&c->ops, c, false);
         }
     } else if (c) {
@@ -108,6 +113,7 @@ static void start_op(void *data, void *obj)
     j->call = call;
     memcpy(j->id, c->rec.id, sizeof(j->id));
     j->req.data = j;
+    container_start_begin(c);
     uv_queue_work(call->cri->loop, &j->req, start_work, start_done);
 }
 

@@ -65,8 +65,12 @@ struct container {
      * loop; the monitor exits once the exit record is on disk. */
     int monitor_fd;
     uv_poll_t *watch;
-    pid_t pid;               /* the container's init, 0 when not running */
-    bool exit_reading;       /* the exit record is being read */
+    pid_t pid;         /* the container's init, 0 when not running */
+    bool exit_reading; /* the exit record is being read */
+    /* StartContainer is between its job and its STARTED event: an exit
+     * read meanwhile is applied (and STOPPED published) only after it,
+     * so every subscriber sees the states in the order they happened */
+    bool starting, exit_deferred;
     bool saving, save_again; /* container_save */
     /* stats.c: the previous CPU sample and the cached writable layer
      * usage */
@@ -114,6 +118,11 @@ void container_save(struct cri *cri, struct container *c);
  * what the record says is then on disk. One waiter at a time: only the
  * holder of c's operation queue waits. */
 void container_when_saved(struct container *c, ctr_saved_fn fn, void *data);
+/* StartContainer's part of c's ordering (see `starting`): begin before
+ * the start job; end once the start's event is published, which applies an
+ * exit read meanwhile. */
+void container_start_begin(struct container *c);
+void container_start_end(struct cri *cri, struct container *c);
 /* Starts watching the monitor (fd is taken). */
 void container_watch(struct cri *cri, struct container *c, int monitor_fd, pid_t pid);
 Runtime__V1__ContainerState container_state(const struct container *c);

@@ -98,7 +98,6 @@ void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 void cri_import_image(struct cri_call *call);         /* image_cli.c */
 
-bool cri_pod_cidr_valid(const char *s);
 /* runtime-config.json as read back at start: 0 with *ret_cidr (malloc'd,
  * a valid pod CIDR, possibly empty), -EBADMSG for anything else, -ENOMEM. */
 int cri_runtime_config_parse(const char *text, size_t len, char **ret_cidr);

@@ -2,7 +2,6 @@
  * and how it is configured. The pod CIDR kubelet sends is persisted under
  * the root directory (off the loop) and reloaded at start. */
 #include <sys/syscall.h>
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <string.h>
@@ -10,45 +9,12 @@
 #include "cri/sandbox.h"
 
 #define RUNTIME_CONFIG_FILE "runtime-config.json"
-#define MAX_POD_CIDR_LEN    256
 
-/* One or two comma-separated CIDRs (IPv4 and/or IPv6), or empty. */
-bool cri_pod_cidr_valid(const char *s)
+/* kubelet's pod CIDR: empty (none: the daemon's own) or what the network
+ * code takes, checked there (net_pod_cidrs_parse) and nowhere else. */
+static int pod_cidr_check(const char *cidr, struct err *err)
 {
-    if (strlen(s) > MAX_POD_CIDR_LEN)
-        return false;
-    if (!*s)
-        return true;
-    /* strtok_r below would skip empty items silently. */
-    if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
-        return false;
-    char copy[MAX_POD_CIDR_LEN + 1];
-    snprintf(copy, sizeof(copy), "%s", s);
-    int n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (++n > 2)
-            return false;
-        char *slash = strchr(tok, '/');
-        if (!slash || !slash[1] || strlen(slash + 1) > 3)
-            return false;
-        *slash = '\0';
-        char *end;
-        long bits = strtol(slash + 1, &end, 10);
-        if (*end)
-            return false;
-        unsigned char addr[16];
-        if (inet_pton(AF_INET, tok, addr) == 1) {
-            if (bits < 0 || bits > 32)
-                return false;
-        } else if (inet_pton(AF_INET6, tok, addr) == 1) {
-            if (bits < 0 || bits > 128)
-                return false;
-        } else {
-            return false;
-        }
-    }
-    return n > 0;
+    return *cidr ? net_pod_cidrs_parse(cidr, NULL, NULL, err) : 0;
 }
 
 /* Finds the cgroup2 mount and whether it has controllers: on hybrid hosts
@@ -114,8 +80,10 @@ int cri_runtime_config_parse(const char *text, size_t len, char **ret_cidr)
     json_t *v = json_object_get(root, "podCIDR");
     const char *cidr = json_is_string(v) ? json_string_value(v) : NULL;
     /* json_string_value stops at an embedded NUL: require there is none */
-    int r =
-        cidr && strlen(cidr) == json_string_length(v) && cri_pod_cidr_valid(cidr) ? 0 : -EBADMSG;
+    struct err e = {0};
+    int r = cidr && strlen(cidr) == json_string_length(v) && pod_cidr_check(cidr, &e) == 0
+                ? 0
+                : -EBADMSG;
     if (r == 0 && !(*ret_cidr = strdup(cidr)))
         r = -ENOMEM;
     json_decref(root);
@@ -354,9 +322,10 @@ void cri_update_runtime_config(struct cri_call *call)
     const char *cidr = req->runtime_config && req->runtime_config->network_config
                            ? req->runtime_config->network_config->pod_cidr
                            : "";
-    if (!cri_pod_cidr_valid(cidr)) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "pod_cidr `%.256s` is not one or two comma-separated CIDRs", cidr);
+    struct err err = {0};
+    if (pod_cidr_check(cidr, &err) < 0) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "UpdateRuntimeConfig: pod_cidr: %s",
+                 err_str(&err));
         return;
     }
     struct cri *cri = call->cri;

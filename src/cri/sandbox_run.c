@@ -219,7 +219,10 @@ void cri_run_pod_sandbox(struct cri_call *call)
     Runtime__V1__NamespaceMode netm = ns ? ns->network : RUNTIME__V1__NAMESPACE_MODE__POD;
     Runtime__V1__NamespaceMode ipcm = ns ? ns->ipc : RUNTIME__V1__NAMESPACE_MODE__POD;
     Runtime__V1__NamespaceMode pidm = ns ? ns->pid : RUNTIME__V1__NAMESPACE_MODE__POD;
-    if (cri_pod_namespace_check(ns, &err) < 0) {
+    const Runtime__V1__LinuxSandboxSecurityContext *psc = lx ? lx->security_context : NULL;
+    if (cri_pod_namespace_check(ns, &err) < 0 ||
+        (psc && cri_run_as_group_check("linux.security_context.", psc->run_as_user, NULL,
+                                       psc->run_as_group, &err) < 0)) {
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err_str(&err));
         return;
     }

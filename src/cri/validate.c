@@ -3,6 +3,7 @@
  * refusal can be tested in isolation, and handlers call these before any
  * work starts. */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "cri/validate.h"
@@ -186,4 +187,14 @@ void cri_port_mapping_format(const Runtime__V1__PortMapping *m, char *buf, size_
     uint8_t a[16];
     snprintf(buf, size, "%s/%d on %.64s", proto, (int)m->host_port,
              host_ip(m->host_ip, a) ? m->host_ip : "every address");
+}
+
+int cri_run_as_group_check(const char *where, const Runtime__V1__Int64Value *user,
+                           const char *username, const Runtime__V1__Int64Value *group,
+                           struct err *err)
+{
+    if (group && !user && !(username && *username))
+        return err_set(err, EINVAL, "%srun_as_group %" PRId64 " is set without run_as_user%s",
+                       where, group->value, *where ? "" : " or run_as_username");
+    return 0;
 }

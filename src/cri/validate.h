@@ -36,6 +36,14 @@ int cri_container_metadata_check(const Runtime__V1__ContainerMetadata *md, struc
  * userns mode POD or NODE. Undefined values are refused. */
 int cri_pod_namespace_check(const Runtime__V1__NamespaceOption *ns, struct err *err);
 
+/* A security context's user (pod or container): run_as_group alone says
+ * nothing of whose group it is, so it needs run_as_user or run_as_username
+ * (username NULL or "": none), as containerd and cri-tools demand.
+ * where names the context in the message ("" for the container's). */
+int cri_run_as_group_check(const char *where, const Runtime__V1__Int64Value *user,
+                           const char *username, const Runtime__V1__Int64Value *group,
+                           struct err *err);
+
 /* Whether two port mappings claim the same host port: same protocol and
  * port, and host IPs that overlap ("", 0.0.0.0 and :: mean every address
  * and overlap any; otherwise the same address). A host port of 0 claims

@@ -80,9 +80,20 @@ struct net_config {
 
 /* Embedded defaults: bridge kinglet0, 10.88.0.0/16, MTU 1500. */
 void net_config_init(struct net_config *cfg);
-/* Replaces the subnets with one or two CIDRs ("10.88.0.0/16",
- * "10.88.0.0/16,fd00:88::/64"; kubelet's pod CIDR from UpdateRuntimeConfig
- * has this form). At most one per family. */
+/* The pod CIDR grammar, checked here and nowhere else (the daemon's
+ * --pod-cidr, the config file, UpdateRuntimeConfig, the saved runtime
+ * config): one or two CIDRs separated by a comma (spaces around it
+ * allowed), at most one per family, at most NET_POD_CIDRS_MAX bytes; each
+ * a network address (no host bits set) of a subnet net_subnet_parse takes
+ * (IPv4 /8 to /30, IPv6 /8 to /126). ret (may be NULL) gets them IPv4
+ * first, *ret_n their count. -EINVAL with err naming the CIDR and what is
+ * allowed. */
+#define NET_POD_CIDRS_MAX 255
+int net_pod_cidrs_parse(const char *cidrs, struct net_subnet ret[2], size_t *ret_n,
+                        struct err *err);
+/* Replaces the subnets with what net_pod_cidrs_parse accepts ("10.88.0.0/16",
+ * "10.88.0.0/16,fd00:88::/64": kubelet's pod CIDR from UpdateRuntimeConfig
+ * has this form); unchanged on failure. */
 int net_config_set_subnets(struct net_config *cfg, const char *cidrs, struct err *err);
 int net_config_set_bridge(struct net_config *cfg, const char *name, struct err *err);
 int net_config_validate(const struct net_config *cfg, struct err *err);

@@ -27,43 +27,76 @@ void net_config_init(struct net_config *cfg)
     snprintf(cfg->ipam_dir, sizeof(cfg->ipam_dir), "%s", NET_IPAM_DIR_DEFAULT);
 }
 
-int net_config_set_subnets(struct net_config *cfg, const char *cidrs, struct err *err)
+#define POD_CIDR_RANGES "IPv4 /8 to /30, IPv6 /8 to /126"
+
+int net_pod_cidrs_parse(const char *cidrs, struct net_subnet ret[2], size_t *ret_n, struct err *err)
 {
     struct net_subnet s[2];
     size_t n = 0;
     if (!cidrs || !*cidrs)
-        return err_set(err, EINVAL, "empty pod subnet");
-    if (strnlen(cidrs, 256) >= 256)
-        return err_set(err, EINVAL, "pod subnet list too long");
-    const char *p = cidrs;
-    while (*p) {
-        size_t len = strcspn(p, ", ");
-        if (len > 0) {
-            char one[NET_SUBNET_STRLEN + 8];
-            if (n == 2 || len >= sizeof(one))
-                return err_set(err, EINVAL, "invalid pod subnets `%s`: at most one per family",
-                               cidrs);
-            memcpy(one, p, len);
-            one[len] = '\0';
-            if (net_subnet_parse(one, &s[n]) < 0)
-                return err_set(err, EINVAL,
-                               "invalid pod subnet `%s` (IPv4 /8../30, IPv6 "
-                               "/8../126)",
-                               one);
-            n++;
+        return err_set(err, EINVAL, "empty pod CIDR (" POD_CIDR_RANGES ")");
+    if (strnlen(cidrs, NET_POD_CIDRS_MAX + 1) > NET_POD_CIDRS_MAX)
+        return err_set(err, EINVAL, "pod CIDR list longer than %d bytes", NET_POD_CIDRS_MAX);
+    for (const char *p = cidrs;; p++) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, ",");
+        while (len && p[len - 1] == ' ')
+            len--;
+        char one[NET_SUBNET_STRLEN + 8];
+        if (len == 0)
+            return err_set(err, EINVAL, "pod CIDRs `%s`: an empty item", cidrs);
+        if (n == 2)
+            return err_set(err, EINVAL, "pod CIDRs `%s`: more than two (one per family)", cidrs);
+        if (len >= sizeof(one))
+            return err_set(err, EINVAL, "pod CIDR `%.*s` is not a CIDR (" POD_CIDR_RANGES ")",
+                           (int)len, p);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        /* what net_subnet_parse would mask must be zero already */
+        int family;
+        uint8_t given[16];
+        char *slash = strchr(one, '/');
+        if (slash)
+            *slash = '\0';
+        int r = net_addr_parse(one, &family, given);
+        if (slash)
+            *slash = '/';
+        if (r < 0 || net_subnet_parse(one, &s[n]) < 0)
+            return err_set(err, EINVAL,
+                           "pod CIDR `%s` is not a CIDR of a pod subnet (" POD_CIDR_RANGES ")",
+                           one);
+        if (memcmp(given, s[n].addr, 16) != 0) {
+            char net[NET_SUBNET_STRLEN];
+            net_subnet_format(&s[n], net, sizeof(net));
+            return err_set(err, EINVAL, "pod CIDR `%s` has host bits set (the network is `%s`)",
+                           one, net);
         }
-        p += len;
-        p += strspn(p, ", ");
+        if (n == 1 && s[0].family == s[1].family)
+            return err_set(err, EINVAL, "pod CIDRs `%s`: at most one per family", cidrs);
+        n++;
+        p += strcspn(p, ",");
+        if (!*p)
+            break;
     }
-    if (n == 0)
-        return err_set(err, EINVAL, "empty pod subnet");
-    if (n == 2 && s[0].family == s[1].family)
-        return err_set(err, EINVAL, "invalid pod subnets `%s`: at most one per family", cidrs);
     if (n == 2 && s[0].family == AF_INET6) {
         struct net_subnet t = s[0];
         s[0] = s[1];
         s[1] = t;
     }
+    if (ret)
+        memcpy(ret, s, n * sizeof(s[0]));
+    if (ret_n)
+        *ret_n = n;
+    return 0;
+}
+
+int net_config_set_subnets(struct net_config *cfg, const char *cidrs, struct err *err)
+{
+    struct net_subnet s[2];
+    size_t n;
+    int r = net_pod_cidrs_parse(cidrs, s, &n, err);
+    if (r < 0)
+        return r;
     memcpy(cfg->subnets, s, n * sizeof(s[0]));
     cfg->nsubnets = n;
     return 0;

@@ -144,10 +144,11 @@ class Env:
         self.ims = cri.grpc.ImageServiceStub(channel(daemon))
         self.logdir = pathlib.Path(daemon.dir) / "logs"
 
-    def pod(self, name="p", pid=None, net=None, **kw):
+    def pod(self, name="p", pid=None, net=None, ipc=None, **kw):
         pb = self.pb
         ns = pb.NamespaceOption(network=net if net is not None else pb.POD,
-                                pid=pid if pid is not None else pb.CONTAINER, ipc=pb.POD)
+                                pid=pid if pid is not None else pb.CONTAINER,
+                                ipc=ipc if ipc is not None else pb.POD)
         uid = uuid.uuid4().hex
         logdir = self.logdir / uid
         cfg = pb.PodSandboxConfig(

@@ -130,21 +130,9 @@ def test_update_resources_is_reported(env):
     env.kill9_restart()  # kept in the record
     st = env.status(cid).status
     assert st.resources.linux.memory_limit_in_bytes == 128 << 20
-    # Newer than the upstream stubs (cri-api 0.33): the request by hand,
-    # {1: pod_sandbox_id, 3: resources}.
-    def field(num, data):
-        n, out = len(data), bytearray([num << 3 | 2])
-        while True:
-            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-            n >>= 7
-            if not n:
-                return bytes(out) + data
-    from .conftest import channel
-    call = channel(env.d).unary_unary("/runtime.v1.RuntimeService/UpdatePodSandboxResources",
-                                      request_serializer=lambda b: b,
-                                      response_deserializer=lambda b: b)
-    res = pb.LinuxContainerResources(cpu_shares=2048).SerializeToString()
-    assert call(field(1, pod[0].encode()) + field(3, res), timeout=10) == b""
+    env.rs.UpdatePodSandboxResources(pb.UpdatePodSandboxResourcesRequest(
+        pod_sandbox_id=pod[0], resources=pb.LinuxContainerResources(cpu_shares=2048)),
+        timeout=10)
     env.stop(cid)
     with pytest.raises(grpc.RpcError) as e:
         env.rs.UpdateContainerResources(pb.UpdateContainerResourcesRequest(

@@ -5,6 +5,7 @@ and what a host without AppArmor or CAP_SYS_RESOURCE cannot give."""
 import json
 import os
 import subprocess
+import uuid
 
 import grpc
 import pytest
@@ -86,6 +87,39 @@ def test_run_as_user_group_and_policies(env):
     assert "`ghost` is not in the image's /etc/passwd" in e.value.details()
     st = env.rs.Status(pb.StatusRequest(), timeout=10)
     assert st.features.supplemental_groups_policy
+
+
+def test_run_as_group_needs_a_user(env):
+    """run_as_group alone names no user: refused for a container and for a
+    pod, as containerd and cri-tools' validation suite do; with a user (or
+    a user name) it is fine."""
+    pb = env.pb
+    i64 = pb.Int64Value
+    pod = env.pod()
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "group-only", linux=sc(env, run_as_group=i64(value=3000)))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "run_as_group 3000 is set without run_as_user" in e.value.details()
+    named = sleeper(env, pod, "named", linux=sc(env, run_as_username="nobody",
+                                                run_as_group=i64(value=3000)))
+    assert sh(env, named, "id -u; id -g")[1].split() == ["65534", "3000"]
+
+    def pod_sc(name, **kw):
+        return env.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, namespace="default",
+                                           uid=uuid.uuid4().hex),
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=env.cgroup_parent,
+                security_context=pb.LinuxSandboxSecurityContext(**kw)))),
+            timeout=60).pod_sandbox_id
+    with pytest.raises(grpc.RpcError) as e:
+        pod_sc("group-only", run_as_group=i64(value=3000))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "linux.security_context.run_as_group 3000 is set without run_as_user" \
+        in e.value.details()
+    assert all(p.metadata.name != "group-only" for p in env.rs.ListPodSandbox(
+        pb.ListPodSandboxRequest(), timeout=10).items)
+    assert pod_sc("both", run_as_user=i64(value=1000), run_as_group=i64(value=3000))
 
 
 def test_capabilities(env):
@@ -292,8 +326,8 @@ def test_working_dir_and_env(env):
     pb = env.pb
     pod = env.pod()
     cid = sleeper(env, pod, "wd", image="entrypoint", working_dir="/new/deep/dir",
-                  envs=[pb.KeyValue(key="OVERRIDE", value="config"),
-                        pb.KeyValue(key="EXTRA", value="a=b")])
+                  envs=[pb.KeyValue(key="OVERRIDE", value=b"config"),
+                        pb.KeyValue(key="EXTRA", value=b"a=b")])
     assert sh(env, cid, "pwd")[1].strip() == "/new/deep/dir"
     env_out = sh(env, cid, "env")[1].splitlines()
     assert "OVERRIDE=config" in env_out and "OVERRIDE=image" not in env_out
@@ -355,25 +389,37 @@ def test_what_the_host_cannot_give_is_reported(env):
         assert seen == -999
 
 
+def test_host_ipc_shares_the_hosts_dev_shm(env):
+    """A pod in the host's IPC namespace has no /dev/shm of its own: its
+    containers get the host's, both ways (containerd binds it too)."""
+    pb = env.pb
+    ns = list(env.d.prefix)  # the daemon's mount namespace is "the host"
+    name = "kinglet-test-" + uuid.uuid4().hex
+    pod = env.pod("hostipc", ipc=pb.NODE)
+    try:
+        cid = sleeper(env, pod, "c")
+        subprocess.run(ns + ["sh", "-c", f"echo from-host > /dev/shm/{name}"], check=True)
+        assert sh(env, cid, f"cat /dev/shm/{name}") == (0, "from-host\n", "")
+        assert sh(env, cid, f"echo from-ctr > /dev/shm/{name}.c")[0] == 0
+        out = subprocess.run(ns + ["cat", f"/dev/shm/{name}.c"], capture_output=True, text=True)
+        assert out.stdout == "from-ctr\n", out.stderr
+        host_ipc = os.readlink("/proc/self/ns/ipc")
+        assert sh(env, cid, "readlink /proc/1/ns/ipc")[1].strip() == host_ipc
+    finally:
+        subprocess.run(ns + ["rm", "-f", f"/dev/shm/{name}", f"/dev/shm/{name}.c"])
+
+
 def test_env_values_that_are_not_utf8(env):
-    """KeyValue.value is bytes upstream now: such a value reaches the
-    container (each bad byte as U+FFFD, as the JSON spec forces), and one
-    holding a NUL is refused. The upstream stubs still say string, so the
-    request goes as bytes by hand."""
-    from .conftest import channel
+    """KeyValue.value is bytes upstream (cri-api v0.36.3): such a value
+    reaches the container (each bad byte as U+FFFD, as the JSON spec
+    forces), and one holding a NUL is refused."""
     pb = env.pb
     pod = env.pod()
-    call = channel(env.d).unary_unary("/runtime.v1.RuntimeService/CreateContainer",
-                                      request_serializer=lambda b: b,
-                                      response_deserializer=pb.CreateContainerResponse.FromString)
 
     def create(name, value):
         cfg = env.config(name, command=["/bin/sleep", "100000"],
-                         envs=[pb.KeyValue(key="ODD", value="@@@@")])
-        raw = pb.CreateContainerRequest(pod_sandbox_id=pod[0], config=cfg,
-                                        sandbox_config=pod[1]).SerializeToString()
-        assert raw.count(b"@@@@") == 1
-        return call(raw.replace(b"@@@@", value), timeout=60).container_id
+                         envs=[pb.KeyValue(key="ODD", value=value)])
+        return env.create(pod, None, cfg)
 
     cid = create("odd", b"a\xff\xfez")
     env.start(cid)

@@ -592,6 +592,66 @@ def test_pod_cidr_from_kubelet(cri, pod_daemon_factory, cgroup_parent):
     assert d.stop() == 0
 
 
+# Pod CIDRs the network code cannot use, and what the refusal must say.
+BAD_POD_CIDRS = [
+    ("10.0.0.0/31", "IPv4 /8 to /30"),
+    ("10.0.0.0/32", "IPv4 /8 to /30"),
+    ("10.0.0.0/7", "IPv4 /8 to /30"),
+    ("fd00::/127", "IPv6 /8 to /126"),
+    ("garbage", "IPv4 /8 to /30, IPv6 /8 to /126"),
+    ("10.81.1.7/24", "host bits set (the network is `10.81.1.0/24`)"),
+    ("10.82.0.0/16,10.83.0.0/16", "one per family"),
+]
+
+
+def test_pod_cidr_from_kubelet_is_checked_once(cri, pod_daemon_factory, cgroup_parent):
+    """UpdateRuntimeConfig refuses what RunPodSandbox could not use (a /31
+    was saved and then failed every pod), naming the CIDR and the allowed
+    range; the CIDR in use stays, also across a restart."""
+    pb = cri.pb
+    d = pod_daemon_factory()
+    rs = runtime(cri, d)
+
+    def update(cidr):
+        rs.UpdateRuntimeConfig(pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(
+            network_config=pb.NetworkConfig(pod_cidr=cidr))), timeout=10)
+    update("10.80.1.0/24")
+    for cidr, why in BAD_POD_CIDRS:
+        with pytest.raises(grpc.RpcError) as e:
+            update(cidr)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, cidr
+        assert f"`{cidr.split(',')[0]}" in e.value.details() and why in e.value.details(), \
+            e.value.details()
+    p = run_pod(cri, rs, pod_config(cri, "k", cgroup_parent[0]))
+    assert status(cri, rs, p).status.network.ip.startswith("10.80.1.")
+    stop_remove(cri, rs, p)
+    d.proc.kill()
+    d.proc.wait()
+    d.log.close()
+    d.start()
+    rs = runtime(cri, d)
+    p = run_pod(cri, rs, pod_config(cri, "k2", cgroup_parent[0]))
+    assert status(cri, rs, p).status.network.ip.startswith("10.80.1.")
+    stop_remove(cri, rs, p)
+    # IPv6 too, as the network code takes it
+    update("10.80.2.0/24,fd00:80::/64")
+    p = run_pod(cri, rs, pod_config(cri, "k3", cgroup_parent[0]))
+    net = status(cri, rs, p).status.network
+    assert net.ip.startswith("10.80.2.") and net.additional_ips[0].ip.startswith("fd00:80::")
+    stop_remove(cri, rs, p)
+    assert d.stop() == 0
+
+
+@pytest.mark.parametrize("cidr,why", BAD_POD_CIDRS, ids=[c for c, _ in BAD_POD_CIDRS])
+def test_pod_cidr_flag_is_checked_as_kubelets(cri, pod_daemon_factory, cidr, why):
+    d = pod_daemon_factory(["--pod-cidr", cidr], start=False)
+    d.start(wait=False)
+    rc = d.proc.wait(timeout=60)
+    assert rc != 0
+    log = d.logtext()
+    assert f"`{cidr.split(',')[0]}" in log and why in log, log
+
+
 def test_default_cgroup_parent_and_pod_network_none(cri, pod_daemon_factory):
     pb = cri.pb
     d = pod_daemon_factory(["--pod-network", "none"])

@@ -14,6 +14,7 @@
 #include "cri/container_spec.h"
 #include "cri/internal.h"
 #include "cri/validate.h"
+#include "net/net.h"
 #include "oci/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -96,8 +97,10 @@ static void update_runtime_config(const uint8_t *data, size_t size)
     if (!req)
         return;
     if (req->runtime_config && req->runtime_config->network_config &&
-        req->runtime_config->network_config->pod_cidr)
-        (void)cri_pod_cidr_valid(req->runtime_config->network_config->pod_cidr);
+        req->runtime_config->network_config->pod_cidr) {
+        struct err e = {0};
+        (void)net_pod_cidrs_parse(req->runtime_config->network_config->pod_cidr, NULL, NULL, &e);
+    }
     protobuf_c_message_free_unpacked(&req->base, NULL);
 }
 

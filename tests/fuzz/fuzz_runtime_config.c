@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cri/internal.h"
+#include "net/net.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -13,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int r = cri_runtime_config_parse((const char *)data, size, &cidr);
     if (r == -EBADMSG || r == -ENOMEM)
         return 0;
-    if (r != 0 || !cidr || !cri_pod_cidr_valid(cidr))
+    struct err e = {0};
+    if (r != 0 || !cidr || (*cidr && net_pod_cidrs_parse(cidr, NULL, NULL, &e) != 0))
         __builtin_trap();
     struct buf b = {0};
     if (buf_printf(&b, "{\"podCIDR\":") == 0 && buf_append_json_string(&b, cidr) == 0 &&

@@ -1,28 +1,29 @@
 #!/usr/bin/python3
-"""Check that our CRI proto is wire-compatible with upstream's.
+"""Check that our CRI proto defines exactly what upstream's does.
 
 Both files are compiled with `protoc --descriptor_set_out --include_imports`
 and the resulting descriptors are compared definition by definition.
 
-Rule: everything the upstream file defines must be identical in ours:
-package, services, methods (input/output types, client/server streaming),
-messages (nested ones too), fields (name, number, label, type, type_name,
-oneof, json_name, proto3 optional, packed, deprecated), map entries, enums and their values.
-Ours may only add: new messages, enums, fields, methods, enum values.
-With --exact, additions are differences too.
+Rule: the two define exactly the same things: package, services, methods
+(input/output types, client/server streaming), messages (nested ones too),
+fields (name, number, label, type, type_name, oneof, json_name, proto3
+optional, packed, deprecated), map entries, enums and their values.
+Ours may not add anything either: a field number upstream does not use
+today may be given another meaning by upstream tomorrow (as ExecRequest's
+field 7 was), and the two would then clash on the wire.
 
 Every difference is printed on its own line as
 
     <full name>: <what> <upstream value> != <our value>
     <full name>: missing
-    <full name>: not in upstream          (only with --exact)
+    <full name>: not in upstream
 
 e.g. `runtime.v1.ContainerConfig.linux: number 15 != 14`.
 
-Exit status: 0 when compatible, 1 on any difference, 2 when a file
+Exit status: 0 when identical, 1 on any difference, 2 when a file
 cannot be compiled or read.
 
-Usage: compare_descriptors.py [--exact] [--protoc PROTOC] UPSTREAM OURS
+Usage: compare_descriptors.py [--protoc PROTOC] UPSTREAM OURS
 
 Needs Debian's python3-protobuf, so run it with /usr/bin/python3.
 """
@@ -71,26 +72,12 @@ def label_name(v):
     return FDP.Label.Name(v)
 
 
-# Changes upstream made after the reference version we compare with, which
-# our proto already follows: (field, reference type, our type).
-NEWER_UPSTREAM = {
-    # cri-api v0.36.3 (and 1.35/1.34 patches): env values that are not UTF-8
-    ("KeyValue.value", descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-     descriptor_pb2.FieldDescriptorProto.TYPE_BYTES),
-}
-
-
-def newer_upstream(where, up, ours):
-    return any(where.endswith(f) and (up, ours) == (a, b) for f, a, b in NEWER_UPSTREAM)
-
-
 def type_name(v):
     return FDP.Type.Name(v)
 
 
 class Comparer:
-    def __init__(self, exact):
-        self.exact = exact
+    def __init__(self):
         self.diffs = []
         self.counts = {"messages": 0, "fields": 0, "enums": 0,
                        "values": 0, "methods": 0}
@@ -102,8 +89,7 @@ class Comparer:
         self.diffs.append("%s: missing" % where)
 
     def extra(self, where):
-        if self.exact:
-            self.diffs.append("%s: not in upstream" % where)
+        self.diffs.append("%s: not in upstream" % where)
 
     def by_name(self, items):
         return {i.name: i for i in items}
@@ -181,7 +167,7 @@ class Comparer:
             if uf.label != of.label:
                 self.diff(fw, "label", label_name(uf.label),
                           label_name(of.label))
-            if uf.type != of.type and not newer_upstream(fw, uf.type, of.type):
+            if uf.type != of.type:
                 self.diff(fw, "type", type_name(uf.type), type_name(of.type))
             if uf.type_name != of.type_name:
                 self.diff(fw, "type_name", uf.type_name or "-",
@@ -248,8 +234,6 @@ class Comparer:
 def main(argv):
     ap = argparse.ArgumentParser(
         description="Compare our CRI proto with upstream's, field by field.")
-    ap.add_argument("--exact", action="store_true",
-                    help="treat additions in ours as differences too")
     ap.add_argument("--protoc", default="protoc",
                     help="protoc to use (default: protoc on PATH)")
     ap.add_argument("upstream", help="upstream api.proto")
@@ -263,7 +247,7 @@ def main(argv):
         print("compare_descriptors: %s" % e, file=sys.stderr)
         return 2
 
-    c = Comparer(args.exact)
+    c = Comparer()
     c.file(up, ours)
     for line in c.diffs:
         print(line)
@@ -271,9 +255,9 @@ def main(argv):
         print("compare_descriptors: %d difference(s) between %s and %s"
               % (len(c.diffs), args.upstream, args.ours), file=sys.stderr)
         return 1
-    print("compatible: %(messages)d messages, %(fields)d fields, "
-          "%(enums)d enums, %(values)d values, %(methods)d methods "
-          "identical" % c.counts)
+    print("identical: %(messages)d messages, %(fields)d fields, "
+          "%(enums)d enums, %(values)d values, %(methods)d methods"
+          % c.counts)
     return 0
 
 

@@ -66,6 +66,62 @@ static void test_subnet_parse(void **state)
     assert_int_equal(net_subnet_parse(NULL, &s), -EINVAL);
 }
 
+/* The one pod CIDR grammar (flag, config file, UpdateRuntimeConfig). */
+static void test_pod_cidrs_parse(void **state)
+{
+    struct net_subnet s[2];
+    size_t n = 0;
+    struct err e = {0};
+    const char *good[] = {
+        "10.88.0.0/16", "10.88.0.0/16,fd00::/64",   "fd00::/8", "192.168.1.0/30", "fd00::/126",
+        "10.0.0.0/8",   "fd00:5::/64 , 10.5.0.0/16"};
+    for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+        if (net_pod_cidrs_parse(good[i], s, &n, &e) != 0)
+            fail_msg("`%s` refused: %s", good[i], e.msg);
+    assert_int_equal(n, 2); /* the IPv6-first one: stored IPv4 first */
+    assert_int_equal(s[0].family, AF_INET);
+    assert_int_equal(s[1].family, AF_INET6);
+    struct {
+        const char *in, *msg;
+    } bad[] = {
+        {"", "empty"},
+        {"10.0.0.0", "not a CIDR"},
+        {"10.0.0.0/31", "IPv4 /8 to /30"},
+        {"10.0.0.0/32", "IPv4 /8 to /30"},
+        {"10.0.0.0/7", "IPv4 /8 to /30"},
+        {"0.0.0.0/0", "IPv4 /8 to /30"},
+        {"10.0.0.0/33", "not a CIDR"},
+        {"fd00::/127", "IPv6 /8 to /126"},
+        {"::/128", "IPv6 /8 to /126"},
+        {"fd00::/129", "not a CIDR"},
+        {"10.0.0.0/-1", "not a CIDR"},
+        {"x/8", "`x/8`"},
+        {"garbage", "`garbage`"},
+        {"10.0.0.0/8,", "empty item"},
+        {",10.0.0.0/8", "empty item"},
+        {"10.0.0.0/8,,fd00::/8", "empty item"},
+        {"10.0.0.0/8x", "not a CIDR"},
+        {"10.0.0.0/", "not a CIDR"},
+        {"10.0.0.0/8,fd00::/64,10.2.0.0/16", "more than two"},
+        {"10.5.0.0/16,10.6.0.0/16", "one per family"},
+        {"10.0.0.0/0008", "not a CIDR"},
+        {"10.1.2.3/16", "host bits set (the network is `10.1.0.0/16`)"},
+        {"fd00::1/64", "host bits set (the network is `fd00::/64`)"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        e = (struct err){0};
+        if (net_pod_cidrs_parse(bad[i].in, s, &n, &e) != -EINVAL)
+            fail_msg("`%s` accepted", bad[i].in);
+        if (!strstr(e.msg, bad[i].msg))
+            fail_msg("`%s`: `%s` lacks `%s`", bad[i].in, e.msg, bad[i].msg);
+    }
+    char longs[400];
+    memset(longs, 'a', sizeof(longs) - 1);
+    longs[sizeof(longs) - 1] = '\0';
+    assert_int_equal(net_pod_cidrs_parse(longs, NULL, NULL, &e), -EINVAL);
+    assert_int_equal(net_pod_cidrs_parse(NULL, NULL, NULL, &e), -EINVAL);
+}
+
 static void test_subnet_pool(void **state)
 {
     struct net_subnet s;
@@ -1096,6 +1152,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_route_default_parse),
     cmocka_unit_test(test_subnet_parse),
     cmocka_unit_test(test_subnet_pool),
+    cmocka_unit_test(test_pod_cidrs_parse),
     cmocka_unit_test(test_config),
     cmocka_unit_test(test_pod_id),
     cmocka_unit_test_setup_teardown(test_ipam_alloc_release, ipam_setup, ipam_teardown),
