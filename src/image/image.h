@@ -54,12 +54,13 @@ bool image_digest_valid(const char *s);
 /* ---- service ------------------------------------------------------------ */
 
 /* Decompression bombs and full disks. A layer fails with EFBIG when its
- * tar stream grows past max_layer_ratio times its compressed size (the
- * descriptor's, or the bytes read so far when larger; never less than
- * IMAGE_LAYER_RATIO_FLOOR; 0 = no limit), or when its files hold more than
- * max_layer_size bytes (0 = no limit): both are checked as the stream
- * inflates, so a small hostile layer stops long before its digests could
- * be checked at the end. A layer that would leave less than min_free bytes
+ * tar stream grows past max_layer_ratio times the compressed bytes read so
+ * far (never what the descriptor claims, which a hostile manifest sets at
+ * will; never less than IMAGE_LAYER_RATIO_FLOOR; 0 = no limit), or when
+ * its files hold more than max_layer_size bytes (0 = no limit): both are
+ * checked as the stream inflates, so a small hostile layer stops long
+ * before its digests could be checked at the end. A stream longer than its
+ * descriptor says fails with EPROTO as soon as it passes that size. A layer that would leave less than min_free bytes
  * (or min_free percent of the filesystem's size when min_free_pct) free
  * fails with ENOSPC, as does one that would leave less than min_free
  * percent (5% when min_free is a size) of the filesystem's inodes free.

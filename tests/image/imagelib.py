@@ -210,6 +210,29 @@ def gzip_zeros_bomb(size, chunk=64 << 20):
     return b"".join(out)
 
 
+def zstd_zeros_bomb(size):
+    """A zstd layer whose tar holds one file of `size` zero bytes, streamed
+    through the zstd CLI (2 GiB take about 65 kB). Returns the blob; its
+    diff_id is not computed."""
+    ti = tarfile.TarInfo("zero.bin")
+    ti.size, ti.mode, ti.mtime = size, 0o644, 1700000000
+    header = ti.tobuf(format=tarfile.USTAR_FORMAT)
+    z = subprocess.Popen(["zstd", "-q", "-3", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    out = []
+    reader = threading.Thread(target=lambda: out.append(z.stdout.read()))
+    reader.start()
+    z.stdin.write(header)
+    left, chunk = size + (-size % 512) + 1024, bytes(8 << 20)
+    while left:
+        n = min(left, len(chunk))
+        z.stdin.write(chunk[:n])
+        left -= n
+    z.stdin.close()
+    reader.join()
+    assert z.wait() == 0
+    return out[0]
+
+
 def busybox_layer():
     t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777)
     with open(BUSYBOX, "rb") as f:
@@ -263,6 +286,17 @@ class Image:
 
     def blobs(self):
         return [self.config] + [b for b, _, _ in self.layers]
+
+    def claim_sizes(self, sizes):
+        """Rewrites the manifest so that layer i claims sizes[i] bytes (None:
+        its real size), as a hostile registry may; returns self."""
+        doc = json.loads(self.manifest)
+        for d, size in zip(doc["layers"], sizes):
+            if size is not None:
+                d["size"] = size
+        self.manifest = json.dumps(doc).encode()
+        self.manifest_digest = sha256(self.manifest)
+        return self
 
 
 def index_of(entries):
