@@ -136,9 +136,11 @@ int reg_url_split(const char *url, struct reg_url *ret);
 int reg_redirect_check(const char *from, const char *to, bool allow_http, bool *ret_same_origin,
                        struct err *err);
 /* May the registry at registry_url send its credentials to token realm
- * `realm`? Only over https (plain http when allow_http), and only to the
- * registry's own host or a host of the registry's parent domain
- * (registry-1.docker.io -> auth.docker.io); never to another IP address. */
+ * `realm`? Only over https (plain http when allow_http), only on the
+ * registry's port or the realm scheme's default one, and only to the
+ * registry's own host or, both over https, a host of the registry's parent
+ * domain (registry-1.docker.io -> auth.docker.io); never to another IP
+ * address. */
 bool reg_realm_gets_credentials(const char *registry_url, const char *realm, bool allow_http);
 
 /* ---- registry client (registry.c, blocking: worker threads only) -------- */

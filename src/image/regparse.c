@@ -284,14 +284,20 @@ bool reg_realm_gets_credentials(const char *registry_url, const char *realm, boo
         return false;
     if (r.https && !t.https && !allow_http)
         return false;
+    /* A port is another service, maybe another user's (any local user may
+     * listen on 127.0.0.1:18705): only the registry's own port, or the
+     * scheme's default one, where the host's own web service answers (a
+     * registry on :5050 with its token service on the host's https). */
+    if (t.port != r.port && t.port != (t.https ? 443u : 80u))
+        return false;
     if (strcmp(r.host, t.host) == 0)
         return true;
     /* A token service beside the registry in its own domain, as Docker Hub
      * (registry-1.docker.io, auth.docker.io) and GitLab (registry.gitlab.com,
      * gitlab.com) run theirs: the registry's name without its first label,
-     * if that still has a dot, is the domain both must share. IP addresses
-     * have no domain. */
-    if (is_ip_literal(r.host) || is_ip_literal(t.host))
+     * if that still has a dot, is the domain both must share; over https
+     * only. IP addresses have no domain. */
+    if (!r.https || !t.https || is_ip_literal(r.host) || is_ip_literal(t.host))
         return false;
     const char *dot = strchr(r.host, '.');
     if (!dot || !strchr(dot + 1, '.'))

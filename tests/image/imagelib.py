@@ -478,7 +478,7 @@ class FakeRegistry:
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
                  fail_status=None, throttle=0.0, flaky=0, basic=False, realm_host="127.0.0.1",
-                 redirect_base=None, pki=None, tls_ctx=None):
+                 redirect_base=None, pki=None, tls_ctx=None, realm_port=None):
         """bearer: a token from our /token (on realm_host, the same server
         under another name when it is "localhost"; with creds, only for
         those basic credentials). basic: htpasswd-style basic auth with
@@ -490,6 +490,7 @@ class FakeRegistry:
         self.bearer, self.creds = bearer, creds
         self.basic = basic
         self.realm_host = realm_host
+        self.realm_port = realm_port  # None: this server's
         self.redirect_base = redirect_base
         self.corrupt = set(corrupt)
         self.redirect = redirect
@@ -557,7 +558,7 @@ class FakeRegistry:
                             "WWW-Authenticate": 'Basic realm="fake"'})
                 if fake.bearer and self.headers.get("Authorization") != "Bearer " + fake.token \
                         and not path.startswith("/redirected/"):
-                    realm = f"http://{fake.realm_host}:{fake.port}/token"
+                    realm = f"http://{fake.realm_host}:{fake.realm_port or fake.port}/token"
                     return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {
                         "WWW-Authenticate":
                             f'Bearer realm="{realm}",service="fake",scope="repository:x:pull"'})

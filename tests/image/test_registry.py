@@ -163,6 +163,26 @@ def test_token_realm_on_another_host_gets_no_credentials(kimage, fake):
     assert kimage.ls() == []
 
 
+def test_token_realm_on_another_port_gets_no_credentials(kimage, fake, images):
+    """A realm on the registry's host but another port (any local user may
+    listen there) gets no basic credentials: the token is asked for
+    anonymously; the same realm on the registry's own port gets them."""
+    tok = fake(bearer=True)
+    f = fake(bearer=True, creds="alice:pw", realm_port=tok.port)
+    ref = f"{f.host}/x/busybox:busybox"
+    opts = ["--insecure-registry", f.host]
+    p = kimage.run("pull", "--creds", "alice:pw", ref, check=False, opts=opts)
+    assert p.returncode == 1
+    assert "credentials were not sent to the registry's token realm on another host or port" \
+        in p.stderr, p.stderr
+    tokens = tok.got("/token")
+    assert tokens and _auth_of(tokens) == [None] * len(tokens), tokens
+    f.realm_port = None
+    out = kimage.run("pull", "--creds", "alice:pw", ref, opts=opts).stdout.split()
+    assert out == [images["busybox"].id]
+    assert "Basic " + base64.b64encode(b"alice:pw").decode() in _auth_of(f.got("/token"))
+
+
 def test_bearer_with_credentials(kimage, fake, images):
     f = fake(bearer=True, creds="alice:pw")
     ref = f"{f.host}/x/busybox:busybox"

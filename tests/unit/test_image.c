@@ -360,6 +360,20 @@ static void test_realm_rules(void **state)
     /* never in clear from a verified registry */
     assert_false(reg_realm_gets_credentials("https://r.example", "http://r.example/t", false));
     assert_true(reg_realm_gets_credentials("http://r.example", "http://r.example/t", true));
+    /* another port is another service: only the registry's or the default */
+    assert_false(reg_realm_gets_credentials("http://127.0.0.1:18704",
+                                            "http://127.0.0.1:18705/token", true));
+    assert_true(reg_realm_gets_credentials("http://127.0.0.1:18704",
+                                           "http://127.0.0.1:18704/token", true));
+    assert_true(
+        reg_realm_gets_credentials("https://r.example:5050", "https://r.example:443/t", false));
+    assert_false(
+        reg_realm_gets_credentials("https://r.example:5050", "https://r.example:8443/t", false));
+    assert_false(reg_realm_gets_credentials("https://registry-1.docker.io",
+                                            "https://auth.docker.io:8443/token", false));
+    /* the parent-domain rule holds over https only */
+    assert_false(
+        reg_realm_gets_credentials("http://registry.gitlab.com", "http://gitlab.com/jwt", true));
 }
 
 static void test_registry_answers(void **state)
