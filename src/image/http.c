@@ -1232,6 +1232,14 @@ static int send_request(struct http_xfer *x, const struct url *u, const struct h
                         const struct proxy *px, const char *url, struct err *err)
 {
     struct buf b = {0};
+    /* the last line against header injection: callers check what they
+     * are given (image_auth_check, token answers), but no value with a
+     * line break goes out, whatever its origin (a C string ends at NUL) */
+    const char *values[] = {u->hostport, rq->accept, rq->authz, px ? px->basic : NULL};
+    for (size_t i = 0; i < ARRAY_SIZE(values); i++)
+        if (values[i] && values[i][strcspn(values[i], "\r\n")])
+            return err_set(err, EINVAL, "HTTP request to %s: a header value holds a line break",
+                           u->hostport[strcspn(u->hostport, "\r\n")] ? "?" : u->hostport);
     bool absolute = px && !u->https; /* plain http through a proxy */
     int r = buf_printf(&b, "%s ", rq->method);
     if (r >= 0 && absolute) {

@@ -116,17 +116,25 @@ struct image_auth {
     const char *identity_token; /* OAuth2 refresh token */
     const char *registry_token; /* bearer token sent to the registry as is */
 };
+/* -EINVAL (the field named in err, never its value) for a control byte in
+ * any field, or a space or non-ASCII byte in auth or a token: what would
+ * let a caller write headers or requests of its own. NULL is fine. */
+int image_auth_check(const struct image_auth *a, struct err *err);
 
-/* `kinglet image pull [--creds U:P] [--auth B64] [--identity-token T]
- * [--registry-token T] [--quiet] REF...`: the options, shared by the path
- * through the daemon and the one on the store. */
+/* `kinglet image pull [--creds U[:P]] [--password-stdin] [--creds-file F]
+ * [--auth B64] [--identity-token T] [--registry-token T] [--quiet] REF...`:
+ * the options, shared by the path through the daemon and the one on the
+ * store. --password-stdin reads stdin, --creds-file F; a password on the
+ * command line (visible in ps) gets a warning on stderr. */
 struct image_pull_opts {
     struct image_auth auth;
     bool have_auth;
     bool quiet;
-    char *creds; /* owns the username/password strings */
+    char *creds;  /* owns the username/password strings */
+    char *secret; /* owns a password read from stdin */
 };
-/* Returns the index of the first reference, or -EINVAL on bad usage. */
+/* Returns the index of the first reference, or -EINVAL on bad usage (a
+ * file or stdin that cannot be read said on stderr). */
 int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret);
 void image_pull_opts_clear(struct image_pull_opts *o);
 

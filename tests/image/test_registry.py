@@ -69,6 +69,65 @@ def _auth_of(reqs):
     return [h.get("Authorization") for _, _, h in reqs]
 
 
+def test_credentials_from_a_file_or_stdin(kimage, fake, images, tmp_path):
+    """Credentials that never show in ps: --creds USER with the password
+    alone on stdin (docker login's --password-stdin), or USER:PASSWORD
+    from --creds-file; a password on the command line works with a
+    warning. Bad uses fail with usage errors, before any request."""
+    import subprocess
+    f = fake(basic=True, creds="alice:pw 2")
+    ref = f"{f.host}/x/busybox:busybox"
+    opts = ["--insecure-registry", f.host]
+    want = "Basic " + base64.b64encode(b"alice:pw 2").decode()
+    cmd = [kimage.binary, "image", "--root", kimage.root] + opts + ["pull"]
+    p = subprocess.run(cmd + ["--creds", "alice", "--password-stdin", ref], input="pw 2\n",
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == [images["busybox"].id], p.stderr
+    assert "warning" not in p.stderr, p.stderr
+    assert want in _auth_of(f.got("/v2/"))
+    kimage.run("rm", ref)
+    f.requests.clear()
+    creds = tmp_path / "creds"
+    creds.write_text("alice:pw 2\n")
+    creds.chmod(0o600)
+    p = kimage.run("pull", "--creds-file", str(creds), ref, opts=opts)
+    assert p.stdout.split() == [images["busybox"].id] and "warning" not in p.stderr, p.stderr
+    assert want in _auth_of(f.got("/v2/"))
+    kimage.run("rm", ref)
+    p = kimage.run("pull", "--creds", "alice:pw 2", ref, opts=opts)
+    assert "warning: a password given with --creds shows in ps" in p.stderr, p.stderr
+    f.requests.clear()
+    # a password twice, no user for stdin, a file without a password
+    creds.write_text("alice\n")
+    for bad, why in [(["--creds", "alice:x", "--password-stdin"], "--password-stdin wants"),
+                     (["--password-stdin"], "--password-stdin wants"),
+                     (["--creds-file", str(creds)], "no USER:PASSWORD line"),
+                     (["--creds-file", str(tmp_path / "none")], "No such file")]:
+        p = subprocess.run(cmd + bad + [ref], input="pw\n", capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+    assert f.requests == []
+
+
+@pytest.mark.parametrize("opt,value,field", [
+    ("--registry-token", "tok\r\nX-Smuggled: 1", "registry_token"),
+    ("--auth", "YWxpY2U6cHc=\r\n\r\nGET /smuggled HTTP/1.1", "auth"),
+    ("--identity-token", "id\ntok", "identity_token"),
+    ("--creds", "alice\r\nX: 1:pw", "username"),
+])
+def test_control_bytes_in_credentials_are_refused(kimage, fake, opt, value, field):
+    """A CR or LF in a credential would write headers or a second request
+    of the caller's making: refused, naming the field and not its value,
+    before any request reaches the registry."""
+    f = fake(bearer=True)
+    ref = f"{f.host}/x/busybox:busybox"
+    p = kimage.run("pull", opt, value, ref, check=False, opts=["--insecure-registry", f.host])
+    assert p.returncode == 1, p.stdout
+    assert f"the credentials' {field} holds a control character" in p.stderr, p.stderr
+    assert "X: 1" not in p.stderr and "Smuggled" not in p.stderr and "smuggled" not in p.stderr
+    assert f.requests == []
+
+
 def test_bearer_anonymous_and_redirect(kimage, fake, images):
     """An anonymous bearer token, and blob GETs redirected to another host
     (localhost, the same server under another name, as blob storage would
