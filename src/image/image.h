@@ -60,9 +60,9 @@ bool image_digest_valid(const char *s);
  * its files hold more than max_layer_size bytes (0 = no limit): both are
  * checked as the stream inflates, so a small hostile layer stops long
  * before its digests could be checked at the end. A stream longer than its
- * descriptor says fails with EPROTO as soon as it passes that size. A layer that would leave less than min_free bytes
- * (or min_free percent of the filesystem's size when min_free_pct) free
- * fails with ENOSPC, as does one that would leave less than min_free
+ * descriptor says fails with EPROTO as soon as it passes that size. A
+ * layer that would leave less than min_free bytes (or min_free percent of
+ * the filesystem's size when min_free_pct) free fails with ENOSPC, as does one that would leave less than min_free
  * percent (5% when min_free is a size) of the filesystem's inodes free.
  * min_free 0 turns both reserves off.
  *
