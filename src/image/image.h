@@ -62,9 +62,10 @@ bool image_digest_valid(const char *s);
  * before its digests could be checked at the end. A stream longer than its
  * descriptor says fails with EPROTO as soon as it passes that size. A
  * layer that would leave less than min_free bytes (or min_free percent of
- * the filesystem's size when min_free_pct) free fails with ENOSPC, as does one that would leave less than min_free
- * percent (5% when min_free is a size) of the filesystem's inodes free.
- * min_free 0 turns both reserves off.
+ * the filesystem's size when min_free_pct) free fails with ENOSPC, as
+ * does one that would leave less than min_free percent (5% when min_free
+ * is a size) of the filesystem's inodes free. min_free 0 turns both
+ * reserves off.
  *
  * The defaults keep kubelet out of DiskPressure: its default eviction
  * thresholds are imagefs.available 15% and nodefs.available 10% (the same

@@ -361,10 +361,10 @@ static void test_realm_rules(void **state)
     assert_false(reg_realm_gets_credentials("https://r.example", "http://r.example/t", false));
     assert_true(reg_realm_gets_credentials("http://r.example", "http://r.example/t", true));
     /* another port is another service: only the registry's or the default */
-    assert_false(reg_realm_gets_credentials("http://127.0.0.1:18704",
-                                            "http://127.0.0.1:18705/token", true));
-    assert_true(reg_realm_gets_credentials("http://127.0.0.1:18704",
-                                           "http://127.0.0.1:18704/token", true));
+    assert_false(
+        reg_realm_gets_credentials("http://127.0.0.1:18704", "http://127.0.0.1:18705/token", true));
+    assert_true(
+        reg_realm_gets_credentials("http://127.0.0.1:18704", "http://127.0.0.1:18704/token", true));
     assert_true(
         reg_realm_gets_credentials("https://r.example:5050", "https://r.example:443/t", false));
     assert_false(
