@@ -41,6 +41,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/tls.h"
@@ -960,6 +961,14 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         if ((e = mbedtls_x509_crt_parse_file(&t->own, path)) != 0)
             r = tls_text(err, EPROTO, e, "the client certificate", path);
         snprintf(path, sizeof(path), "%s/%s/client.key", p->certs_dir, tls_host);
+        /* Docker and containerd use such a key without a word (docker's
+         * dind even makes its client key 0644): warn, as the key then
+         * proves nothing about who holds it, but do not break the pull */
+        struct stat st;
+        if (r == 0 && stat(path, &st) == 0 && (st.st_mode & S_IROTH))
+            log_warn("the registry client key `%s` is readable by every user (mode %04o): "
+                     "chmod o-r it",
+                     path, (unsigned)(st.st_mode & 07777));
         if (r == 0 && (e = mbedtls_pk_parse_keyfile(&t->own_key, path, NULL)) != 0)
             r = tls_text(err, EPROTO, e, "the client key", path);
         if (r == 0 && (e = mbedtls_ssl_conf_own_cert(&t->conf, &t->own, &t->own_key)) != 0)

@@ -180,6 +180,30 @@ def test_credentials_stay_with_their_origin(kimage, fake, images, auth, target):
             assert hdrs.get("Authorization") == want, hdrs
 
 
+def test_world_readable_client_key_is_warned_about(kimage, fake, images, tmp_path):
+    """A client.key (mTLS) that every user can read is still used, as
+    docker and containerd use it, but with a warning naming it; a 0600 one
+    gets none."""
+    import shutil
+    pki = imagelib.make_ca(str(tmp_path))
+    f = fake(pki=pki)
+    certs = f.certs_dir(str(tmp_path))
+    key = os.path.join(certs, f.host, "client.key")
+    shutil.copy(f"{pki}/server.crt", os.path.join(certs, f.host, "client.cert"))
+    shutil.copy(f"{pki}/server.key", key)
+    ref = f"{f.host}/x/busybox:busybox"
+    os.chmod(key, 0o644)
+    p = kimage.run("pull", ref, opts=["--certs-dir", certs])
+    assert p.stdout.split() == [images["busybox"].id]
+    assert f"the registry client key `{key}` is readable by every user (mode 0644)" in p.stderr, \
+        p.stderr
+    kimage.run("rm", ref)
+    os.chmod(key, 0o600)
+    p = kimage.run("pull", ref, opts=["--certs-dir", certs])
+    assert p.stdout.split() == [images["busybox"].id]
+    assert "client key" not in p.stderr, p.stderr
+
+
 def test_https_redirect_to_plain_http_refused(kimage, fake, images, tmp_path):
     """A verified HTTPS registry redirecting a blob to plain HTTP fails the
     pull, before any request goes out in clear; a registry configured as
