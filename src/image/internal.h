@@ -117,8 +117,10 @@ void reg_challenge_parse(const char *h, struct reg_challenge *ret);
  * printable ASCII, -EFBIG past IMAGE_TOKEN_MAX, -ENOMEM. */
 int reg_token_parse(const void *data, size_t len, char **ret, struct err *err);
 /* A one-line summary of an error body: "CODE: message[; CODE: message]"
- * from the distribution API's errors array, else the body's start; control
- * bytes replaced, always NUL-terminated (empty for an empty body). */
+ * from the distribution API's errors array (at most 4 errors, 64 bytes of
+ * a code and 200 of a message), control and non-ASCII bytes escaped as
+ * \xNN; empty for anything else, which is never echoed. Always
+ * NUL-terminated. */
 void reg_error_message(const void *body, size_t len, char *out, size_t outsz);
 
 struct reg_url {

@@ -478,7 +478,8 @@ class FakeRegistry:
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
                  fail_status=None, throttle=0.0, flaky=0, basic=False, realm_host="127.0.0.1",
-                 redirect_base=None, pki=None, tls_ctx=None, realm_port=None):
+                 redirect_base=None, pki=None, tls_ctx=None, realm_port=None,
+                 fail_body=b'{"errors":[]}'):
         """bearer: a token from our /token (on realm_host, the same server
         under another name when it is "localhost"; with creds, only for
         those basic credentials). basic: htpasswd-style basic auth with
@@ -496,6 +497,7 @@ class FakeRegistry:
         self.redirect = redirect
         self.upstream = upstream
         self.fail_status = fail_status
+        self.fail_body = fail_body  # the body of every fail_status answer
         self.throttle = throttle  # seconds of sleep per MiB of blob sent
         self.flaky = flaky  # the first `flaky` blob GETs answer 503
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
@@ -550,7 +552,7 @@ class FakeRegistry:
                             return self._send(401, b"{}")
                     return self._send(200, json.dumps({"token": fake.token}).encode())
                 if fake.fail_status:
-                    return self._send(fake.fail_status, b'{"errors":[]}')
+                    return self._send(fake.fail_status, fake.fail_body)
                 if fake.basic and not path.startswith("/redirected/"):
                     want = "Basic " + base64.b64encode(fake.creds.encode()).decode()
                     if self.headers.get("Authorization") != want:

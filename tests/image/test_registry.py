@@ -180,6 +180,27 @@ def test_credentials_stay_with_their_origin(kimage, fake, images, auth, target):
             assert hdrs.get("Authorization") == want, hdrs
 
 
+@pytest.mark.parametrize("status,body,want", [
+    (404, b"<html><body>Not Found on 10.1.2.3 (token=hunter2)\x1b[2J</body></html>",
+     "GET URL: (HTTP 404)"),
+    (403, b"secret-page-" + b"x" * 200, "GET URL: (HTTP 403)"),
+    (403, b'{"errors":[{"code":"DENIED","message":"no\\u001b[31m\\u0007"}],'
+          b'"hint":"secret-page"}', "GET URL: DENIED: no\\x1b[31m\\x07 (HTTP 403)"),
+])
+def test_error_bodies_are_not_echoed(kimage, fake, status, body, want):
+    """A registry's error answer reaches the caller only as the code and
+    message of its JSON error document, control bytes escaped; any other
+    body (an HTML page, a proxy's text) is never echoed."""
+    f = fake(fail_status=status, fail_body=body)
+    ref = f"{f.host}/x/busybox:busybox"
+    p = kimage.run("pull", ref, check=False, opts=["--insecure-registry", f.host])
+    assert p.returncode == 1, p.stdout
+    url = f"http://{f.host}/v2/x/busybox/manifests/busybox"
+    assert p.stderr.rstrip().endswith(want.replace("URL", url)), p.stderr
+    for leak in ("10.1.2.3", "hunter2", "html", "secret-page", "\x1b", "\x07"):
+        assert leak not in p.stderr, p.stderr
+
+
 def test_world_readable_client_key_is_warned_about(kimage, fake, images, tmp_path):
     """A client.key (mTLS) that every user can read is still used, as
     docker and containerd use it, but with a warning naming it; a 0600 one

@@ -386,9 +386,28 @@ static void test_registry_answers(void **state)
     static const char two[] = "{\"errors\":[{\"code\":\"A\",\"message\":\"x\\ny\"},"
                               "{\"code\":\"DENIED\"}]}";
     reg_error_message(two, strlen(two), out, sizeof(out));
-    assert_string_equal(out, "A: x y; DENIED");
+    assert_string_equal(out, "A: x\\x0ay; DENIED");
+    /* anything but an errors document is never echoed */
     reg_error_message("<html>\r\n502</html>", 18, out, sizeof(out));
-    assert_string_equal(out, "<html>  502</html>");
+    assert_string_equal(out, "");
+    static const char secret[] = "{\"token\":\"abc\",\"errors\":\"no\"}";
+    reg_error_message(secret, strlen(secret), out, sizeof(out));
+    assert_string_equal(out, "");
+    /* escapes, never cut in half, and the bound */
+    static const char esc[] =
+        "{\"errors\":[{\"code\":\"E\",\"message\":\"\\u001b[2J\\\\\\u00e9\"}]}";
+    reg_error_message(esc, strlen(esc), out, sizeof(out));
+    assert_string_equal(out, "E: \\x1b[2J\\x5c\\xc3\\xa9");
+    char small[7]; /* room for "E: " and half an escape */
+    reg_error_message(esc, strlen(esc), small, sizeof(small));
+    assert_string_equal(small, "E: ");
+    char big[2000];
+    memset(big, 0, sizeof(big));
+    strcpy(big, "{\"errors\":[{\"code\":\"C\",\"message\":\"");
+    memset(big + strlen(big), 'm', 1000);
+    strcat(big, "\"}]}");
+    reg_error_message(big, strlen(big), out, sizeof(out));
+    assert_int_equal(strlen(out), 3 + 200);
     reg_error_message(NULL, 0, out, sizeof(out));
     assert_string_equal(out, "");
 
