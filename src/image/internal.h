@@ -70,6 +70,25 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
                        struct err *err);
 void image_config_info_clear(struct image_config_info *c);
 
+/* ---- certificate names (tlsname.c, no I/O) ------------------------------- */
+
+struct mbedtls_x509_crt;
+/* Does certificate name pat (plen bytes, not NUL-terminated) match DNS
+ * name host, as curl and OpenSSL match: exactly, or as a wildcard that is
+ * the whole left-most label followed by at least two labels? */
+bool tls_name_matches(const char *pat, size_t plen, const char *host);
+/* Does one of the leaf's names (DNS subjectAltNames, else its CN) match
+ * host by tls_name_matches? */
+bool tls_leaf_name_ok(const struct mbedtls_x509_crt *leaf, const char *host);
+/* The nameConstraints of CA ca against the leaf's DNS and IP names and the
+ * name the connection asked for (host, a DNS name, or ip/iplen, 4 or 16
+ * bytes; either may be NULL): 0 within them (or none), -EPERM outside,
+ * -EINVAL for an extension that cannot be read or a subtree with
+ * minimum/maximum. */
+int tls_name_constraints_check(const struct mbedtls_x509_crt *ca,
+                               const struct mbedtls_x509_crt *leaf, const char *host,
+                               const uint8_t *ip, size_t iplen);
+
 /* ---- layer unpacking (unpack.c, blocking: worker threads only) ---------- */
 
 /* A pull source of raw (possibly compressed) layer bytes. *ret_len == 0 at

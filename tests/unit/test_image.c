@@ -376,6 +376,34 @@ static void test_realm_rules(void **state)
         reg_realm_gets_credentials("http://registry.gitlab.com", "http://gitlab.com/jwt", true));
 }
 
+static void test_tls_wildcards(void **state)
+{
+#define M(pat, host) tls_name_matches(pat, strlen(pat), host)
+    assert_true(M("a.good.test", "A.Good.Test"));
+    assert_true(M("a.good.test.", "a.good.test"));
+    assert_true(M("*.good.test", "a.good.test"));
+    assert_true(M("*.good.test", "a.good.test."));
+    assert_true(M("*.Good.Test", "x-y.good.test"));
+    /* a wildcard over a whole top-level domain */
+    assert_false(M("*.test", "evil.test"));
+    assert_false(M("*.test.", "evil.test"));
+    assert_false(M("*", "test"));
+    /* one label exactly, never the bare domain or two labels */
+    assert_false(M("*.good.test", "good.test"));
+    assert_false(M("*.good.test", ".good.test"));
+    assert_false(M("*.good.test", "a.b.good.test"));
+    /* the whole left-most label only */
+    assert_false(M("f*.good.test", "foo.good.test"));
+    assert_false(M("*o.good.test", "foo.good.test"));
+    assert_false(M("a.*.test", "a.b.test"));
+    assert_false(M("*.*.test", "a.b.test"));
+    assert_false(M("*..test", "a..test"));
+    assert_false(M("xn--*.good.test", "xn--bcher-kva.good.test"));
+    assert_false(M("", "a"));
+    assert_false(tls_name_matches("a.test\0.evil", 11, "a.test"));
+#undef M
+}
+
 static void test_registry_answers(void **state)
 {
     char out[300];
@@ -430,11 +458,11 @@ static void test_registry_answers(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ref_normalise),    cmocka_unit_test(test_ref_invalid),
-    cmocka_unit_test(test_digest_valid),     cmocka_unit_test(test_manifest_image),
-    cmocka_unit_test(test_index_select),     cmocka_unit_test(test_manifest_refused),
-    cmocka_unit_test(test_config),           cmocka_unit_test(test_endpoints),
-    cmocka_unit_test(test_redirect_rules),   cmocka_unit_test(test_realm_rules),
-    cmocka_unit_test(test_registry_answers),
+    cmocka_unit_test(test_ref_normalise),  cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),   cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),   cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),         cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_redirect_rules), cmocka_unit_test(test_realm_rules),
+    cmocka_unit_test(test_tls_wildcards),  cmocka_unit_test(test_registry_answers),
 };
 UNIT_MAIN(tests)
