@@ -325,6 +325,11 @@ char *http_url_resolve(const char *base, const char *loc)
         return ret;
     }
     size_t plen = strcspn(path, "?#");
+    if (loc[0] == '#') { /* the same document: path and query kept */
+        if (asprintf(&ret, "%.*s%s", (int)(path + strcspn(path, "#") - base), base, loc) < 0)
+            return NULL;
+        return ret;
+    }
     if (loc[0] == '?') {
         if (asprintf(&ret, "%.*s%s", (int)(path + plen - base), base, loc) < 0)
             return NULL;
