@@ -359,14 +359,14 @@ def test_bomb_claiming_a_huge_size_stops_at_the_ratio(kimage, fake, how):
 def test_stream_longer_than_its_descriptor_stops_there(kimage, fake, how):
     """A registry serving 48 MiB for a layer whose descriptor says 1 MiB:
     the pull fails as soon as the stream passes 1 MiB, with the claim
-    named, and so never fills a 16 MiB filesystem (no reserve)."""
+    named, and so never fills a 4 MiB filesystem (no reserve)."""
     raw = imagelib.Tar().bigfile("big.bin", 48 << 20).bytes()
     img = imagelib.Image([(raw, how)]).claim_sizes([1 << 20])
     if how == "gzip":
         assert len(img.layers[0][0]) > 32 << 20  # pseudo-random: incompressible
     reg = fake()
     reg.add_image("latest", img)
-    p = _pull_on_tmpfs(kimage, reg, "size=16m", "--image-min-free", "0", image="long")
+    p = _pull_on_tmpfs(kimage, reg, "size=4m", "--image-min-free", "0", image="long")
     assert p.returncode == 1, p.stdout
     assert f"layer is larger than the {1 << 20} bytes its descriptor says" in p.stderr, p.stderr
 
