@@ -199,6 +199,29 @@ def test_pull_refuses_control_bytes_in_auth(cri, daemon_factory, fake):
     assert d.stop() == 0
 
 
+def test_world_readable_client_key_warned_in_the_daemon_log(cri, daemon_factory, fake, images,
+                                                             tmp_path):
+    """The pull helper's warning about a client.key every user can read
+    reaches the daemon's log; the pull itself goes on."""
+    import os
+    import shutil
+    import imagelib
+    pki = imagelib.make_ca(str(tmp_path))
+    f = fake(pki=pki)
+    certs = f.certs_dir(str(tmp_path))
+    key = os.path.join(certs, f.host, "client.key")
+    shutil.copy(f"{pki}/server.crt", os.path.join(certs, f.host, "client.cert"))
+    shutil.copy(f"{pki}/server.key", key)
+    os.chmod(key, 0o644)
+    d = daemon_factory(["--registry-certs-dir", certs])
+    ims, _ = stubs(cri, d)
+    r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, f"{f.host}/x/busybox:busybox")),
+                      timeout=120)
+    assert r.image_ref == images["busybox"].id
+    assert f"client key `{key}` is readable by every user" in d.logtext(), d.logtext()
+    assert d.stop() == 0
+
+
 @pytest.fixture(scope="module")
 def big_image():
     return Image([(busybox_layer(), "gzip"),
