@@ -1,6 +1,7 @@
 /* mbedTLS (2.28, Debian's) through wrappers that load it on first use (see
  * lazy.c): the streaming server's TLS (src/stream/tls.c) and the registry
  * client's (src/image/http.c). The idle daemon never maps it. */
+#include <mbedtls/asn1.h>
 #include <mbedtls/error.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
@@ -66,9 +67,17 @@ LAZY_WRAP(crypto_lib, void, mbedtls_strerror, (int e, char *b, size_t n), (e, b,
 LAZY_WRAP(tls_lib, void, mbedtls_ssl_conf_authmode, (mbedtls_ssl_config * c, int m), (c, m))
 LAZY_WRAP(tls_lib, void, mbedtls_ssl_conf_ca_chain,
           (mbedtls_ssl_config * c, mbedtls_x509_crt *ca, mbedtls_x509_crl *crl), (c, ca, crl))
-LAZY_WRAP(tls_lib, void, mbedtls_ssl_conf_verify,
-          (mbedtls_ssl_config * c, int (*f)(void *, mbedtls_x509_crt *, int, uint32_t *), void *p),
-          (c, f, p))
+LAZY_WRAP(tls_lib, void, mbedtls_ssl_set_verify,
+          (mbedtls_ssl_context * s, int (*f)(void *, mbedtls_x509_crt *, int, uint32_t *), void *p),
+          (s, f, p))
+LAZY_WRAP(x509_lib, int, mbedtls_x509_dn_gets,
+          (char *buf, size_t size, const mbedtls_x509_name *dn), (buf, size, dn))
+LAZY_WRAP(crypto_lib, int, mbedtls_asn1_get_tag,
+          (unsigned char **p, const unsigned char *end, size_t *len, int tag), (p, end, len, tag))
+LAZY_WRAP(crypto_lib, int, mbedtls_asn1_get_len,
+          (unsigned char **p, const unsigned char *end, size_t *len), (p, end, len))
+LAZY_WRAP(crypto_lib, int, mbedtls_asn1_get_bool,
+          (unsigned char **p, const unsigned char *end, int *val), (p, end, val))
 LAZY_WRAP(tls_lib, int, mbedtls_ssl_set_hostname, (mbedtls_ssl_context * s, const char *h), (s, h))
 LAZY_WRAP(tls_lib, void, mbedtls_ssl_session_init, (mbedtls_ssl_session * s), (s))
 LAZY_WRAP(tls_lib, void, mbedtls_ssl_session_free, (mbedtls_ssl_session * s), (s))

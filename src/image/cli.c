@@ -49,10 +49,13 @@ static const struct {
     const char *name, *summary, *usage;
 } helps[] = {
     {"pull", "pull images from their registries",
-     "pull [--creds USER:PASS] [--auth B64] [--identity-token T]\n"
-     "       [--registry-token T] [-q] REF...\n"
-     "  --creds USER:PASS            basic credentials for the registry\n"
-     "  --auth B64                   the same, base64-encoded\n"
+     "pull [--creds USER[:PASS]] [--password-stdin] [--creds-file FILE]\n"
+     "       [--auth B64] [--identity-token T] [--registry-token T] [-q] REF...\n"
+     "  --creds USER[:PASS]          basic credentials for the registry (a\n"
+     "                               password here shows in ps: prefer the next two)\n"
+     "  --password-stdin             the password of --creds USER from stdin\n"
+     "  --creds-file FILE            USER:PASS from the first line of FILE\n"
+     "  --auth B64                   USER:PASS base64-encoded\n"
      "  --identity-token T, --registry-token T   token credentials\n"
      "  -q, --quiet                  print nothing on success\n"},
     {"ls", "list the images",
@@ -504,10 +507,66 @@ out:
     return rc;
 }
 
+#define SECRET_MAX (64u << 10)
+
+/* The first line of what fd holds (at most SECRET_MAX bytes), without its
+ * line end: the way docker's --password-stdin reads. */
+static int read_secret(int fd, char **ret)
+{
+    struct buf b = {0};
+    int r = 0;
+    for (;;) {
+        char chunk[4096];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            r = -errno;
+        else if (n > 0 && b.len + (size_t)n > SECRET_MAX)
+            r = -EFBIG;
+        else if (n > 0)
+            r = buf_append(&b, chunk, (size_t)n);
+        explicit_bzero(chunk, sizeof(chunk));
+        if (r < 0 || n == 0)
+            break;
+    }
+    if (r == 0 && (r = buf_append(&b, "", 1)) == 0) {
+        char *s = (char *)b.data;
+        s[strcspn(s, "\r\n")] = '\0';
+        *ret = s;
+        return 0;
+    }
+    if (b.data)
+        explicit_bzero(b.data, b.len);
+    buf_free(&b);
+    return r;
+}
+
+/* Sets the username and password from "USER[:PASS]" (owned by o->creds). */
+static int set_creds(struct image_pull_opts *o, char *creds)
+{
+    if (!creds)
+        return -ENOMEM;
+    if (o->creds)
+        explicit_bzero(o->creds, strlen(o->creds));
+    free(o->creds);
+    o->creds = creds;
+    char *colon = strchr(creds, ':');
+    o->auth.password = NULL;
+    if (colon) {
+        *colon = '\0';
+        o->auth.password = colon + 1;
+    }
+    o->auth.username = creds;
+    return 0;
+}
+
 int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret)
 {
     static const struct option popts[] = {
         {"creds", required_argument, NULL, 'u'},
+        {"creds-file", required_argument, NULL, 'F'},
+        {"password-stdin", no_argument, NULL, 'P'},
         {"auth", required_argument, NULL, 'a'},
         {"identity-token", required_argument, NULL, 'I'},
         {"registry-token", required_argument, NULL, 'T'},
@@ -515,19 +574,31 @@ int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret)
         {0},
     };
     *ret = (struct image_pull_opts){0};
-    int ch;
+    int ch, r = 0;
+    bool pw_stdin = false;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "+q", popts, NULL)) != -1) {
         ret->have_auth |= ch != 'q';
         if (ch == 'u') {
-            free(ret->creds);
-            ret->creds = strdup(optarg);
-            char *colon = ret->creds ? strchr(ret->creds, ':') : NULL;
-            if (colon) {
-                *colon = '\0';
-                ret->auth.password = colon + 1;
-            }
-            ret->auth.username = ret->creds;
+            if (strchr(optarg, ':'))
+                fprintf(stderr, "kinglet image: warning: a password given with --creds shows in "
+                                "ps; use --password-stdin or --creds-file\n");
+            r = set_creds(ret, strdup(optarg));
+        } else if (ch == 'F') {
+            _cleanup_close_ int fd = open(optarg, O_RDONLY | O_CLOEXEC);
+            char *line = NULL;
+            r = fd < 0 ? -errno : read_secret(fd, &line);
+            if (r == 0 && !strchr(line, ':'))
+                r = -EINVAL;
+            if (r == 0)
+                r = set_creds(ret, line);
+            else
+                free(line);
+            if (r < 0)
+                fprintf(stderr, "kinglet image: --creds-file `%s`: %s\n", optarg,
+                        r == -EINVAL ? "no USER:PASSWORD line" : strerror(-r));
+        } else if (ch == 'P') {
+            pw_stdin = true;
         } else if (ch == 'a') {
             ret->auth.auth = optarg;
         } else if (ch == 'I') {
@@ -537,11 +608,24 @@ int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret)
         } else if (ch == 'q') {
             ret->quiet = true;
         } else {
-            image_pull_opts_clear(ret);
-            return -EINVAL;
+            r = -EINVAL;
+        }
+        if (r < 0)
+            break;
+    }
+    if (r == 0 && pw_stdin) {
+        /* docker login's rule: the user on the command line, the
+         * password alone on stdin */
+        if (!ret->auth.username || ret->auth.password) {
+            fprintf(stderr, "kinglet image: --password-stdin wants --creds USER (no password)\n");
+            r = -EINVAL;
+        } else if ((r = read_secret(STDIN_FILENO, &ret->secret)) < 0) {
+            fprintf(stderr, "kinglet image: --password-stdin: %s\n", strerror(-r));
+        } else {
+            ret->auth.password = ret->secret;
         }
     }
-    if (optind >= argc) {
+    if (r < 0 || optind >= argc) {
         image_pull_opts_clear(ret);
         return -EINVAL;
     }
@@ -550,6 +634,11 @@ int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret)
 
 void image_pull_opts_clear(struct image_pull_opts *o)
 {
+    if (o->creds)
+        explicit_bzero(o->creds, strlen(o->creds));
+    if (o->secret)
+        explicit_bzero(o->secret, strlen(o->secret));
     free(o->creds);
+    free(o->secret);
     *o = (struct image_pull_opts){0};
 }

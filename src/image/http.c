@@ -41,6 +41,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/tls.h"
@@ -324,6 +325,11 @@ char *http_url_resolve(const char *base, const char *loc)
         return ret;
     }
     size_t plen = strcspn(path, "?#");
+    if (loc[0] == '#') { /* the same document: path and query kept */
+        if (asprintf(&ret, "%.*s%s", (int)(path + strcspn(path, "#") - base), base, loc) < 0)
+            return NULL;
+        return ret;
+    }
     if (loc[0] == '?') {
         if (asprintf(&ret, "%.*s%s", (int)(path + plen - base), base, loc) < 0)
             return NULL;
@@ -564,6 +570,7 @@ struct tls_cfg {
     bool check_ip; /* the host is an IP address: checked in verify_cb */
     int ip_af;
     uint8_t ip[16];
+    char host[256];              /* the DNS name checked in verify_cb otherwise */
     mbedtls_ssl_session session; /* the last one, for resumption */
     bool has_session;
     struct tls_cfg *next;
@@ -577,6 +584,11 @@ struct conn {
     struct tls_cfg *cfg;
     const atomic_bool *cancel;
     int io_err; /* what the transport failed with (errno) */
+    /* the CAs of the chain being verified, root first (verify_cb), and
+     * why the names failed, for the message */
+    const mbedtls_x509_crt *chain[MBEDTLS_X509_MAX_INTERMEDIATE_CA + 2];
+    size_t n_chain;
+    char name_err[200];
     /* low-speed check */
     uint64_t win_start;
     uint64_t win_bytes;
@@ -882,19 +894,52 @@ static const int ciphersuites[] = {
     0,
 };
 
-/* mbedTLS 2.28 matches DNS names only: an IP address is matched here
- * against the leaf's iPAddress names. */
+static bool leaf_has_ip(const mbedtls_x509_crt *crt, const uint8_t *ip, size_t len)
+{
+    for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s && s->buf.p; s = s->next)
+        if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && s->buf.len == len &&
+            memcmp(s->buf.p, ip, len) == 0)
+            return true;
+    return false;
+}
+
+/* Per connection, called for each certificate of the verified chain, the
+ * root first and the leaf last (depth 0). mbedTLS 2.28 matches DNS names
+ * only, accepts wildcards over a whole top-level domain and ignores name
+ * constraints it was not told are critical: at the leaf, an IP address is
+ * matched against its iPAddress names, a DNS name again by curl's rules,
+ * and the name constraints of every CA seen are applied (tlsname.c). Only
+ * ever adds failures to mbedTLS's verdict. */
 static int verify_cb(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
 {
-    struct tls_cfg *t = ctx;
-    if (depth != 0 || !t->check_ip)
+    struct conn *c = ctx;
+    const struct tls_cfg *t = c->cfg;
+    if (depth > 0) {
+        if (c->n_chain < ARRAY_SIZE(c->chain))
+            c->chain[c->n_chain++] = crt;
+        else
+            *flags |= MBEDTLS_X509_BADCERT_OTHER;
         return 0;
-    size_t want = t->ip_af == AF_INET ? 4 : 16;
-    for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s && s->buf.p; s = s->next)
-        if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && s->buf.len == want &&
-            memcmp(s->buf.p, t->ip, want) == 0)
-            return 0;
-    *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    }
+    size_t iplen = t->check_ip ? (t->ip_af == AF_INET ? 4 : 16) : 0;
+    if (t->check_ip ? !leaf_has_ip(crt, t->ip, iplen) : !tls_leaf_name_ok(crt, t->host))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    for (size_t i = 0; i < c->n_chain; i++) {
+        int r = tls_name_constraints_check(c->chain[i], crt, t->check_ip ? NULL : t->host,
+                                           t->check_ip ? t->ip : NULL, iplen);
+        if (r < 0) {
+            char dn[120];
+            if (mbedtls_x509_dn_gets(dn, sizeof(dn), &c->chain[i]->subject) < 0)
+                snprintf(dn, sizeof(dn), "?");
+            snprintf(c->name_err, sizeof(c->name_err), "%s `%s`",
+                     r == -EPERM ? "a name outside the name constraints of"
+                                 : "unreadable name constraints in",
+                     dn);
+            *flags |= MBEDTLS_X509_BADCERT_OTHER;
+            break;
+        }
+    }
+    c->n_chain = 0;
     return 0;
 }
 
@@ -953,13 +998,21 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
         mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
         t->check_ip = ip_of(u->host, &t->ip_af, t->ip);
-        mbedtls_ssl_conf_verify(&t->conf, verify_cb, t);
+        snprintf(t->host, sizeof(t->host), "%s", u->host);
     }
     snprintf(path, sizeof(path), "%s/%s/client.cert", p->certs_dir, tls_host);
     if (r == 0 && access(path, R_OK) == 0) {
         if ((e = mbedtls_x509_crt_parse_file(&t->own, path)) != 0)
             r = tls_text(err, EPROTO, e, "the client certificate", path);
         snprintf(path, sizeof(path), "%s/%s/client.key", p->certs_dir, tls_host);
+        /* Docker and containerd use such a key without a word (docker's
+         * dind even makes its client key 0644): warn, as the key then
+         * proves nothing about who holds it, but do not break the pull */
+        struct stat st;
+        if (r == 0 && stat(path, &st) == 0 && (st.st_mode & S_IROTH))
+            log_warn("the registry client key `%s` is readable by every user (mode %04o): "
+                     "chmod o-r it",
+                     path, (unsigned)(st.st_mode & 07777));
         if (r == 0 && (e = mbedtls_pk_parse_keyfile(&t->own_key, path, NULL)) != 0)
             r = tls_text(err, EPROTO, e, "the client key", path);
         if (r == 0 && (e = mbedtls_ssl_conf_own_cert(&t->conf, &t->own, &t->own_key)) != 0)
@@ -993,6 +1046,10 @@ static int tls_start(struct http_pool *p, struct conn *c, const struct url *u,
         e = mbedtls_ssl_set_hostname(&c->ssl, ip_of(u->host, &af, ip) ? NULL : u->host);
     if (e != 0)
         return tls_text(err, ENOMEM, e, "TLS with", u->hostport);
+    c->n_chain = 0;
+    c->name_err[0] = '\0';
+    if (!rq->skip_verify)
+        mbedtls_ssl_set_verify(&c->ssl, verify_cb, c);
     pthread_mutex_lock(&p->mu);
     if (c->cfg->has_session)
         mbedtls_ssl_set_session(&c->ssl, &c->cfg->session);
@@ -1016,8 +1073,9 @@ static int tls_start(struct http_pool *p, struct conn *c, const struct url *u,
                 if (*q == '\n')
                     *q = ';';
             return reg_err_plain(err, EPROTO,
-                                 "TLS with %s: server certificate verification failed: %s",
-                                 u->hostport, n > 0 ? info : "unknown reason");
+                                 "TLS with %s: server certificate verification failed: %s%s%s",
+                                 u->hostport, n > 0 ? info : "unknown reason",
+                                 c->name_err[0] ? "; " : "", c->name_err);
         }
         return tls_text(err, EPROTO, e, "TLS handshake with", u->hostport);
     }
@@ -1232,6 +1290,14 @@ static int send_request(struct http_xfer *x, const struct url *u, const struct h
                         const struct proxy *px, const char *url, struct err *err)
 {
     struct buf b = {0};
+    /* the last line against header injection: callers check what they
+     * are given (image_auth_check, token answers), but no value with a
+     * line break goes out, whatever its origin (a C string ends at NUL) */
+    const char *values[] = {u->hostport, rq->accept, rq->authz, px ? px->basic : NULL};
+    for (size_t i = 0; i < ARRAY_SIZE(values); i++)
+        if (values[i] && values[i][strcspn(values[i], "\r\n")])
+            return err_set(err, EINVAL, "HTTP request to %s: a header value holds a line break",
+                           u->hostport[strcspn(u->hostport, "\r\n")] ? "?" : u->hostport);
     bool absolute = px && !u->https; /* plain http through a proxy */
     int r = buf_printf(&b, "%s ", rq->method);
     if (r >= 0 && absolute) {

@@ -54,16 +54,18 @@ bool image_digest_valid(const char *s);
 /* ---- service ------------------------------------------------------------ */
 
 /* Decompression bombs and full disks. A layer fails with EFBIG when its
- * tar stream grows past max_layer_ratio times its compressed size (the
- * descriptor's, or the bytes read so far when larger; never less than
- * IMAGE_LAYER_RATIO_FLOOR; 0 = no limit), or when its files hold more than
- * max_layer_size bytes (0 = no limit): both are checked as the stream
- * inflates, so a small hostile layer stops long before its digests could
- * be checked at the end. A layer that would leave less than min_free bytes
- * (or min_free percent of the filesystem's size when min_free_pct) free
- * fails with ENOSPC, as does one that would leave less than min_free
- * percent (5% when min_free is a size) of the filesystem's inodes free.
- * min_free 0 turns both reserves off.
+ * tar stream grows past max_layer_ratio times the compressed bytes read so
+ * far (never what the descriptor claims, which a hostile manifest sets at
+ * will; never less than IMAGE_LAYER_RATIO_FLOOR; 0 = no limit), or when
+ * its files hold more than max_layer_size bytes (0 = no limit): both are
+ * checked as the stream inflates, so a small hostile layer stops long
+ * before its digests could be checked at the end. A stream longer than its
+ * descriptor says fails with EPROTO as soon as it passes that size. A
+ * layer that would leave less than min_free bytes (or min_free percent of
+ * the filesystem's size when min_free_pct) free fails with ENOSPC, as
+ * does one that would leave less than min_free percent (5% when min_free
+ * is a size) of the filesystem's inodes free. min_free 0 turns both
+ * reserves off.
  *
  * The defaults keep kubelet out of DiskPressure: its default eviction
  * thresholds are imagefs.available 15% and nodefs.available 10% (the same
@@ -115,17 +117,25 @@ struct image_auth {
     const char *identity_token; /* OAuth2 refresh token */
     const char *registry_token; /* bearer token sent to the registry as is */
 };
+/* -EINVAL (the field named in err, never its value) for a control byte in
+ * any field, or a space or non-ASCII byte in auth or a token: what would
+ * let a caller write headers or requests of its own. NULL is fine. */
+int image_auth_check(const struct image_auth *a, struct err *err);
 
-/* `kinglet image pull [--creds U:P] [--auth B64] [--identity-token T]
- * [--registry-token T] [--quiet] REF...`: the options, shared by the path
- * through the daemon and the one on the store. */
+/* `kinglet image pull [--creds U[:P]] [--password-stdin] [--creds-file F]
+ * [--auth B64] [--identity-token T] [--registry-token T] [--quiet] REF...`:
+ * the options, shared by the path through the daemon and the one on the
+ * store. --password-stdin reads stdin, --creds-file F; a password on the
+ * command line (visible in ps) gets a warning on stderr. */
 struct image_pull_opts {
     struct image_auth auth;
     bool have_auth;
     bool quiet;
-    char *creds; /* owns the username/password strings */
+    char *creds;  /* owns the username/password strings */
+    char *secret; /* owns a password read from stdin */
 };
-/* Returns the index of the first reference, or -EINVAL on bad usage. */
+/* Returns the index of the first reference, or -EINVAL on bad usage (a
+ * file or stdin that cannot be read said on stderr). */
 int image_pull_opts_parse(int argc, char **argv, struct image_pull_opts *ret);
 void image_pull_opts_clear(struct image_pull_opts *o);
 

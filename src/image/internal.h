@@ -70,6 +70,25 @@ int image_config_parse(const void *data, size_t len, struct image_config_info *r
                        struct err *err);
 void image_config_info_clear(struct image_config_info *c);
 
+/* ---- certificate names (tlsname.c, no I/O) ------------------------------- */
+
+struct mbedtls_x509_crt;
+/* Does certificate name pat (plen bytes, not NUL-terminated) match DNS
+ * name host, as curl and OpenSSL match: exactly, or as a wildcard that is
+ * the whole left-most label followed by at least two labels? */
+bool tls_name_matches(const char *pat, size_t plen, const char *host);
+/* Does one of the leaf's names (DNS subjectAltNames, else its CN) match
+ * host by tls_name_matches? */
+bool tls_leaf_name_ok(const struct mbedtls_x509_crt *leaf, const char *host);
+/* The nameConstraints of CA ca against the leaf's DNS and IP names and the
+ * name the connection asked for (host, a DNS name, or ip/iplen, 4 or 16
+ * bytes; either may be NULL): 0 within them (or none), -EPERM outside,
+ * -EINVAL for an extension that cannot be read or a subtree with
+ * minimum/maximum. */
+int tls_name_constraints_check(const struct mbedtls_x509_crt *ca,
+                               const struct mbedtls_x509_crt *leaf, const char *host,
+                               const uint8_t *ip, size_t iplen);
+
 /* ---- layer unpacking (unpack.c, blocking: worker threads only) ---------- */
 
 /* A pull source of raw (possibly compressed) layer bytes. *ret_len == 0 at
@@ -117,8 +136,10 @@ void reg_challenge_parse(const char *h, struct reg_challenge *ret);
  * printable ASCII, -EFBIG past IMAGE_TOKEN_MAX, -ENOMEM. */
 int reg_token_parse(const void *data, size_t len, char **ret, struct err *err);
 /* A one-line summary of an error body: "CODE: message[; CODE: message]"
- * from the distribution API's errors array, else the body's start; control
- * bytes replaced, always NUL-terminated (empty for an empty body). */
+ * from the distribution API's errors array (at most 4 errors, 64 bytes of
+ * a code and 200 of a message), control and non-ASCII bytes escaped as
+ * \xNN; empty for anything else, which is never echoed. Always
+ * NUL-terminated. */
 void reg_error_message(const void *body, size_t len, char *out, size_t outsz);
 
 struct reg_url {
@@ -136,9 +157,11 @@ int reg_url_split(const char *url, struct reg_url *ret);
 int reg_redirect_check(const char *from, const char *to, bool allow_http, bool *ret_same_origin,
                        struct err *err);
 /* May the registry at registry_url send its credentials to token realm
- * `realm`? Only over https (plain http when allow_http), and only to the
- * registry's own host or a host of the registry's parent domain
- * (registry-1.docker.io -> auth.docker.io); never to another IP address. */
+ * `realm`? Only over https (plain http when allow_http), only on the
+ * registry's port or the realm scheme's default one, and only to the
+ * registry's own host or, both over https, a host of the registry's parent
+ * domain (registry-1.docker.io -> auth.docker.io); never to another IP
+ * address. */
 bool reg_realm_gets_credentials(const char *registry_url, const char *realm, bool allow_http);
 
 /* ---- registry client (registry.c, blocking: worker threads only) -------- */

@@ -45,7 +45,7 @@ struct reg_session {
     char *certs_dir;
     const atomic_bool *cancel;
     pthread_mutex_t mu; /* authz: layer workers share the session */
-    /* a token realm on another host got no credentials (for the message
+    /* a token realm on another host or port got no credentials (for the message
      * if the registry then refuses the anonymous token) */
     atomic_bool creds_withheld;
     /* connections kept alive, TLS configurations and sessions, shared by
@@ -454,7 +454,8 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
         basic = idt = NULL;
         withheld = true;
         atomic_store(&s->creds_withheld, true);
-        log_debug("registry %s: token realm on another host: credentials withheld", ep->host);
+        log_debug("registry %s: token realm on another host or port: credentials withheld",
+                  ep->host);
     }
     _cleanup_free_ char *scope_def = NULL;
     if (asprintf(&scope_def, "repository:%s:pull", s->repo) < 0)
@@ -499,7 +500,7 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
     if (r < 0) {
         buf_free(&body);
         if (withheld)
-            err_wrap(err, "credentials not sent to the token realm on another host");
+            err_wrap(err, "credentials not sent to the token realm on another host or port");
         return err_wrap(err, "authenticate to %s", ep->host);
     }
     char *tok = NULL;
@@ -521,7 +522,8 @@ static int authenticate(struct reg_session *s, size_t i, const char *www, struct
 static int refused(struct reg_session *s, long status, struct err *err)
 {
     if ((status == 401 || status == 403) && atomic_load(&s->creds_withheld))
-        err_wrap(err, "credentials were not sent to the registry's token realm on another host");
+        err_wrap(err,
+                 "credentials were not sent to the registry's token realm on another host or port");
     return -err->code;
 }
 

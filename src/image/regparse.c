@@ -125,12 +125,20 @@ int reg_token_parse(const void *data, size_t len, char **ret, struct err *err)
 /* ---- error bodies -------------------------------------------------------- */
 
 /* Appends s (at most max bytes of it) to out with control and non-ASCII
- * bytes replaced: the registry chose these bytes. */
+ * bytes (and the backslash) escaped as \xNN: the registry chose these
+ * bytes, and they go to a terminal or a log. An escape never gets cut. */
 static void append_clean(char *out, size_t outsz, size_t *o, const char *s, size_t max)
 {
     for (size_t i = 0; s[i] && i < max && *o + 1 < outsz; i++) {
         unsigned char ch = (unsigned char)s[i];
-        out[(*o)++] = ch >= 0x20 && ch < 0x7f ? (char)ch : ' ';
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+            out[(*o)++] = (char)ch;
+        } else if (*o + 5 < outsz) {
+            snprintf(out + *o, 5, "\\x%02x", ch);
+            *o += 4;
+        } else {
+            break;
+        }
     }
     out[*o] = '\0';
 }
@@ -165,17 +173,9 @@ void reg_error_message(const void *body, size_t len, char *out, size_t outsz)
         if (i >= 3)
             break;
     }
+    /* Anything else (an HTML page, a proxy's text, whatever a hostile
+     * server sends) is never echoed: the status says enough. */
     json_decref(j);
-    if (o)
-        return;
-    /* not the distribution API's errors array: the start of the body */
-    char excerpt[121];
-    size_t n = len < sizeof(excerpt) - 1 ? len : sizeof(excerpt) - 1;
-    memcpy(excerpt, body, n);
-    excerpt[n] = '\0';
-    append_clean(out, outsz, &o, excerpt, n);
-    while (o > 0 && out[o - 1] == ' ')
-        out[--o] = '\0';
 }
 
 /* ---- where credentials may go -------------------------------------------- */
@@ -284,14 +284,20 @@ bool reg_realm_gets_credentials(const char *registry_url, const char *realm, boo
         return false;
     if (r.https && !t.https && !allow_http)
         return false;
+    /* A port is another service, maybe another user's (any local user may
+     * listen on 127.0.0.1:18705): only the registry's own port, or the
+     * scheme's default one, where the host's own web service answers (a
+     * registry on :5050 with its token service on the host's https). */
+    if (t.port != r.port && t.port != (t.https ? 443u : 80u))
+        return false;
     if (strcmp(r.host, t.host) == 0)
         return true;
     /* A token service beside the registry in its own domain, as Docker Hub
      * (registry-1.docker.io, auth.docker.io) and GitLab (registry.gitlab.com,
      * gitlab.com) run theirs: the registry's name without its first label,
-     * if that still has a dot, is the domain both must share. IP addresses
-     * have no domain. */
-    if (is_ip_literal(r.host) || is_ip_literal(t.host))
+     * if that still has a dot, is the domain both must share; over https
+     * only. IP addresses have no domain. */
+    if (!r.https || !t.https || is_ip_literal(r.host) || is_ip_literal(t.host))
         return false;
     const char *dot = strchr(r.host, '.');
     if (!dot || !strchr(dot + 1, '.'))

@@ -511,13 +511,56 @@ static struct job *job_new(int kind)
 
 static char *dup_opt(const char *s) { return s && *s ? strdup(s) : NULL; }
 
+/* A caller's credentials end up in request headers (auth and the tokens
+ * as they are, user and password base64-encoded) and form bodies: a CR or
+ * LF there would start a header or a request of the caller's making.
+ * Tokens and auth are token68 (printable ASCII without spaces); names and
+ * passwords may be any UTF-8 but no control byte. */
+static int auth_field_check(const char *what, const char *v, bool token, struct err *err)
+{
+    for (const unsigned char *p = (const unsigned char *)v; p && *p; p++) {
+        bool ctl = *p < 0x20 || *p == 0x7f;
+        if (ctl || (token && (*p == ' ' || *p > 0x7f)))
+            return err_set(err, EINVAL, "the credentials' %s holds a %s (byte %zu)", what,
+                           ctl ? "control character" : "character not allowed",
+                           (size_t)(p - (const unsigned char *)v));
+    }
+    return 0;
+}
+
+int image_auth_check(const struct image_auth *a, struct err *err)
+{
+    if (!a)
+        return 0;
+    const struct {
+        const char *what, *v;
+        bool token;
+    } fields[] = {
+        {"username", a->username, false},
+        {"password", a->password, false},
+        {"auth", a->auth, true},
+        {"server_address", a->server_address, false},
+        {"identity_token", a->identity_token, true},
+        {"registry_token", a->registry_token, true},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        int r = auth_field_check(fields[i].what, fields[i].v, fields[i].token, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
                image_pull_cb cb, void *data, struct err *err)
 {
+    int r = image_auth_check(auth, err);
+    if (r < 0)
+        return r;
     struct job *job = job_new(JOB_PULL);
     if (!job)
         return err_set(err, ENOMEM, "pull");
-    int r = image_ref_parse(ref, &job->ref, err);
+    r = image_ref_parse(ref, &job->ref, err);
     if (r < 0) {
         job_free(job);
         return r;

@@ -174,9 +174,10 @@ static int count_tar(struct pipeline *p, size_t n)
     const struct image_limits *l = p->expect->limits;
     if (!l || !l->max_layer_ratio || p->comp == COMP_NONE)
         return 0;
+    /* the bytes read, never the size the descriptor claims: a claim of
+     * 2^62 bytes would lift the bound for a layer of a few kB (the claim
+     * itself is held in fill_input, as the bytes arrive) */
     uint64_t raw = p->raw_len;
-    if (p->expect->size > 0 && (uint64_t)p->expect->size > raw)
-        raw = (uint64_t)p->expect->size;
     uint64_t bound = raw > UINT64_MAX / l->max_layer_ratio ? UINT64_MAX : raw * l->max_layer_ratio;
     if (bound < IMAGE_LAYER_RATIO_FLOOR)
         bound = IMAGE_LAYER_RATIO_FLOOR;

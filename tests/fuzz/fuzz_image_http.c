@@ -9,7 +9,11 @@
  * host. Besides memory errors and leaks, the target traps when the parser
  * breaks its contract: more body than the cap, a status outside 100-999 on
  * a complete answer, bytes used past what it was given, a header value
- * with a line break, a resolved URL that is not absolute. */
+ * with a line break; and when a Location resolves otherwise than RFC 3986
+ * section 5.2 says (a reference resolver here, without dot-segment
+ * removal, which registries never need), or, being relative, leaves the
+ * origin of the URL it answered (another scheme, host or port: where
+ * credentials would follow it). */
 #include <string.h>
 
 #include "image/http.h"
@@ -60,6 +64,70 @@ static void response(unsigned sel, const char *p, size_t n)
     buf_free(&body);
 }
 
+/* RFC 3986 5.2.2 for a base of the form scheme://authority[path][?q][#f],
+ * dot segments kept: a reference written from the RFC, not from http.c. */
+static bool has_scheme(const char *ref)
+{
+    /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then ':' */
+    static const char more[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.";
+    if (!ref[0] || !strchr(more, ref[0]) || strchr("0123456789+-.", ref[0]))
+        return false;
+    size_t n = strspn(ref, more);
+    return ref[n] == ':';
+}
+
+static char *reference_resolve(const char *base, const char *ref)
+{
+    char *r = NULL;
+    int n;
+    const char *auth = strstr(base, "://") + 3;
+    const char *path = auth + strcspn(auth, "/?#");
+    size_t plen = strcspn(path, "?#");
+    size_t qlen = strcspn(path, "#");
+    if (has_scheme(ref))
+        n = asprintf(&r, "%s", ref); /* T = R */
+    else if (ref[0] == '/' && ref[1] == '/')
+        n = asprintf(&r, "%.*s:%s", (int)(auth - 3 - base), base, ref);
+    else if (ref[0] == '/')
+        n = asprintf(&r, "%.*s%s", (int)(path - base), base, ref);
+    else if (ref[0] == '#')
+        n = asprintf(&r, "%.*s%s", (int)(path + qlen - base), base, ref);
+    else if (ref[0] == '?')
+        n = asprintf(&r, "%.*s%s", (int)(path + plen - base), base, ref);
+    else if (plen == 0) /* merge with an empty base path: "/" + ref */
+        n = asprintf(&r, "%.*s/%s", (int)(path - base), base, ref);
+    else {
+        const char *slash = path + plen;
+        while (slash > path && slash[-1] != '/')
+            slash--;
+        n = asprintf(&r, "%.*s%s", (int)(slash - base), base, ref);
+    }
+    return n < 0 ? NULL : r;
+}
+
+static void check_resolve(const char *base, const char *loc)
+{
+    struct reg_url b, u;
+    if (reg_url_split(base, &b) < 0)
+        return; /* registry.c resolves only against URLs it requested */
+    char *got = http_url_resolve(base, loc);
+    char *want = reference_resolve(base, loc);
+    if (!got || !want || strcmp(got, want) != 0)
+        __builtin_trap();
+    bool absolute = has_scheme(loc);
+    bool network = loc[0] == '/' && loc[1] == '/';
+    if (!absolute && !network) {
+        /* relative: the same origin, whatever the reference holds */
+        if (reg_url_split(got, &u) < 0 || u.https != b.https || u.port != b.port ||
+            strcmp(u.host, b.host) != 0)
+            __builtin_trap();
+    } else if (network && reg_url_split(got, &u) == 0 && u.https != b.https) {
+        __builtin_trap();
+    }
+    free(got);
+    free(want);
+}
+
 static void two_lines(unsigned sel, const char *s)
 {
     const char *nl = strchr(s, '\n');
@@ -72,12 +140,7 @@ static void two_lines(unsigned sel, const char *s)
     memcpy(a, s, n);
     a[n] = '\0';
     if (sel == 3) {
-        if (!strstr(a, "://"))
-            return;
-        char *u = http_url_resolve(a, nl + 1);
-        if (u && !strstr(u, ":"))
-            __builtin_trap();
-        free(u);
+        check_resolve(a, nl + 1);
     } else {
         (void)http_no_proxy_match(a, nl + 1);
     }

@@ -210,6 +210,29 @@ def gzip_zeros_bomb(size, chunk=64 << 20):
     return b"".join(out)
 
 
+def zstd_zeros_bomb(size):
+    """A zstd layer whose tar holds one file of `size` zero bytes, streamed
+    through the zstd CLI (2 GiB take about 65 kB). Returns the blob; its
+    diff_id is not computed."""
+    ti = tarfile.TarInfo("zero.bin")
+    ti.size, ti.mode, ti.mtime = size, 0o644, 1700000000
+    header = ti.tobuf(format=tarfile.USTAR_FORMAT)
+    z = subprocess.Popen(["zstd", "-q", "-3", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    out = []
+    reader = threading.Thread(target=lambda: out.append(z.stdout.read()))
+    reader.start()
+    z.stdin.write(header)
+    left, chunk = size + (-size % 512) + 1024, bytes(8 << 20)
+    while left:
+        n = min(left, len(chunk))
+        z.stdin.write(chunk[:n])
+        left -= n
+    z.stdin.close()
+    reader.join()
+    assert z.wait() == 0
+    return out[0]
+
+
 def busybox_layer():
     t = Tar().dir("bin").dir("etc").dir("tmp", mode=0o1777)
     with open(BUSYBOX, "rb") as f:
@@ -263,6 +286,17 @@ class Image:
 
     def blobs(self):
         return [self.config] + [b for b, _, _ in self.layers]
+
+    def claim_sizes(self, sizes):
+        """Rewrites the manifest so that layer i claims sizes[i] bytes (None:
+        its real size), as a hostile registry may; returns self."""
+        doc = json.loads(self.manifest)
+        for d, size in zip(doc["layers"], sizes):
+            if size is not None:
+                d["size"] = size
+        self.manifest = json.dumps(doc).encode()
+        self.manifest_digest = sha256(self.manifest)
+        return self
 
 
 def index_of(entries):
@@ -444,7 +478,8 @@ class FakeRegistry:
 
     def __init__(self, bearer=False, creds=None, corrupt=(), redirect=False, upstream=None,
                  fail_status=None, throttle=0.0, flaky=0, basic=False, realm_host="127.0.0.1",
-                 redirect_base=None, pki=None, tls_ctx=None):
+                 redirect_base=None, pki=None, tls_ctx=None, realm_port=None,
+                 fail_body=b'{"errors":[]}'):
         """bearer: a token from our /token (on realm_host, the same server
         under another name when it is "localhost"; with creds, only for
         those basic credentials). basic: htpasswd-style basic auth with
@@ -456,11 +491,13 @@ class FakeRegistry:
         self.bearer, self.creds = bearer, creds
         self.basic = basic
         self.realm_host = realm_host
+        self.realm_port = realm_port  # None: this server's
         self.redirect_base = redirect_base
         self.corrupt = set(corrupt)
         self.redirect = redirect
         self.upstream = upstream
         self.fail_status = fail_status
+        self.fail_body = fail_body  # the body of every fail_status answer
         self.throttle = throttle  # seconds of sleep per MiB of blob sent
         self.flaky = flaky  # the first `flaky` blob GETs answer 503
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
@@ -515,7 +552,7 @@ class FakeRegistry:
                             return self._send(401, b"{}")
                     return self._send(200, json.dumps({"token": fake.token}).encode())
                 if fake.fail_status:
-                    return self._send(fake.fail_status, b'{"errors":[]}')
+                    return self._send(fake.fail_status, fake.fail_body)
                 if fake.basic and not path.startswith("/redirected/"):
                     want = "Basic " + base64.b64encode(fake.creds.encode()).decode()
                     if self.headers.get("Authorization") != want:
@@ -523,7 +560,7 @@ class FakeRegistry:
                             "WWW-Authenticate": 'Basic realm="fake"'})
                 if fake.bearer and self.headers.get("Authorization") != "Bearer " + fake.token \
                         and not path.startswith("/redirected/"):
-                    realm = f"http://{fake.realm_host}:{fake.port}/token"
+                    realm = f"http://{fake.realm_host}:{fake.realm_port or fake.port}/token"
                     return self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', {
                         "WWW-Authenticate":
                             f'Bearer realm="{realm}",service="fake",scope="repository:x:pull"'})

@@ -177,6 +177,51 @@ def test_pull_with_auth_config(cri, daemon_factory, tmp_path_factory, images):
         reg.stop()
 
 
+def test_pull_refuses_control_bytes_in_auth(cri, daemon_factory, fake):
+    """CR/LF in an AuthConfig (auth, registry_token, username, password) is
+    refused with INVALID_ARGUMENT before any request: it would otherwise be
+    written into the request as headers, or a smuggled second request."""
+    f = fake(bearer=True)
+    d = daemon_factory(["--insecure-registry", f.host])
+    ims, _ = stubs(cri, d)
+    ref = f"{f.host}/x/busybox:busybox"
+    for field, value in [("registry_token", "t\r\nX-Smuggled: 1"),
+                         ("auth", "YWxpY2U6cHc=\r\n\r\nGET /smuggled HTTP/1.1"),
+                         ("username", "alice\n"), ("password", "pw\r\n"),
+                         ("identity_token", "a\x01b")]:
+        auth = cri.pb.AuthConfig(**{field: value})
+        with pytest.raises(grpc.RpcError) as e:
+            ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, ref), auth=auth), timeout=60)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+        assert f"{field} holds a control character" in e.value.details(), e.value.details()
+    assert f.requests == []
+    assert "Smuggled" not in d.logtext() and "smuggled" not in d.logtext()
+    assert d.stop() == 0
+
+
+def test_world_readable_client_key_warned_in_the_daemon_log(cri, daemon_factory, fake, images,
+                                                             tmp_path):
+    """The pull helper's warning about a client.key every user can read
+    reaches the daemon's log; the pull itself goes on."""
+    import os
+    import shutil
+    import imagelib
+    pki = imagelib.make_ca(str(tmp_path))
+    f = fake(pki=pki)
+    certs = f.certs_dir(str(tmp_path))
+    key = os.path.join(certs, f.host, "client.key")
+    shutil.copy(f"{pki}/server.crt", os.path.join(certs, f.host, "client.cert"))
+    shutil.copy(f"{pki}/server.key", key)
+    os.chmod(key, 0o644)
+    d = daemon_factory(["--registry-certs-dir", certs])
+    ims, _ = stubs(cri, d)
+    r = ims.PullImage(cri.pb.PullImageRequest(image=spec(cri, f"{f.host}/x/busybox:busybox")),
+                      timeout=120)
+    assert r.image_ref == images["busybox"].id
+    assert f"client key `{key}` is readable by every user" in d.logtext(), d.logtext()
+    assert d.stop() == 0
+
+
 @pytest.fixture(scope="module")
 def big_image():
     return Image([(busybox_layer(), "gzip"),

@@ -247,6 +247,114 @@ def test_client_certificate(kimage, fake, images, pki, tmp_path):
     assert out.stdout.split() == [images["busybox"].id]
 
 
+def make_intermediate(pki, name, constraints):
+    """An intermediate CA under the test root with the given (non-critical)
+    nameConstraints, as `openssl x509 -extfile` writes them."""
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+        "-keyout", f"{pki}/{name}.key", "-out", f"{pki}/{name}.csr")
+    with open(f"{pki}/{name}.cnf", "w") as f:
+        f.write("basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n"
+                f"nameConstraints={constraints}\n")
+    run("openssl", "x509", "-req", "-in", f"{pki}/{name}.csr", "-CA", f"{pki}/ca.crt",
+        "-CAkey", f"{pki}/ca.key", "-CAcreateserial", "-days", "2", "-extfile",
+        f"{pki}/{name}.cnf", "-out", f"{pki}/{name}.crt")
+    return name
+
+
+def served_chain(pki, leaf, ca=None):
+    """A server context presenting leaf (make_cert's pair) and, when ca
+    names an intermediate, that intermediate after it."""
+    cert, key = leaf
+    if ca:
+        chain = f"{cert}.chain"
+        with open(chain, "wb") as f:
+            f.write(open(cert, "rb").read() + open(f"{pki}/{ca}.crt", "rb").read())
+        cert = chain
+    return tls_ctx(cert, key)
+
+
+def pull_via_proxy(kimage, host, certs, proxy):
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["https_proxy"] = f"http://127.0.0.1:{proxy.port}"
+    return subprocess.run([kimage.binary, "image", "--root", kimage.root, "--certs-dir", certs,
+                           "pull", f"{host}/x/busybox:busybox"],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture
+def proxy():
+    p = ConnectProxy()
+    yield p
+    p.stop()
+
+
+@pytest.mark.parametrize("leaf_name,san,ca,host,why", [
+    # an intermediate limited to .good.test (non-critical, as most are)
+    ("nc-evil", "DNS:evil.test", "int-good", "evil.test", "name constraints of `CN=int-good`"),
+    ("nc-bare", "DNS:good.test", "int-good", "good.test", "name constraints of `CN=int-good`"),
+    # excluded subtrees hold even when a wildcard covers the host
+    ("nc-excl", "DNS:*.good.test", "int-excl", "bad.good.test",
+     "name constraints of `CN=int-excl`"),
+    # wildcards as curl and OpenSSL take them
+    ("wild-tld", "DNS:*.test", None, "evil.test", "CN"),
+    ("wild-partial", "DNS:f*.good.test", None, "foo.good.test", "CN"),
+    ("wild-inner", "DNS:a.*.test", None, "a.b.test", "CN"),
+    ("wild-deep", "DNS:*.good.test", None, "a.b.good.test", "CN"),
+])
+def test_tls_names_refused(kimage, raw, pki, tmp_path, proxy, leaf_name, san, ca, host, why):
+    """Names mbedTLS 2.28 accepts and curl/OpenSSL refuse: a leaf outside
+    its intermediate's (non-critical) name constraints, and wildcards over
+    a whole top-level domain, inside a label or not left-most. The pull
+    fails in the handshake, nothing is sent."""
+    make_intermediate(pki, "int-good", "permitted;DNS:.good.test")
+    make_intermediate(pki, "int-excl", "permitted;DNS:.good.test,excluded;DNS:bad.good.test")
+    leaf = make_cert(pki, leaf_name, san, ca=ca or "ca")
+    s = raw(lambda c, _: c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+            tls=served_chain(pki, leaf, ca))
+    h = f"{host}:{s.port}"
+    p = pull_via_proxy(kimage, h, certs_for(tmp_path, h, f"{pki}/ca.crt"), proxy)
+    assert p.returncode == 1, p.stdout
+    assert "server certificate verification failed" in p.stderr and why in p.stderr, p.stderr
+    assert s.requests == [], "nothing was sent to the wrong server"
+    assert kimage.tmp_entries() == []
+
+
+def test_tls_ip_name_constraints(kimage, raw, pki, tmp_path):
+    """An intermediate limited to 10.0.0.0/8 cannot vouch for 127.0.0.1;
+    one limited to 127.0.0.0/8 can."""
+    for name, net, ok in (("int-ten", "IP:10.0.0.0/255.0.0.0", False),
+                          ("int-lo", "IP:127.0.0.0/255.0.0.0", True)):
+        make_intermediate(pki, name, f"permitted;{net}")
+        leaf = make_cert(pki, f"ip-{name}", "IP:127.0.0.1", ca=name)
+        s = raw(lambda c, _: c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
+                tls=served_chain(pki, leaf, name))
+        err = pull_fails(kimage, s.host, opts=["--certs-dir",
+                                               certs_for(tmp_path / name, s.host,
+                                                         f"{pki}/ca.crt")])
+        if ok:
+            assert "verification failed" not in err and len(s.requests) >= 1, err
+        else:
+            assert f"name constraints of `CN={name}`" in err, err
+            assert s.requests == []
+
+
+def test_tls_names_accepted(kimage, fake, images, pki, tmp_path, proxy):
+    """What stays valid: a wildcard over a name of its constrained
+    intermediate's domain, and an exact name under the constraints."""
+    make_intermediate(pki, "int-good", "permitted;DNS:.good.test")
+    for leaf_name, san, host in (("ok-wild", "DNS:*.good.test", "a.good.test"),
+                                 ("ok-exact", "DNS:Reg.Good.test", "reg.good.test")):
+        leaf = make_cert(pki, leaf_name, san, ca="int-good")
+        f = fake(pki=pki, tls_ctx=served_chain(pki, leaf, "int-good"))
+        h = f"{host}:{f.port}"
+        p = pull_via_proxy(kimage, h, certs_for(tmp_path / leaf_name, h,
+                                                f"{pki}/ca.crt"), proxy)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == [images["busybox"].id]
+        kimage.run("rm", f"{h}/x/busybox:busybox")
+
+
 class ConnectProxy:
     """An http proxy that only tunnels (CONNECT), to 127.0.0.1 whatever the
     host asked for; records the CONNECT lines."""

@@ -267,7 +267,8 @@ def test_small_bomb_stops_at_the_expansion_ratio(kimage, registry, images):
 def test_gzip_bomb_with_wrong_diff_id_stops_early(kimage, registry):
     """The issue's bomb: 3 MB of gzip holding 3 GiB of zeros, with a diff_id
     that cannot match. By default the pull stops after 100 times the
-    compressed size (about 300 MB), long before the end where the diff_id
+    compressed bytes read so far (64 MiB, the floor, as gzip of zeros
+    inflates about 1000 times), long before the end where the diff_id
     would be checked: on a 512 MiB filesystem with no free-space reserve it
     fails with the ratio named, not with the disk full, and quickly.
     Without the ratio it fills that filesystem (what a node's disk would
@@ -282,7 +283,9 @@ def test_gzip_bomb_with_wrong_diff_id_stops_early(kimage, registry):
     took = time.monotonic() - t0
     assert p.returncode == 1, p.stdout
     assert "the max-layer-ratio limit" in p.stderr, p.stderr
-    assert f"{len(blob)} compressed bytes" in p.stderr, p.stderr
+    assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
+    read = int(p.stderr.split("100 times its ")[1].split()[0])
+    assert read < len(blob), p.stderr
     assert took < 30, took
     p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0",
                        "--max-layer-ratio", "0", image="gzbomb")
@@ -313,9 +316,59 @@ def _pull_on_tmpfs(kimage, registry, mount_opts, *opts, image="bomb"):
     os.makedirs(root, exist_ok=True)
     cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
            'mount -t tmpfs -o "$1" kinglet-test "$2" && shift 2 && exec "$@"', "sh",
-           mount_opts, root, kimage.binary, "image", "--root", root] + kimage.opts + list(opts) + \
+           mount_opts, root, kimage.binary, "image", "--root", root,
+           "--insecure-registry", registry.host] + list(opts) + \
         ["pull", f"{registry.host}/{image}:latest"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+# A layer claiming 2^62 bytes: the ratio limit once took the claim as the
+# compressed size and let a 65 kB zstd layer write 2 GiB before the size
+# check at the end refused it.
+HUGE_CLAIM = 1 << 62
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+@pytest.mark.parametrize("how", ["zstd", "gzip"])
+def test_bomb_claiming_a_huge_size_stops_at_the_ratio(kimage, fake, how):
+    """2 GiB of zeros (65 kB of zstd, 2 MB of gzip) whose descriptor claims
+    2^62 bytes fails with the ratio limit at its 64 MiB floor, as an honest
+    claim does: on a 72 MiB filesystem with no reserve (the floor and 8 MiB)
+    it never fills the disk, which the 2 GiB would."""
+    import time
+    bomb = imagelib.zstd_zeros_bomb if how == "zstd" else imagelib.gzip_zeros_bomb
+    blob = bomb(2 << 30)
+    assert len(blob) < (70_000 if how == "zstd" else 3 << 20), len(blob)
+    img = imagelib.Image([(blob, how, "sha256:" + "0" * 64)])
+    reg = fake()
+    reg.add_image("latest", img.claim_sizes([HUGE_CLAIM]))
+    t0 = time.monotonic()
+    p = _pull_on_tmpfs(kimage, reg, "size=72m", "--image-min-free", "0", image="huge")
+    took = time.monotonic() - t0
+    assert p.returncode == 1, p.stdout
+    assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
+    assert "the max-layer-ratio limit" in p.stderr, p.stderr
+    assert took < 60, took
+    # the same layer claiming its real size stops at the same point
+    honest = _pull_on_tmpfs(kimage, reg, "size=96m", "--image-min-free", "0", image="bomb")
+    assert honest.returncode == 1, honest.stdout
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
+@pytest.mark.parametrize("how", ["none", "gzip"])
+def test_stream_longer_than_its_descriptor_stops_there(kimage, fake, how):
+    """A registry serving 48 MiB for a layer whose descriptor says 1 MiB:
+    the pull fails as soon as the stream passes 1 MiB, with the claim
+    named, and so never fills a 4 MiB filesystem (no reserve)."""
+    raw = imagelib.Tar().bigfile("big.bin", 48 << 20).bytes()
+    img = imagelib.Image([(raw, how)]).claim_sizes([1 << 20])
+    if how == "gzip":
+        assert len(img.layers[0][0]) > 32 << 20  # pseudo-random: incompressible
+    reg = fake()
+    reg.add_image("latest", img)
+    p = _pull_on_tmpfs(kimage, reg, "size=4m", "--image-min-free", "0", image="long")
+    assert p.returncode == 1, p.stdout
+    assert f"layer is larger than the {1 << 20} bytes its descriptor says" in p.stderr, p.stderr
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")

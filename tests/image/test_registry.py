@@ -69,6 +69,65 @@ def _auth_of(reqs):
     return [h.get("Authorization") for _, _, h in reqs]
 
 
+def test_credentials_from_a_file_or_stdin(kimage, fake, images, tmp_path):
+    """Credentials that never show in ps: --creds USER with the password
+    alone on stdin (docker login's --password-stdin), or USER:PASSWORD
+    from --creds-file; a password on the command line works with a
+    warning. Bad uses fail with usage errors, before any request."""
+    import subprocess
+    f = fake(basic=True, creds="alice:pw 2")
+    ref = f"{f.host}/x/busybox:busybox"
+    opts = ["--insecure-registry", f.host]
+    want = "Basic " + base64.b64encode(b"alice:pw 2").decode()
+    cmd = [kimage.binary, "image", "--root", kimage.root] + opts + ["pull"]
+    p = subprocess.run(cmd + ["--creds", "alice", "--password-stdin", ref], input="pw 2\n",
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == [images["busybox"].id], p.stderr
+    assert "warning" not in p.stderr, p.stderr
+    assert want in _auth_of(f.got("/v2/"))
+    kimage.run("rm", ref)
+    f.requests.clear()
+    creds = tmp_path / "creds"
+    creds.write_text("alice:pw 2\n")
+    creds.chmod(0o600)
+    p = kimage.run("pull", "--creds-file", str(creds), ref, opts=opts)
+    assert p.stdout.split() == [images["busybox"].id] and "warning" not in p.stderr, p.stderr
+    assert want in _auth_of(f.got("/v2/"))
+    kimage.run("rm", ref)
+    p = kimage.run("pull", "--creds", "alice:pw 2", ref, opts=opts)
+    assert "warning: a password given with --creds shows in ps" in p.stderr, p.stderr
+    f.requests.clear()
+    # a password twice, no user for stdin, a file without a password
+    creds.write_text("alice\n")
+    for bad, why in [(["--creds", "alice:x", "--password-stdin"], "--password-stdin wants"),
+                     (["--password-stdin"], "--password-stdin wants"),
+                     (["--creds-file", str(creds)], "no USER:PASSWORD line"),
+                     (["--creds-file", str(tmp_path / "none")], "No such file")]:
+        p = subprocess.run(cmd + bad + [ref], input="pw\n", capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+    assert f.requests == []
+
+
+@pytest.mark.parametrize("opt,value,field", [
+    ("--registry-token", "tok\r\nX-Smuggled: 1", "registry_token"),
+    ("--auth", "YWxpY2U6cHc=\r\n\r\nGET /smuggled HTTP/1.1", "auth"),
+    ("--identity-token", "id\ntok", "identity_token"),
+    ("--creds", "alice\r\nX: 1:pw", "username"),
+])
+def test_control_bytes_in_credentials_are_refused(kimage, fake, opt, value, field):
+    """A CR or LF in a credential would write headers or a second request
+    of the caller's making: refused, naming the field and not its value,
+    before any request reaches the registry."""
+    f = fake(bearer=True)
+    ref = f"{f.host}/x/busybox:busybox"
+    p = kimage.run("pull", opt, value, ref, check=False, opts=["--insecure-registry", f.host])
+    assert p.returncode == 1, p.stdout
+    assert f"the credentials' {field} holds a control character" in p.stderr, p.stderr
+    assert "X: 1" not in p.stderr and "Smuggled" not in p.stderr and "smuggled" not in p.stderr
+    assert f.requests == []
+
+
 def test_bearer_anonymous_and_redirect(kimage, fake, images):
     """An anonymous bearer token, and blob GETs redirected to another host
     (localhost, the same server under another name, as blob storage would
@@ -121,6 +180,51 @@ def test_credentials_stay_with_their_origin(kimage, fake, images, auth, target):
             assert hdrs.get("Authorization") == want, hdrs
 
 
+@pytest.mark.parametrize("status,body,want", [
+    (404, b"<html><body>Not Found on 10.1.2.3 (token=hunter2)\x1b[2J</body></html>",
+     "GET URL: (HTTP 404)"),
+    (403, b"secret-page-" + b"x" * 200, "GET URL: (HTTP 403)"),
+    (403, b'{"errors":[{"code":"DENIED","message":"no\\u001b[31m\\u0007"}],'
+          b'"hint":"secret-page"}', "GET URL: DENIED: no\\x1b[31m\\x07 (HTTP 403)"),
+])
+def test_error_bodies_are_not_echoed(kimage, fake, status, body, want):
+    """A registry's error answer reaches the caller only as the code and
+    message of its JSON error document, control bytes escaped; any other
+    body (an HTML page, a proxy's text) is never echoed."""
+    f = fake(fail_status=status, fail_body=body)
+    ref = f"{f.host}/x/busybox:busybox"
+    p = kimage.run("pull", ref, check=False, opts=["--insecure-registry", f.host])
+    assert p.returncode == 1, p.stdout
+    url = f"http://{f.host}/v2/x/busybox/manifests/busybox"
+    assert p.stderr.rstrip().endswith(want.replace("URL", url)), p.stderr
+    for leak in ("10.1.2.3", "hunter2", "html", "secret-page", "\x1b", "\x07"):
+        assert leak not in p.stderr, p.stderr
+
+
+def test_world_readable_client_key_is_warned_about(kimage, fake, images, tmp_path):
+    """A client.key (mTLS) that every user can read is still used, as
+    docker and containerd use it, but with a warning naming it; a 0600 one
+    gets none."""
+    import shutil
+    pki = imagelib.make_ca(str(tmp_path))
+    f = fake(pki=pki)
+    certs = f.certs_dir(str(tmp_path))
+    key = os.path.join(certs, f.host, "client.key")
+    shutil.copy(f"{pki}/server.crt", os.path.join(certs, f.host, "client.cert"))
+    shutil.copy(f"{pki}/server.key", key)
+    ref = f"{f.host}/x/busybox:busybox"
+    os.chmod(key, 0o644)
+    p = kimage.run("pull", ref, opts=["--certs-dir", certs])
+    assert p.stdout.split() == [images["busybox"].id]
+    assert f"the registry client key `{key}` is readable by every user (mode 0644)" in p.stderr, \
+        p.stderr
+    kimage.run("rm", ref)
+    os.chmod(key, 0o600)
+    p = kimage.run("pull", ref, opts=["--certs-dir", certs])
+    assert p.stdout.split() == [images["busybox"].id]
+    assert "client key" not in p.stderr, p.stderr
+
+
 def test_https_redirect_to_plain_http_refused(kimage, fake, images, tmp_path):
     """A verified HTTPS registry redirecting a blob to plain HTTP fails the
     pull, before any request goes out in clear; a registry configured as
@@ -161,6 +265,26 @@ def test_token_realm_on_another_host_gets_no_credentials(kimage, fake):
     assert not any(m == "POST" for m, _, _ in f.requests), "the identity token stayed home"
     assert f.got("/token")
     assert kimage.ls() == []
+
+
+def test_token_realm_on_another_port_gets_no_credentials(kimage, fake, images):
+    """A realm on the registry's host but another port (any local user may
+    listen there) gets no basic credentials: the token is asked for
+    anonymously; the same realm on the registry's own port gets them."""
+    tok = fake(bearer=True)
+    f = fake(bearer=True, creds="alice:pw", realm_port=tok.port)
+    ref = f"{f.host}/x/busybox:busybox"
+    opts = ["--insecure-registry", f.host]
+    p = kimage.run("pull", "--creds", "alice:pw", ref, check=False, opts=opts)
+    assert p.returncode == 1
+    assert "credentials were not sent to the registry's token realm on another host or port" \
+        in p.stderr, p.stderr
+    tokens = tok.got("/token")
+    assert tokens and _auth_of(tokens) == [None] * len(tokens), tokens
+    f.realm_port = None
+    out = kimage.run("pull", "--creds", "alice:pw", ref, opts=opts).stdout.split()
+    assert out == [images["busybox"].id]
+    assert "Basic " + base64.b64encode(b"alice:pw").decode() in _auth_of(f.got("/token"))
 
 
 def test_bearer_with_credentials(kimage, fake, images):

@@ -360,6 +360,48 @@ static void test_realm_rules(void **state)
     /* never in clear from a verified registry */
     assert_false(reg_realm_gets_credentials("https://r.example", "http://r.example/t", false));
     assert_true(reg_realm_gets_credentials("http://r.example", "http://r.example/t", true));
+    /* another port is another service: only the registry's or the default */
+    assert_false(
+        reg_realm_gets_credentials("http://127.0.0.1:18704", "http://127.0.0.1:18705/token", true));
+    assert_true(
+        reg_realm_gets_credentials("http://127.0.0.1:18704", "http://127.0.0.1:18704/token", true));
+    assert_true(
+        reg_realm_gets_credentials("https://r.example:5050", "https://r.example:443/t", false));
+    assert_false(
+        reg_realm_gets_credentials("https://r.example:5050", "https://r.example:8443/t", false));
+    assert_false(reg_realm_gets_credentials("https://registry-1.docker.io",
+                                            "https://auth.docker.io:8443/token", false));
+    /* the parent-domain rule holds over https only */
+    assert_false(
+        reg_realm_gets_credentials("http://registry.gitlab.com", "http://gitlab.com/jwt", true));
+}
+
+static void test_tls_wildcards(void **state)
+{
+#define M(pat, host) tls_name_matches(pat, strlen(pat), host)
+    assert_true(M("a.good.test", "A.Good.Test"));
+    assert_true(M("a.good.test.", "a.good.test"));
+    assert_true(M("*.good.test", "a.good.test"));
+    assert_true(M("*.good.test", "a.good.test."));
+    assert_true(M("*.Good.Test", "x-y.good.test"));
+    /* a wildcard over a whole top-level domain */
+    assert_false(M("*.test", "evil.test"));
+    assert_false(M("*.test.", "evil.test"));
+    assert_false(M("*", "test"));
+    /* one label exactly, never the bare domain or two labels */
+    assert_false(M("*.good.test", "good.test"));
+    assert_false(M("*.good.test", ".good.test"));
+    assert_false(M("*.good.test", "a.b.good.test"));
+    /* the whole left-most label only */
+    assert_false(M("f*.good.test", "foo.good.test"));
+    assert_false(M("*o.good.test", "foo.good.test"));
+    assert_false(M("a.*.test", "a.b.test"));
+    assert_false(M("*.*.test", "a.b.test"));
+    assert_false(M("*..test", "a..test"));
+    assert_false(M("xn--*.good.test", "xn--bcher-kva.good.test"));
+    assert_false(M("", "a"));
+    assert_false(tls_name_matches("a.test\0.evil", 11, "a.test"));
+#undef M
 }
 
 static void test_registry_answers(void **state)
@@ -372,9 +414,28 @@ static void test_registry_answers(void **state)
     static const char two[] = "{\"errors\":[{\"code\":\"A\",\"message\":\"x\\ny\"},"
                               "{\"code\":\"DENIED\"}]}";
     reg_error_message(two, strlen(two), out, sizeof(out));
-    assert_string_equal(out, "A: x y; DENIED");
+    assert_string_equal(out, "A: x\\x0ay; DENIED");
+    /* anything but an errors document is never echoed */
     reg_error_message("<html>\r\n502</html>", 18, out, sizeof(out));
-    assert_string_equal(out, "<html>  502</html>");
+    assert_string_equal(out, "");
+    static const char secret[] = "{\"token\":\"abc\",\"errors\":\"no\"}";
+    reg_error_message(secret, strlen(secret), out, sizeof(out));
+    assert_string_equal(out, "");
+    /* escapes, never cut in half, and the bound */
+    static const char esc[] =
+        "{\"errors\":[{\"code\":\"E\",\"message\":\"\\u001b[2J\\\\\\u00e9\"}]}";
+    reg_error_message(esc, strlen(esc), out, sizeof(out));
+    assert_string_equal(out, "E: \\x1b[2J\\x5c\\xc3\\xa9");
+    char small[7]; /* room for "E: " and half an escape */
+    reg_error_message(esc, strlen(esc), small, sizeof(small));
+    assert_string_equal(small, "E: ");
+    char big[2000];
+    memset(big, 0, sizeof(big));
+    strcpy(big, "{\"errors\":[{\"code\":\"C\",\"message\":\"");
+    memset(big + strlen(big), 'm', 1000);
+    strcat(big, "\"}]}");
+    reg_error_message(big, strlen(big), out, sizeof(out));
+    assert_int_equal(strlen(out), 3 + 200);
     reg_error_message(NULL, 0, out, sizeof(out));
     assert_string_equal(out, "");
 
@@ -397,11 +458,11 @@ static void test_registry_answers(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ref_normalise),    cmocka_unit_test(test_ref_invalid),
-    cmocka_unit_test(test_digest_valid),     cmocka_unit_test(test_manifest_image),
-    cmocka_unit_test(test_index_select),     cmocka_unit_test(test_manifest_refused),
-    cmocka_unit_test(test_config),           cmocka_unit_test(test_endpoints),
-    cmocka_unit_test(test_redirect_rules),   cmocka_unit_test(test_realm_rules),
-    cmocka_unit_test(test_registry_answers),
+    cmocka_unit_test(test_ref_normalise),  cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),   cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),   cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),         cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_redirect_rules), cmocka_unit_test(test_realm_rules),
+    cmocka_unit_test(test_tls_wildcards),  cmocka_unit_test(test_registry_answers),
 };
 UNIT_MAIN(tests)
