@@ -2,8 +2,12 @@
 container's own settings, timeouts, big output, and no leak over many
 calls."""
 import hashlib
+import os
+import shutil
+import subprocess
 import threading
 import time
+import uuid
 
 import grpc
 import pytest
@@ -92,18 +96,19 @@ def test_many_calls_leave_nothing(running):
 
 
 def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
-    """ExecSync forks its relay from the daemon itself (no executor
-    process), so the daemon runs from a sealed view of its binary
-    (CVE-2019-5736): the daemon's (so every relay's) /proc/PID/exe is a
-    read-only overlayfs, and a command that is a `#!/proc/self/exe` script
-    (the exploit's way to run the relay's binary inside the container), while
-    a process of the container races to open every new process's exe and
-    write it afterwards, writes nothing of the host."""
+    """ExecSync starts its commands from the daemon itself (no executor
+    process) through kinglet-enter, a program run from a sealed memfd
+    (CVE-2019-5736): the daemon's /proc/PID/exe is a read-only overlayfs, an
+    exec'd command runs that program until its execve, and a command that
+    is a `#!/proc/self/exe` script (the exploit's way to run that binary
+    inside the container) runs it as its interpreter, while a process of
+    the container races to open that process's exe and write it once it
+    has exited: it opens it, and the write is refused by the seals."""
     env, cid = running
     before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
     assert exe_writable(env.d.proc.pid) == (False, "overlayfs")
     # no executor and no relay waits while the command runs: the command
-    # is the daemon's own child (the relay, a copy of the daemon, is gone)
+    # is the daemon's own child (the helper is gone)
     slow = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
     slow.start()
     try:
@@ -111,9 +116,13 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
                                  else None)(children_of(env.d.proc.pid)),
                         what="the ExecSync command as the daemon's child")
         assert "kinglet" not in [c for _, c, _ in kids.values()], kids
+        assert not [c for _, c, _ in kids.values() if "enter" in c], kids
     finally:
         slow.join()
-    # the exploit: the container races for the process a script starts
+    # the exploit: the container races for the process the script starts
+    # (its interpreter), opens its exe while it runs, and writes it once it
+    # has exited; the attacker stalls it to win the race (its usage line
+    # goes to a full pipe that nobody reads until `sleep` ends)
     exec_sync(env, cid, ["/bin/sh", "-c", r"""
         printf '#!/proc/self/exe\n' > /x && chmod +x /x
         (while [ ! -e /stop ]; do
@@ -121,22 +130,34 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
                 read c < $d/comm 2>/dev/null || continue
                 [ "$c" = x ] || continue
                 if exec 3< $d/exe; then
-                    echo opened >> /log
                     while [ -d $d ]; do :; done
-                    echo pwned >> /proc/self/fd/3 && echo WROTE >> /log
+                    echo "opened $(readlink /proc/self/fd/3)" >> /log
+                    { echo pwned >> /proc/self/fd/3 && echo WROTE >> /log; } 2>> /log
                     exec 3<&-
-                fi
+                fi 2>/dev/null
             done
         done) > /dev/null 2>&1 &
         """])
-    codes = {exec_sync(env, cid, ["/x"]).exit_code for _ in range(40)}
+    # the interpreter is kinglet-enter, which runs for kinglet only (2)
+    assert exec_sync(env, cid, ["/x"]).exit_code == 2
+
+    def log():
+        return exec_sync(env, cid, ["/bin/sh", "-c", "cat /log 2>/dev/null; true"]).stdout
+
+    for _ in range(10):
+        exec_sync(env, cid, ["/bin/sh", "-c",
+                             "{ head -c 65536 /dev/zero; /x; } 2>&1 | sleep 1; true"])
+        if b"opened" in log():
+            break
     exec_sync(env, cid, ["/bin/touch", "/stop"])
-    log = exec_sync(env, cid, ["/bin/sh", "-c", "cat /log 2>/dev/null; true"]).stdout
-    # the kernel refuses the interpreter (its mount is not in the
-    # container's namespace: 127), or the sealed view runs (kinglet's usage
-    # error, 2); neither can be written
-    assert codes and codes <= {2, 126, 127}, codes
-    assert b"WROTE" not in log, log
+    text = log()
+    lines = text.split(b"\n")
+    after = [lines[i + 1] for i, l in enumerate(lines[:-1])
+             if l.startswith(b"opened /memfd:kinglet-enter")]
+    assert after, text
+    assert b"WROTE" not in text, text
+    # refused by the seals, not merely busy (ETXTBSY) while it ran
+    assert all(a.endswith(b"Operation not permitted") for a in after), text
     assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before
 
 
@@ -154,3 +175,68 @@ def test_commands_that_cannot_run_leave_no_zombie(running):
     t0 = time.monotonic()
     env.stop(cid, timeout=0)  # SIGKILL: done once the namespace is empty
     assert time.monotonic() - t0 < 5
+
+
+@pytest.fixture(scope="module")
+def ptrace_racer(tmp_path_factory):
+    cc = shutil.which("musl-gcc")
+    if not cc:
+        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static racer")
+    d = tmp_path_factory.mktemp("racer")
+    subprocess.run([cc, "-static", "-O2", "-o", str(d / "racer"),
+                    os.path.join(os.path.dirname(__file__), "ptrace_racer.c")], check=True)
+    return d / "racer"
+
+
+def test_a_ptrace_container_finds_nothing_of_the_daemon(env_factory, ptrace_racer, tmp_path,
+                                                        monkeypatch):
+    """CVE-2016-9962 class: a container granted CAP_SYS_PTRACE races every
+    process that appears in its PID namespace (the ExecSync commands before
+    their execve): it reads their environ, cmdline and every readable byte
+    of /proc/PID/mem, and seizes them. The daemon holds a secret in its
+    environment (a proxy password) and so in its memory; none of it may be
+    found, and the racer must have caught commands before their execve (so
+    that the test can fail)."""
+    secret = "S3cr3t-" + uuid.uuid4().hex
+    monkeypatch.setenv("https_proxy", f"http://user:{secret}@127.0.0.1:9/")
+    env = env_factory()
+    with open(f"/proc/{env.d.pid}/environ", "rb") as f:
+        assert secret.encode() in f.read()  # the daemon has it
+    pb = env.pb
+    out = tmp_path / "racer"
+    out.mkdir()
+    shutil.copy(ptrace_racer, out / "racer")
+    pod = env.pod()
+    cid = env.run(pod, "racer", ["/racer/racer", "/racer", secret[::-1]],
+                  mounts=[pb.Mount(container_path="/racer", host_path=str(out))],
+                  linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
+                      capabilities=pb.Capability(add_capabilities=["SYS_PTRACE"]))))
+    wait_for(lambda: (out / "ready").exists(), what="the racer to run")
+
+    def probes():
+        try:
+            lines = (out / "log").read_text().split("\n")[:-1]  # whole lines only
+            return [dict(kv.split("=", 1) for kv in line.split()[2:]) for line in lines]
+        except FileNotFoundError:
+            return []
+
+    def early(ps):
+        # caught before its execve: still running our program
+        return [p for p in ps if "kinglet" in p["exe"] and int(p["mem"]) > 0]
+
+    try:
+        for i in range(3000):
+            r = exec_sync(env, cid, ["/bin/true"])
+            assert r.exit_code == 0, r
+            ps = probes()
+            assert not [p for p in ps if p["secret"] != "-"], [p for p in ps if p["secret"] != "-"]
+            if len(early(ps)) >= 5:
+                break
+    finally:
+        (out / "stop").touch()
+    ps = probes()
+    print(f"{i + 1} ExecSyncs, {len(ps)} probes, {len(early(ps))} before execve: {early(ps)[:3]}")
+    assert not [p for p in ps if p["secret"] != "-"], [p for p in ps if p["secret"] != "-"]
+    assert len(early(ps)) >= 5, ps[-5:]
+    # what it caught holds none of the daemon's environment
+    assert all(p["environ"] == "0" for p in early(ps)), early(ps)
