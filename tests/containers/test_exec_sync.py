@@ -240,3 +240,48 @@ def test_a_ptrace_container_finds_nothing_of_the_daemon(env_factory, ptrace_race
     assert len(early(ps)) >= 5, ps[-5:]
     # what it caught holds none of the daemon's environment
     assert all(p["environ"] == "0" for p in early(ps)), early(ps)
+
+
+def test_commands_run_in_the_container_cgroup_or_not_at_all(running):
+    """Item 1 on this host's cgroup2: an exec'd command is in the
+    container's cgroup, and when it cannot be started there (here the
+    cgroup's directory shadowed by a tmpfs in the daemon's mount namespace,
+    so that what the daemon opens is no cgroup) the exec fails with an error
+    naming the cgroup and nothing runs; the old code ran the command in the
+    daemon's cgroup instead."""
+    env, cid = running
+    cg = env.cgroup_dir(cid)
+    mount = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
+        else "/sys/fs/cgroup"
+    t = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
+    t.start()
+
+    def command():
+        for p in open(cg + "/cgroup.procs").read().split():
+            try:
+                if open(f"/proc/{p}/cmdline", "rb").read() == b"/bin/sleep\x003\x00":
+                    return p
+            except OSError:
+                pass
+    try:
+        pid = wait_for(command, what="the exec'd command in the container's cgroup")
+        with open(f"/proc/{pid}/cgroup") as f:
+            assert f"0::{cg[len(mount):]}\n" in f.read()
+    finally:
+        t.join()
+    # from inside: the root of its cgroup namespace, as the container's init
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup; "
+                             "grep '^0::' /proc/1/cgroup"])
+    assert r.stdout == b"0::/\n0::/\n", r
+
+    env.d.run("mount", "-t", "tmpfs", "-o", "size=4k", "kinglet-test-shadow", cg)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            exec_sync(env, cid, ["/bin/sh", "-c", "touch /ran"])
+        print(e.value.code(), e.value.details())
+        assert "the container's cgroup" in e.value.details(), e.value.details()
+    finally:
+        env.d.run("umount", cg)
+    assert len(open(cg + "/cgroup.procs").read().split()) == 1  # the init alone
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "ls /ran"])
+    assert r.exit_code != 0, r  # it never ran
