@@ -42,10 +42,7 @@ static ssize_t read_all(const char *path, char *b, size_t size)
     return (ssize_t)n;
 }
 
-static int has_secret(const char *b, size_t n)
-{
-    return memmem(b, n, secret, secret_len) != NULL;
-}
+static int has_secret(const char *b, size_t n) { return memmem(b, n, secret, secret_len) != NULL; }
 
 /* Bytes of /proc/PID/mem read; *found when the secret is in them. */
 static long scan_mem(int pid, int *found)
@@ -78,7 +75,8 @@ static long scan_mem(int pid, int *found)
                 /* the secret may straddle two reads: keep an overlap */
                 if (has_secret(buf, (size_t)r))
                     *found = 1;
-                a += (unsigned long)r > secret_len ? (unsigned long)r - secret_len : (unsigned long)r;
+                a += (unsigned long)r > secret_len ? (unsigned long)r - secret_len
+                                                   : (unsigned long)r;
                 if ((size_t)r < want)
                     break;
             }
