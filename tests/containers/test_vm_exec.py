@@ -39,8 +39,9 @@ def test_exec_under_nsdelegate_and_at_pids_max(nsdelegate, env):
     pod = env.pod()
     # a device node the container makes; forks held until /go is
     # written, then as many as pids.max allows
-    script = ("mknod /kmsg c 1 11 && mkfifo /go && read x < /go; i=0; "
-              "while [ $i -lt 20 ]; do sleep 100000 & i=$((i + 1)); done; exec sleep 100000")
+    # (a fork that fails would end the shell: exactly pids.max of them)
+    script = ("mknod /dev/kmsg2 c 1 11 && mkfifo /go && read x < /go; i=1; "
+              "while [ $i -lt 6 ]; do sleep 100000 & i=$((i + 1)); done; exec sleep 100000")
     cid = env.run(pod, "full", ["/bin/sh", "-c", script],
                   linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
                       unified={"pids.max": "6"})))
@@ -52,14 +53,20 @@ def test_exec_under_nsdelegate_and_at_pids_max(nsdelegate, env):
     r = exec_sync(env, cid, ["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup /proc/1/cgroup"])
     assert r.stdout == b"/proc/self/cgroup:0::/\n/proc/1/cgroup:0::/\n", r
     # and under its device filter: the node it made cannot be opened
-    r = exec_sync(env, cid, ["/bin/sh", "-c", ": < /kmsg"])
+    r = exec_sync(env, cid, ["/bin/sh", "-c", ": > /dev/kmsg2"])
     assert r.exit_code != 0 and b"Operation not permitted" in r.stderr, r
-    # fill pids.max from inside
-    exec_sync(env, cid, ["/bin/sh", "-c", "echo > /go"])
+    # fill pids.max from inside: released through the fifo from here (an
+    # exec would hold a pid of its own while the container forks)
+    procs = open(os.path.join(cg, "cgroup.procs")).read().split()
+    assert len(procs) == 1, procs
+    init = procs[0]
+    with open(f"/proc/{init}/root/go", "w") as f:
+        f.write("\n")
     with open(os.path.join(cg, "pids.max")) as f:
         limit = int(f.read())
-    wait_for(lambda: int(open(os.path.join(cg, "pids.current")).read()) >= limit,
-             what="the container at its pids.max", timeout=60)
+    wait_for(lambda: open(f"/proc/{init}/cmdline", "rb").read() == b"sleep\x00100000\x00",
+             what="the container's forks done", timeout=60)
+    assert int(open(os.path.join(cg, "pids.current")).read()) == limit
     with pytest.raises(grpc.RpcError) as e:
         exec_sync(env, cid, ["/bin/touch", "/ran"])
     assert "pids.max" in e.value.details() and cg in e.value.details(), e.value.details()
