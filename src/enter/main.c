@@ -66,6 +66,8 @@
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
+_Static_assert(sizeof(struct sock_filter) == ENTER_FILTER_INSN, "a BPF instruction");
+
 static int sync_fd = -1;
 
 static _Noreturn void fail(int code, const char *fmt, ...)
@@ -118,29 +120,11 @@ static void recv_header(struct recipe *r)
     r->console = nfds > 1 ? fds[1] : -1;
 }
 
-/* n NUL-terminated strings from *p (below end) as a NULL-terminated vector. */
-static char **strings(char **p, const char *end, uint32_t n)
-{
-    char **v = calloc((size_t)n + 1, sizeof(char *));
-    if (!v)
-        fail(ENOMEM, "the exec helper's recipe");
-    for (uint32_t i = 0; i < n; i++) {
-        char *z = *p < end ? memchr(*p, '\0', (size_t)(end - *p)) : NULL;
-        if (!z)
-            fail(EPROTO, "the exec helper's recipe: a string runs past its end");
-        v[i] = *p;
-        *p = z + 1;
-    }
-    return v;
-}
-
 static void read_recipe(struct recipe *r)
 {
     recv_header(r);
     const struct enter_recipe *h = &r->h;
-    if (h->size > ENTER_BODY_MAX || h->n_filter > ENTER_FILTER_MAX || h->n_gids > ENTER_LIST_MAX ||
-        h->n_rlimits > ENTER_LIST_MAX || h->n_args > ENTER_LIST_MAX || h->n_env > ENTER_LIST_MAX ||
-        h->n_args == 0 || h->cap_last > 63)
+    if (h->size > ENTER_BODY_MAX)
         fail(EPROTO, "the exec helper's recipe is out of bounds");
     char *body = malloc(h->size + 1);
     if (!body)
@@ -154,23 +138,16 @@ static void read_recipe(struct recipe *r)
             fail(n < 0 ? errno : EPIPE, "read the exec helper's recipe");
         off += (uint32_t)n;
     }
-    char *p = body, *end = body + h->size;
-    size_t fixed = (size_t)h->n_gids * sizeof(uint32_t) +
-                   (size_t)h->n_rlimits * sizeof(struct enter_rlimit) +
-                   (size_t)h->n_filter * sizeof(struct sock_filter);
-    if (fixed > h->size)
-        fail(EPROTO, "the exec helper's recipe is short");
-    /* The body is malloc'd: the 8-byte items first, then the 4-byte ones. */
-    r->rlimits = (const struct enter_rlimit *)(void *)p;
-    p += (size_t)h->n_rlimits * sizeof(struct enter_rlimit);
-    r->filter = (const struct sock_filter *)(void *)p;
-    p += (size_t)h->n_filter * sizeof(struct sock_filter);
-    r->gids = (const uint32_t *)(void *)p;
-    p += (size_t)h->n_gids * sizeof(uint32_t);
-    char **cwd = strings(&p, end, 1);
-    r->cwd = cwd[0];
-    r->args = strings(&p, end, h->n_args);
-    r->env = strings(&p, end, h->n_env);
+    struct enter_parsed p;
+    int e = enter_recipe_parse(h, body, &p);
+    if (e < 0)
+        fail(-e, "the exec helper's recipe is malformed");
+    r->rlimits = p.rlimits;
+    r->filter = p.filter;
+    r->gids = p.gids;
+    r->cwd = p.cwd;
+    r->args = p.args;
+    r->env = p.env;
 }
 
 /* ---- the command's steps (src/oci/process.c's order) ---- */

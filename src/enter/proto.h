@@ -76,3 +76,18 @@ struct enter_msg {
     int32_t value;
     char text[ENTER_TEXT_MAX];
 };
+
+/* The body read back (recipe.c): pointers into it, which must stay. */
+#define ENTER_FILTER_INSN 8 /* sizeof(struct sock_filter) */
+struct enter_parsed {
+    const struct enter_rlimit *rlimits;
+    const void *filter; /* n_filter struct sock_filter */
+    const uint32_t *gids;
+    const char *cwd;
+    char **args, **env; /* NULL-terminated, malloc'd vectors */
+};
+/* Reads body (h->size bytes, malloc'd) as h describes it: -EPROTO for
+ * counts out of bounds, arrays or strings that run past the end, bytes
+ * left over, no args, an empty cwd or args[0]; -ENOMEM. */
+int enter_recipe_parse(const struct enter_recipe *h, char *body, struct enter_parsed *ret);
+void enter_parsed_clear(struct enter_parsed *r);

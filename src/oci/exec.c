@@ -147,9 +147,8 @@ static int recipe_strings(struct buf *b, char *const *v, uint32_t *ret_n)
     return 0;
 }
 
-/* The header and the body of the recipe of p. */
-static int recipe_build(const struct oci_process *p, json_t *seccomp, int nsflags, int preserve,
-                        struct enter_recipe *h, struct buf *body, struct err *err)
+int oci_exec_recipe_build(const struct oci_process *p, json_t *seccomp, int nsflags, int preserve,
+                          struct enter_recipe *h, struct buf *body, struct err *err)
 {
     *h = (struct enter_recipe){.magic = ENTER_MAGIC,
                                .nsflags = nsflags,
@@ -401,7 +400,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         goto out;
     }
     struct enter_recipe h;
-    if ((r = recipe_build(&p, spec->seccomp, nsflags, o->preserve_fds, &h, &body, err)) < 0)
+    if ((r = oci_exec_recipe_build(&p, spec->seccomp, nsflags, o->preserve_fds, &h, &body, err)) <
+        0)
         goto out;
     /* A daemon's command gets the stdio it is given, /dev/null for the
      * rest, never the daemon's own. */
