@@ -395,10 +395,10 @@ static int daemon_main(int argc, char **argv, char **full_argv)
     log_level_parse(d.cfg.log_level, &level);
     log_set_level(level);
     log_set_json(strcmp(d.cfg.log_format, "json") == 0);
-    /* The daemon forks the relays that put exec'd processes into
-     * containers (oci_exec in_process), so it runs from a view of its
-     * binary that nothing can write, as `kinglet oci exec` does: a
-     * container that reaches a relay's /proc/PID/exe (through a
+    /* The daemon's `kinglet oci` children put copies of themselves into
+     * containers (the init), so it runs from a view of its binary that
+     * nothing can write, and they start from it already sealed: a
+     * container that reaches such a process's /proc/PID/exe (through a
      * `#!/proc/self/exe` script, say) finds no host file behind it. */
     r = exe_reexec_sealed(full_argv);
     if (r < 0) {

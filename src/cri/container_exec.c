@@ -3,8 +3,9 @@
  *
  * The command is started from a worker by oci_exec in_process (the same
  * namespaces, cgroup, user, capabilities, no_new_privs and seccomp as the
- * container's process, see src/oci/exec.c; a short-lived relay forked from
- * the daemon makes it the daemon's own child); its stdout and stderr
+ * container's process, see src/oci/exec.c; kinglet-enter, a small sealed
+ * program cloned into the container's cgroup, makes it the daemon's own
+ * child); its stdout and stderr
  * come back over pipes read on the loop and are capped at 16 MiB each, as
  * kubelet expects (the rest is read and dropped, so the command is never
  * held up); its exit is watched through a pidfd. A timeout kills the
@@ -229,7 +230,7 @@ static void spawn_work(uv_work_t *req)
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    /* No executor process: the relay is forked from here. */
+    /* No executor process: kinglet-enter is cloned from here. */
     struct oci_exec_opts o = {.root = x->oci_root,
                               .id = x->id,
                               .args = x->argv,

@@ -781,10 +781,11 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
      * argument (the others see it in their option loops). */
     if (cargc >= 2 && is_help(cargv[1]))
         return help(cmd);
-    /* Commands that put processes of ours into a container (the init, the
-     * exec relay: what execs the container's program) run from a binary
-     * that nothing there can write (base/exe.c). */
-    if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0 || strcmp(cmd, "exec") == 0) {
+    /* Commands that put a copy of themselves into a container (the init:
+     * what execs the container's program) run from a binary that nothing
+     * there can write (base/exe.c). exec does not: its process runs
+     * kinglet-enter, a sealed program of its own, until its execve. */
+    if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0) {
         int r = exe_reexec_sealed(full_argv);
         if (r < 0) {
             log_error("oci %s: cannot run from a sealed view of the kinglet binary: %s", cmd,

@@ -2,27 +2,40 @@
  *
  * The process spec starts from the container's own (config.json copy in
  * the state dir) with args, env, cwd, user and tty overridden, or is a
- * whole `process` object. A child (cloned into the container's cgroup)
- * joins every namespace of the init at once through its pidfd (setns with
- * a pidfd is atomic), forks once more so that the grandchild is inside the
- * pid namespace, and that one runs process.c's sequence: same capabilities,
- * no_new_privs, rlimits, seccomp as the spec asks. Failures before execve
- * come back over a close-on-exec socket; EOF there means exec happened. */
+ * whole `process` object. It becomes a recipe (enter/proto.h: ids,
+ * capability sets, rlimits, the seccomp filter compiled to BPF here, args,
+ * env) for kinglet-enter, a small static program (src/enter) that we clone
+ * straight into the container's cgroup (CLONE_INTO_CGROUP: never anywhere
+ * else; a clone that cannot go there fails the exec) and execute from a
+ * sealed memfd with an empty environment. It joins every namespace of the
+ * init at once through its pidfd (setns with a pidfd is atomic; the cgroup
+ * namespace after the cgroup, which cgroup2's nsdelegate requires) and
+ * clones the command as our own child (CLONE_PARENT), which then runs
+ * process.c's steps in process.c's order. So no copy of kinglet, of its
+ * memory or of its environment ever enters a container's PID namespace
+ * (CVE-2016-9962: a container with CAP_SYS_PTRACE could read it). Failures
+ * before execve come back over a close-on-exec socket as {errno, message};
+ * EOF there means exec happened. The daemon (in_process) and `kinglet oci
+ * exec` take the same path; the latter waits for the command. */
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <pthread.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
+#include <stddef.h>
+#include <sys/capability.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "enter/enter.h"
 #include "oci/cgroup.h"
 #include "oci/internal.h"
+#include "oci/seccomp.h"
 
 static int parse_user(const char *s, struct oci_process *p, struct err *err)
 {
@@ -120,108 +133,199 @@ static int connect_console(const char *path, struct err *err)
     return fd;
 }
 
-/* What the child needs: fds are the parent's, valid in the child. */
-struct exec_child {
-    const struct oci_process *p;
-    const struct oci_spec *spec;
-    int pidfd, nsflags, sync, console, preserve;
-    int cgroup_fd;    /* the cgroup to clone the process into, or -1 (we are in it) */
-    const int *stdio; /* or NULL */
-    bool in_process;
+static void cgroup_freep(struct oci_cgroup **cg) { oci_cgroup_free(*cg); }
+
+/* ---- the recipe (enter/proto.h) ---- */
+
+static int recipe_strings(struct buf *b, char *const *v, uint32_t *ret_n)
+{
+    uint32_t n = 0;
+    for (; v && v[n]; n++)
+        if (buf_append(b, v[n], strlen(v[n]) + 1) < 0)
+            return -ENOMEM;
+    *ret_n = n;
+    return 0;
+}
+
+int oci_exec_recipe_build(const struct oci_process *p, json_t *seccomp, int nsflags, int preserve,
+                          struct enter_recipe *h, struct buf *body, struct err *err)
+{
+    *h = (struct enter_recipe){.magic = ENTER_MAGIC,
+                               .nsflags = nsflags,
+                               .uid = p->uid,
+                               .gid = p->gid,
+                               .n_gids = (uint32_t)p->n_gids,
+                               .n_rlimits = (uint32_t)p->n_rlimits,
+                               .umask = p->umask,
+                               .oom_score_adj = p->oom_score_adj,
+                               .cap_last = (uint32_t)cap_max_bits() - 1,
+                               .preserve_fds = (uint32_t)(preserve > 0 ? preserve : 0),
+                               .cons_height = p->cons_height,
+                               .cons_width = p->cons_width};
+    h->flags = (p->terminal ? ENTER_TERMINAL : 0) | (p->has_caps ? ENTER_HAS_CAPS : 0) |
+               (p->no_new_privileges ? ENTER_NNP : 0) | (p->has_oom_score_adj ? ENTER_HAS_OOM : 0) |
+               (p->has_umask ? ENTER_HAS_UMASK : 0);
+    _Static_assert(
+        (int)OCI_CAP_SETS == ENTER_CAP_SETS && (int)OCI_CAP_BOUNDING == ENTER_CAP_BOUNDING &&
+            (int)OCI_CAP_EFFECTIVE == ENTER_CAP_EFFECTIVE &&
+            (int)OCI_CAP_INHERITABLE == ENTER_CAP_INHERITABLE &&
+            (int)OCI_CAP_PERMITTED == ENTER_CAP_PERMITTED &&
+            (int)OCI_CAP_AMBIENT == ENTER_CAP_AMBIENT && OCI_SYNC_ERROR == ENTER_MSG_ERROR &&
+            OCI_SYNC_PID == ENTER_MSG_PID && ERR_MSG_MAX == ENTER_TEXT_MAX,
+        "the recipe and the messages of enter/proto.h");
+    memcpy(h->caps, p->caps, sizeof(h->caps));
+    for (size_t i = 0; i < p->n_rlimits; i++) {
+        struct enter_rlimit rl = {.resource = p->rlimits[i].resource,
+                                  .soft = p->rlimits[i].soft,
+                                  .hard = p->rlimits[i].hard};
+        if (buf_append(body, &rl, sizeof(rl)) < 0)
+            return err_set(err, ENOMEM, "the exec recipe");
+    }
+    if (seccomp && !json_is_null(seccomp)) {
+        size_t before = body->len;
+        int r = oci_seccomp_export(seccomp, body, &h->seccomp_flags, err);
+        if (r < 0)
+            return err_wrap(err, "`linux.seccomp`");
+        h->n_filter = (uint32_t)((body->len - before) / 8);
+        h->flags |= ENTER_SECCOMP;
+    }
+    for (size_t i = 0; i < p->n_gids; i++) {
+        uint32_t g = p->gids[i];
+        if (buf_append(body, &g, sizeof(g)) < 0)
+            return err_set(err, ENOMEM, "the exec recipe");
+    }
+    const char *cwd = p->cwd ? p->cwd : "/";
+    if (buf_append(body, cwd, strlen(cwd) + 1) < 0 ||
+        recipe_strings(body, p->args, &h->n_args) < 0 ||
+        recipe_strings(body, p->env, &h->n_env) < 0)
+        return err_set(err, ENOMEM, "the exec recipe");
+    if (body->len > ENTER_BODY_MAX || h->n_args > ENTER_LIST_MAX || h->n_env > ENTER_LIST_MAX ||
+        h->n_gids > ENTER_LIST_MAX || h->n_rlimits > ENTER_LIST_MAX)
+        return err_set(err, E2BIG, "the process (args, env) is too large");
+    h->size = (uint32_t)body->len;
+    return 0;
+}
+
+static int recipe_send(int sock, const struct enter_recipe *h, const struct buf *body, int pidfd,
+                       int console)
+{
+    int fds[2] = {pidfd, console};
+    size_t nfds = console >= 0 ? 2 : 1;
+    struct iovec iov = {.iov_base = (void *)h, .iov_len = sizeof(*h)};
+    union {
+        char buf[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    for (size_t off = 0; off < body->len;) {
+        size_t want = body->len - off < ENTER_PACKET_MAX ? body->len - off : ENTER_PACKET_MAX;
+        n = send(sock, body->data + off, want, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- the helper's process ---- */
+
+/* What the child of clone3 needs, prepared before it: it runs in a copy of
+ * a threaded process, so it does async-signal-safe work only. */
+struct helper_spawn {
+    int stdio[3]; /* moved to 0-2, or -1: kept as they are */
+    int sync, exe;
+    int preserve; /* fds 3 .. 3+preserve-1 cross into the command */
+    char *argv[3];
+    char fdarg[16];
 };
 
-static _Noreturn void exec_child(const struct exec_child *c)
+static _Noreturn void helper_child(struct helper_spawn *s)
 {
-    struct err err = {0};
-    int console = c->console, sync = c->sync;
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (c->in_process) {
-        /* A copy of a threaded daemon: default signal handling, none of
-         * its fds but ours; stdio moved to 0-2 (dup2 clears CLOEXEC). */
-        sigset_t none;
-        sigemptyset(&none);
-        for (int sig = 1; sig < NSIG; sig++)
-            if (sig != SIGKILL && sig != SIGSTOP)
-                signal(sig, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        int keep[] = {c->pidfd, sync, console, c->cgroup_fd};
-        if (c->stdio) {
-            /* out of the way of 0-2 first, then into place */
-            int moved[3];
-            for (int i = 0; i < 3; i++)
-                moved[i] = c->stdio[i] >= 0 ? fcntl(c->stdio[i], F_DUPFD_CLOEXEC, 16)
-                                            : open("/dev/null", O_RDWR | O_CLOEXEC);
-            for (int i = 0; i < 3; i++)
-                if (moved[i] >= 0 && dup2(moved[i], i) < 0) {
-                    err_set(&err, errno, "dup2");
-                    goto fail;
-                }
-        }
-        fds_close_all_but(keep, ARRAY_SIZE(keep));
+    int base = 3 + s->preserve; /* the socket there, the program after it */
+    int src[5] = {s->stdio[0], s->stdio[1], s->stdio[2], s->sync, s->exe}, tmp[5];
+    for (int i = 0; i < 5; i++)
+        tmp[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, base + 2);
+    for (int i = 0; i < 3; i++)
+        if (tmp[i] >= 0)
+            dup2(tmp[i], i); /* clears close-on-exec */
+    if (tmp[3] < 0 || tmp[4] < 0 || dup2(tmp[3], base) < 0 || dup2(tmp[4], base + 1) < 0)
+        _exit(127);
+    fcntl(base + 1, F_SETFD, FD_CLOEXEC);
+    for (int fd = 3; fd < base; fd++)
+        fcntl(fd, F_SETFD, 0);
+    syscall(SYS_close_range, base + 2, ~0U, 0);
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, base + 1, "", s->argv, envp, AT_EMPTY_PATH);
+    struct oci_sync_msg m = {.type = OCI_SYNC_ERROR, .value = errno};
+    static const char what[] = "run the exec helper";
+    memcpy(m.text, what, sizeof(what));
+    send(base, &m, offsetof(struct oci_sync_msg, text) + sizeof(what), MSG_NOSIGNAL);
+    _exit(127);
+}
+
+/* Starts the helper in the cgroup (cgroup_fd, or ours with -1) with sync
+ * as its socket; returns its pid. Never outside the cgroup: a clone that
+ * cannot go into it fails. */
+static pid_t helper_start(const int stdio[3], int preserve, int sync, int cgroup_fd,
+                          const char *cgroup_path, struct err *err)
+{
+    /* A copy of some 50 kB per exec (about 20 us), as each monitor has:
+     * nothing of the daemon's stays open for it. */
+    _cleanup_close_ int exe =
+        memfd_sealed("kinglet-enter", enter_program, (size_t)(enter_program_end - enter_program));
+    if (exe < 0)
+        return err_set(err, -exe, "copy the exec helper into a sealed memfd");
+    struct helper_spawn s = {
+        .stdio = {stdio ? stdio[0] : -1, stdio ? stdio[1] : -1, stdio ? stdio[2] : -1},
+        .sync = sync,
+        .exe = exe,
+        .preserve = preserve > 0 ? preserve : 0};
+    snprintf(s.fdarg, sizeof(s.fdarg), "%d", 3 + s.preserve);
+    s.argv[0] = "kinglet-enter";
+    s.argv[1] = s.fdarg;
+    s.argv[2] = NULL;
+    struct clone_args ca = {.exit_signal = SIGCHLD};
+    if (cgroup_fd >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)cgroup_fd;
     }
-    if (setns(c->pidfd, c->nsflags) < 0) {
-        err_set(&err, errno, "join the container's namespaces");
-        goto fail;
-    }
-    close(c->pidfd);
-    /* setns(CLONE_NEWPID) applies to children: one more fork, which
-     * becomes the process; we relay its exit status. In a daemon's relay
-     * the process becomes the daemon's own child instead (CLONE_PARENT),
-     * and the relay ends at once: nothing waits in a copy of the daemon
-     * (whose pages it would keep as the daemon changes them). */
-    pid_t pid = -1;
-    if (c->in_process) {
-        struct clone_args ca = {.flags = CLONE_PARENT};
-        if (c->cgroup_fd >= 0) {
-            ca.flags |= CLONE_INTO_CGROUP;
-            ca.cgroup = (uint64_t)c->cgroup_fd;
-        }
-        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
-            ca.flags = CLONE_PARENT;
-            pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        }
-    } else {
-        pid = fork();
-    }
-    if (pid < 0) {
-        err_set(&err, errno, "fork");
-        goto fail;
-    }
-    if (pid > 0) {
-        oci_sync_send(sync, OCI_SYNC_PID, pid, NULL);
-        if (c->in_process)
-            _exit(0);
-        close(sync);
-        if (console >= 0)
-            close(console);
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-            if (errno != EINTR)
-                _exit(255);
-        if (WIFSIGNALED(status))
-            _exit(128 + WTERMSIG(status));
-        _exit(WEXITSTATUS(status));
-    }
-    char *exe = NULL;
-    int slave = -1;
-    const struct oci_process *p = c->p;
-    if (oci_process_oom_score_adj(p, &err) < 0 || oci_process_rlimits(p, &err) < 0)
-        goto fail;
-    if (p->terminal && oci_terminal_setup(p, console, &slave, &err) < 0)
-        goto fail;
-    if (console >= 0)
-        close(console);
-    if (oci_process_cwd(p, &err) < 0 || oci_process_find(p, &exe, &err) < 0)
-        goto fail;
-    if (setsid() < 0) {
-        err_set(&err, errno, "setsid");
-        goto fail;
-    }
-    oci_process_exec(p, exe, c->spec->seccomp, c->preserve, slave, &err);
-fail:
-    oci_sync_send(sync, OCI_SYNC_ERROR, err.code, err.msg);
-    _exit(255);
+    /* No handler of ours may run in the child: every signal blocked until
+     * the helper, a new program, resets them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid == 0)
+        helper_child(&s);
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0)
+        return pid;
+    if (cgroup_fd < 0)
+        return err_set(err, e, "clone");
+    if (e == EAGAIN)
+        return err_set(err, e,
+                       "start a process in the container's cgroup `%s`: it is at its pids.max "
+                       "(or the node at its process limit)",
+                       cgroup_path);
+    return err_set(err, e, "start a process in the container's cgroup `%s`", cgroup_path);
 }
 
 int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
@@ -255,7 +359,10 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         return err_wrap(err, "container `%s`", o->id);
     }
     struct oci_process p = {0};
-    _cleanup_close_ int pidfd = -1, console = -1;
+    _cleanup_close_ int pidfd = -1, console = -1, devnull = -1, sync = -1;
+    _cleanup_(buf_free) struct buf body = {0};
+    pid_t helper = -1;
+    _cleanup_(cgroup_freep) struct oci_cgroup *cg = NULL;
     if ((r = build_process(o, spec, &p, err)) < 0)
         goto out;
 
@@ -287,69 +394,55 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         r = console;
         goto out;
     }
-    struct oci_cgroup *cg = NULL;
-    if (rec.cgroup[0] && oci_cgroup_open(rec.cgroup, &cg, NULL) < 0)
-        cg = NULL;
+    /* The command runs in the container's cgroup or not at all. */
+    if (rec.cgroup[0] && (r = oci_cgroup_open(rec.cgroup, &cg, err)) < 0) {
+        err_wrap(err, "the container's cgroup");
+        goto out;
+    }
+    struct enter_recipe h;
+    if ((r = oci_exec_recipe_build(&p, spec->seccomp, nsflags, o->preserve_fds, &h, &body, err)) <
+        0)
+        goto out;
+    /* A daemon's command gets the stdio it is given, /dev/null for the
+     * rest, never the daemon's own. */
+    int stdio[3] = {-1, -1, -1};
+    if (o->in_process) {
+        for (int i = 0; i < 3; i++) {
+            stdio[i] = o->stdio ? o->stdio[i] : -1;
+            if (stdio[i] < 0 && devnull < 0 &&
+                (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+                r = err_set(err, errno, "open /dev/null");
+                goto out;
+            }
+            if (stdio[i] < 0)
+                stdio[i] = devnull;
+        }
+    }
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        oci_cgroup_free(cg);
         r = err_set(err, errno, "socketpair");
         goto out;
     }
-    struct exec_child ec = {.p = &p,
-                            .spec = spec,
-                            .pidfd = pidfd,
-                            .nsflags = nsflags,
-                            .sync = sp[1],
-                            .console = console,
-                            .preserve = o->preserve_fds,
-                            .cgroup_fd = -1,
-                            .stdio = o->stdio,
-                            .in_process = o->in_process};
-    pid_t child;
-    if (o->in_process) {
-        /* glibc's fork keeps malloc usable in the child of a threaded
-         * process (the seccomp and capability libraries allocate); that
-         * child, single-threaded, clones the process into the cgroup (a
-         * write to cgroup.procs would wait for an RCU grace period, up to
-         * 40 ms here). */
-        if (cg)
-            ec.cgroup_fd = oci_cgroup_fd(cg);
-        child = fork();
-    } else {
-        struct clone_args ca = {.exit_signal = SIGCHLD};
-        if (cg && oci_cgroup_fd(cg) >= 0) {
-            ca.flags |= CLONE_INTO_CGROUP;
-            ca.cgroup = (uint64_t)oci_cgroup_fd(cg);
-        }
-        child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        if (child < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
-            ca.flags = 0;
-            child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        }
-    }
-    if (child == 0) {
-        close(sp[0]);
-        if (o->pid_fd >= 0)
-            close(o->pid_fd); /* EOF there when we are done with it */
-        exec_child(&ec);
-    }
+    sync = sp[0];
+    helper = helper_start(stdio, o->preserve_fds, sp[1], cg ? oci_cgroup_fd(cg) : -1,
+                          cg ? oci_cgroup_path(cg) : NULL, err);
     close(sp[1]);
-    oci_cgroup_free(cg);
-    if (child < 0) {
-        close(sp[0]);
-        r = err_set(err, errno, "clone");
+    if (helper < 0) {
+        r = helper;
         goto out;
     }
+    /* A helper that ends early leaves its error on the socket: read it
+     * whatever the send says. */
+    int sent = recipe_send(sync, &h, &body, pidfd, console);
     if (console >= 0)
         close(TAKE_FD(console));
     pid_t procpid = 0;
     bool failed = false;
     for (;;) {
         /* Until EOF: exec'd, or every end gone after an error (which the
-         * process may send before the relay has sent its pid). */
+         * command may send before the helper has sent its pid). */
         struct oci_sync_msg m;
-        int q = oci_sync_recv(sp[0], &m, -1);
+        int q = oci_sync_recv(sync, &m, -1);
         if (q < 0)
             break;
         if (m.type == OCI_SYNC_PID)
@@ -362,11 +455,19 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
                 *ret_status = m.value == ENOENT ? 127 : 126;
         }
     }
-    close(sp[0]);
+    int hstatus = 0;
+    while (waitpid(helper, &hstatus, 0) < 0 && errno == EINTR)
+        ;
+    helper = -1;
     if (failed) {
-        waitpid(child, NULL, 0);
-        if (o->in_process && procpid > 0)
-            waitpid(procpid, NULL, 0); /* ours (CLONE_PARENT) */
+        if (procpid > 0)
+            while (waitpid(procpid, NULL, 0) < 0 && errno == EINTR)
+                ; /* ours (CLONE_PARENT) */
+        goto out;
+    }
+    if (procpid <= 0) {
+        r = err_set(err, sent < 0 ? -sent : EIO,
+                    "the exec helper ended (status %#x) before it started the command", hstatus);
         goto out;
     }
     if (o->pid_fd >= 0) {
@@ -381,20 +482,11 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
             log_warn("exec: --pid-file `%s`: write failed", o->pid_file);
     }
     int status = 0;
-    if (o->in_process) {
-        /* the relay has ended (or is about to); the process is ours */
-        while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
-            ;
-        if (procpid <= 0) {
-            r = err_set(err, EIO, "the relay ended before it started the process");
-            goto out;
-        }
-        if (o->ret_pid)
-            *o->ret_pid = procpid;
-    }
+    if (o->ret_pid)
+        *o->ret_pid = procpid;
     if (!o->detach && !o->in_process) {
-        /* Forward the common signals while we wait. */
-        while (waitpid(child, &status, 0) < 0)
+        /* The command is our child (CLONE_PARENT from the helper). */
+        while (waitpid(procpid, &status, 0) < 0)
             if (errno != EINTR) {
                 r = err_set(err, errno, "wait");
                 goto out;
@@ -405,6 +497,9 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         *ret_status = status;
     r = 0;
 out:
+    if (helper > 0)
+        while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+            ;
     if (r < 0)
         err_wrap(err, "exec in container `%s`", o->id);
     oci_process_clear(&p);

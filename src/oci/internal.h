@@ -306,6 +306,14 @@ int oci_fd_send(int sock, int fd, struct err *err);
  * nonblock when none is queued. */
 int oci_fd_recv(int sock, bool nonblock, int *ret_fd);
 
+/* exec.c: the recipe of p for kinglet-enter (enter/proto.h): the header
+ * and the body (appended), with seccomp compiled to BPF. Errors: those of
+ * oci_seccomp_export (wrapped with `linux.seccomp`), E2BIG for a process
+ * over the recipe's limits, ENOMEM. */
+struct enter_recipe;
+int oci_exec_recipe_build(const struct oci_process *p, json_t *seccomp, int nsflags, int preserve,
+                          struct enter_recipe *h, struct buf *body, struct err *err);
+
 /* hooks.c */
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,
                   struct err *err);

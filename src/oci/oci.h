@@ -111,23 +111,23 @@ struct oci_exec_opts {
     char *const *env; /* extra KEY=VALUE, NULL-terminated, may be NULL */
     const char *user; /* "uid[:gid]" or NULL */
     int preserve_fds;
-    /* From a threaded daemon rather than the CLI: the relay (the child that
-     * joins the container's namespaces) is forked with glibc's fork, so
-     * that malloc stays usable in it, closes every fd but its own, starts
-     * with default signal handling, and clones the process as a child of
-     * the caller (CLONE_PARENT) into the container's cgroup, then ends;
-     * oci_exec reaps it and returns once the process has exec'd, with its
-     * pid in *ret_pid for the caller to wait for (implies detach); it takes
-     * console_fd, closed on every path. The
-     * caller's binary must be a sealed one (exe_is_sealed): the relay is
-     * a copy of the caller. */
+    /* From a threaded daemon rather than the CLI: the process is given
+     * stdio (/dev/null for what is not), never the caller's own; oci_exec
+     * returns once it has exec'd, with its pid in *ret_pid for the caller
+     * to wait for (implies detach); it takes console_fd, closed on every
+     * path. Either way the process is started by kinglet-enter (src/enter,
+     * see exec.c), cloned from the calling thread into the container's
+     * cgroup with every signal blocked: no copy of the caller enters the
+     * container, and the command is the caller's own child. */
     bool in_process;
     pid_t *ret_pid;
     const int *stdio; /* in_process: the process's stdin, stdout, stderr (-1: /dev/null) */
 };
 /* Runs a process in the container; without detach waits for it and sets
  * *ret_status. When the process cannot be started (its program is missing
- * or cannot be executed), fails with *ret_status set to 127 or 126. */
+ * or cannot be executed), fails with *ret_status set to 127 or 126. Never
+ * outside the container's cgroup: a process that cannot be cloned into it
+ * fails the exec (EAGAIN at its pids.max, the error naming the cgroup). */
 int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err);
 
 /* `kinglet oci ...` command line (argv[0] is "oci"); returns the process

@@ -10,6 +10,8 @@
  * that is `process.noNewPrivileges`, applied by the caller. */
 #include <linux/seccomp.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "oci/seccomp.h"
 
@@ -398,4 +400,42 @@ fail:
     json_decref(kf);
     json_decref(sf);
     return NULL;
+}
+
+int oci_seccomp_export(json_t *seccomp, struct buf *ret, uint32_t *ret_flags, struct err *err)
+{
+    _cleanup_(ctx_releasep) scmp_filter_ctx ctx = NULL;
+    int r = oci_seccomp_build(seccomp, &ctx, err);
+    if (r < 0)
+        return r;
+    /* libseccomp 2.5 exports to an fd only. */
+    _cleanup_close_ int fd = memfd_create("seccomp", MFD_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errno, "linux.seccomp: memfd");
+    if ((r = seccomp_export_bpf(ctx, fd)) < 0)
+        return err_set(err, r, "linux.seccomp: export the filter");
+    off_t len = lseek(fd, 0, SEEK_END);
+    if (len < 0 || len % 8 || len > 65536 * 8)
+        return err_set(err, len < 0 ? errno : E2BIG, "linux.seccomp: the exported filter");
+    if ((r = buf_reserve(ret, (size_t)len)) < 0)
+        return err_set(err, -r, "linux.seccomp: the exported filter");
+    if (pread(fd, ret->data + ret->len, (size_t)len, 0) != len)
+        return err_set(err, EIO, "linux.seccomp: read the exported filter");
+    ret->len += (size_t)len;
+    /* The flags seccomp_load would pass (SECCOMP_FILTER_FLAG_*). */
+    static const struct {
+        enum scmp_filter_attr attr;
+        uint32_t flag;
+    } fl[] = {
+        {SCMP_FLTATR_CTL_TSYNC, SECCOMP_FILTER_FLAG_TSYNC},
+        {SCMP_FLTATR_CTL_LOG, SECCOMP_FILTER_FLAG_LOG},
+        {SCMP_FLTATR_CTL_SSB, SECCOMP_FILTER_FLAG_SPEC_ALLOW},
+    };
+    *ret_flags = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(fl); i++) {
+        uint32_t v = 0;
+        if (seccomp_attr_get(ctx, fl[i].attr, &v) == 0 && v)
+            *ret_flags |= fl[i].flag;
+    }
+    return 0;
 }

@@ -17,6 +17,12 @@ int oci_seccomp_build(json_t *seccomp, scmp_filter_ctx *ret, struct err *err);
  * (SECCOMP_FILTER_FLAG_LOG, _SPEC_ALLOW, _TSYNC...). Call as the very last
  * step before execve. NULL or JSON null loads nothing. */
 int oci_seccomp_load(json_t *seccomp, struct err *err);
+/* Builds the filter and appends its BPF program (struct sock_filter, as
+ * seccomp(2) takes it) to ret; *ret_flags gets the SECCOMP_FILTER_FLAG_*
+ * that loading it needs. For a process that loads it without libseccomp
+ * (the exec helper, src/enter). Errors as oci_seccomp_build, E2BIG for a
+ * program over 65536 instructions. */
+int oci_seccomp_export(json_t *seccomp, struct buf *ret, uint32_t *ret_flags, struct err *err);
 /* The `linux.seccomp` object of `kinglet oci features` (OCI features.md):
  * enabled, actions, operators, archs, knownFlags, supportedFlags. NULL on
  * allocation failure. */

@@ -2,13 +2,48 @@
 container's own settings, timeouts, big output, and no leak over many
 calls."""
 import hashlib
+import os
+import shutil
+import subprocess
 import threading
 import time
+import uuid
 
 import grpc
 import pytest
 
 from .conftest import children_of, exe_writable, wait_for
+
+
+@pytest.fixture(scope="module")
+def exec_racer(tmp_path_factory):
+    """exec_racer.c, built static."""
+    cc = shutil.which("musl-gcc")
+    if not cc:
+        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static racer")
+    d = tmp_path_factory.mktemp("racer")
+    subprocess.run([cc, "-static", "-O2", "-o", str(d / "racer"),
+                    os.path.join(os.path.dirname(__file__), "exec_racer.c")], check=True)
+    return d / "racer"
+
+
+def racer_container(env, racer, out, mode, caps=()):
+    """A container whose process is the racer, out mounted at /racer."""
+    pb = env.pb
+    shutil.copy(racer, out / "racer")
+    cid = env.run(env.pod(), "racer", ["/racer/racer", "/racer", *mode],
+                  mounts=[pb.Mount(container_path="/racer", host_path=str(out))],
+                  linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
+                      capabilities=pb.Capability(add_capabilities=list(caps)))))
+    wait_for(lambda: (out / "ready").exists(), what="the racer to run")
+    return cid
+
+
+def racer_log(out):
+    try:
+        return (out / "log").read_text().split("\n")[:-1]  # whole lines only
+    except FileNotFoundError:
+        return []
 
 
 def exec_sync(env, cid, cmd, timeout=0):
@@ -91,19 +126,23 @@ def test_many_calls_leave_nothing(running):
         assert env.d.rss_kb() <= rss + 256
 
 
-def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
-    """ExecSync forks its relay from the daemon itself (no executor
-    process), so the daemon runs from a sealed view of its binary
-    (CVE-2019-5736): the daemon's (so every relay's) /proc/PID/exe is a
-    read-only overlayfs, and a command that is a `#!/proc/self/exe` script
-    (the exploit's way to run the relay's binary inside the container), while
-    a process of the container races to open every new process's exe and
-    write it afterwards, writes nothing of the host."""
-    env, cid = running
+def test_relays_cannot_hand_over_the_binary(env, exec_racer, kinglet_bin, tmp_path):
+    """ExecSync starts its commands from the daemon itself (no executor
+    process) through kinglet-enter, a program run from a sealed memfd
+    (CVE-2019-5736): the daemon's /proc/PID/exe is a read-only overlayfs, an
+    exec'd command runs that program until its execve, and a command that
+    is a `#!/proc/self/exe` script (the exploit's way to run that binary
+    inside the container) runs it as its interpreter. A process of the
+    container races for every new process, opens its exe with O_PATH while
+    it runs a memfd, and writes it once it has exited: it opens the
+    helper's, and the seals refuse the write (EPERM, not a mere ETXTBSY)."""
     before = hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest()
     assert exe_writable(env.d.proc.pid) == (False, "overlayfs")
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["write"])
     # no executor and no relay waits while the command runs: the command
-    # is the daemon's own child (the relay, a copy of the daemon, is gone)
+    # is the daemon's own child (the helper is gone)
     slow = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
     slow.start()
     try:
@@ -111,32 +150,25 @@ def test_relays_cannot_hand_over_the_binary(running, kinglet_bin):
                                  else None)(children_of(env.d.proc.pid)),
                         what="the ExecSync command as the daemon's child")
         assert "kinglet" not in [c for _, c, _ in kids.values()], kids
+        assert not [c for _, c, _ in kids.values() if "enter" in c], kids
     finally:
         slow.join()
-    # the exploit: the container races for the process a script starts
-    exec_sync(env, cid, ["/bin/sh", "-c", r"""
-        printf '#!/proc/self/exe\n' > /x && chmod +x /x
-        (while [ ! -e /stop ]; do
-            for d in /proc/[0-9]*; do
-                read c < $d/comm 2>/dev/null || continue
-                [ "$c" = x ] || continue
-                if exec 3< $d/exe; then
-                    echo opened >> /log
-                    while [ -d $d ]; do :; done
-                    echo pwned >> /proc/self/fd/3 && echo WROTE >> /log
-                    exec 3<&-
-                fi
-            done
-        done) > /dev/null 2>&1 &
-        """])
-    codes = {exec_sync(env, cid, ["/x"]).exit_code for _ in range(40)}
-    exec_sync(env, cid, ["/bin/touch", "/stop"])
-    log = exec_sync(env, cid, ["/bin/sh", "-c", "cat /log 2>/dev/null; true"]).stdout
-    # the kernel refuses the interpreter (its mount is not in the
-    # container's namespace: 127), or the sealed view runs (kinglet's usage
-    # error, 2); neither can be written
-    assert codes and codes <= {2, 126, 127}, codes
-    assert b"WROTE" not in log, log
+    exec_sync(env, cid, ["/bin/sh", "-c", r"printf '#!/proc/self/exe\n' > /x && chmod +x /x"])
+    codes = set()
+    try:
+        for _ in range(200):
+            # the interpreter is kinglet-enter, which runs for kinglet only (2)
+            codes.add(exec_sync(env, cid, ["/x"]).exit_code)
+            if len(racer_log(out)) >= 3:
+                break
+    finally:
+        (out / "stop").touch()
+    log = racer_log(out)
+    print(codes, log)
+    assert codes == {2}, codes
+    assert len(log) >= 3, log
+    for line in log:
+        assert line.startswith("opened /memfd:kinglet-enter") and " write=EPERM" in line, log
     assert hashlib.sha256(open(kinglet_bin, "rb").read()).hexdigest() == before
 
 
@@ -154,3 +186,93 @@ def test_commands_that_cannot_run_leave_no_zombie(running):
     t0 = time.monotonic()
     env.stop(cid, timeout=0)  # SIGKILL: done once the namespace is empty
     assert time.monotonic() - t0 < 5
+
+
+
+
+def test_a_ptrace_container_finds_nothing_of_the_daemon(env_factory, exec_racer, tmp_path,
+                                                        monkeypatch):
+    """CVE-2016-9962 class: a container granted CAP_SYS_PTRACE races every
+    process that appears in its PID namespace (the ExecSync commands before
+    their execve): it reads their environ, cmdline and every readable byte
+    of /proc/PID/mem, and seizes them. The daemon holds a secret in its
+    environment (a proxy password) and so in its memory; none of it may be
+    found, and the racer must have caught commands before their execve (so
+    that the test can fail)."""
+    secret = "S3cr3t-" + uuid.uuid4().hex
+    monkeypatch.setenv("https_proxy", f"http://user:{secret}@127.0.0.1:9/")
+    env = env_factory()
+    with open(f"/proc/{env.d.pid}/environ", "rb") as f:
+        assert secret.encode() in f.read()  # the daemon has it
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["read", secret[::-1]], caps=["SYS_PTRACE"])
+
+    def probes():
+        return [dict(kv.split("=", 1) for kv in line.split()[2:]) for line in racer_log(out)]
+
+    def early(ps):
+        # caught before its execve: still running our program
+        return [p for p in ps if "kinglet" in p["exe"] and int(p["mem"]) > 0]
+
+    try:
+        for i in range(3000):
+            r = exec_sync(env, cid, ["/bin/true"])
+            assert r.exit_code == 0, r
+            ps = probes()
+            assert not [p for p in ps if p["secret"] != "-"], [p for p in ps if p["secret"] != "-"]
+            if len(early(ps)) >= 5:
+                break
+    finally:
+        (out / "stop").touch()
+    ps = probes()
+    print(f"{i + 1} ExecSyncs, {len(ps)} probes, {len(early(ps))} before execve: {early(ps)[:3]}")
+    assert not [p for p in ps if p["secret"] != "-"], [p for p in ps if p["secret"] != "-"]
+    assert len(early(ps)) >= 5, ps[-5:]
+    # what it caught holds none of the daemon's environment
+    assert all(p["environ"] == "0" for p in early(ps)), early(ps)
+
+
+def test_commands_run_in_the_container_cgroup_or_not_at_all(running):
+    """Item 1 on this host's cgroup2: an exec'd command is in the
+    container's cgroup, and when it cannot be started there (here the
+    cgroup's directory shadowed by a tmpfs in the daemon's mount namespace,
+    so that what the daemon opens is no cgroup) the exec fails with an error
+    naming the cgroup and nothing runs; the old code ran the command in the
+    daemon's cgroup instead."""
+    env, cid = running
+    cg = env.cgroup_dir(cid)
+    mount = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
+        else "/sys/fs/cgroup"
+    t = threading.Thread(target=exec_sync, args=(env, cid, ["/bin/sleep", "3"]))
+    t.start()
+
+    def command():
+        for p in open(cg + "/cgroup.procs").read().split():
+            try:
+                if open(f"/proc/{p}/cmdline", "rb").read() == b"/bin/sleep\x003\x00":
+                    return p
+            except OSError:
+                pass
+    try:
+        pid = wait_for(command, what="the exec'd command in the container's cgroup")
+        with open(f"/proc/{pid}/cgroup") as f:
+            assert f"0::{cg[len(mount):]}\n" in f.read()
+    finally:
+        t.join()
+    # from inside: the root of its cgroup namespace, as the container's init
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "grep '^0::' /proc/self/cgroup; "
+                             "grep '^0::' /proc/1/cgroup"])
+    assert r.stdout == b"0::/\n0::/\n", r
+
+    env.d.run("mount", "-t", "tmpfs", "-o", "size=4k", "kinglet-test-shadow", cg)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            exec_sync(env, cid, ["/bin/sh", "-c", "touch /ran"])
+        print(e.value.code(), e.value.details())
+        assert "the container's cgroup" in e.value.details(), e.value.details()
+    finally:
+        env.d.run("umount", cg)
+    assert len(open(cg + "/cgroup.procs").read().split()) == 1  # the init alone
+    r = exec_sync(env, cid, ["/bin/sh", "-c", "ls /ran"])
+    assert r.exit_code != 0, r  # it never ran

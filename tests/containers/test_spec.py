@@ -475,3 +475,28 @@ def test_mount_propagation(env, tmp_path):
             env.remove(cid)
     finally:
         subprocess.run(ns + ["umount", "-R", "-l", str(d)])
+
+
+def test_an_exec_gets_what_the_init_got(env):
+    """The exec'd command is set up by kinglet-enter from a recipe, the
+    init by the executor from the spec, in the same order: the same
+    settings must give the same credentials, capability sets, no_new_privs
+    and seccomp filter, with a user, groups, capabilities and a filter."""
+    pb = env.pb
+    pod = env.pod()
+    cid = sleeper(env, pod, "same", linux=sc(
+        env, run_as_user=pb.Int64Value(value=1000), run_as_group=pb.Int64Value(value=2000),
+        supplemental_groups=[3000, 4000], no_new_privs=True,
+        capabilities=pb.Capability(drop_capabilities=["CHOWN"],
+                                   add_capabilities=["NET_ADMIN"],
+                                   add_ambient_capabilities=["NET_BIND_SERVICE"]),
+        seccomp=pb.SecurityProfile(profile_type=pb.SecurityProfile.RuntimeDefault)))
+    init = init_status(env, cid)
+    code, out, err = sh(env, cid, "cat /proc/self/status")
+    assert code == 0, err
+    mine = dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
+    keys = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+            "NoNewPrivs", "Seccomp", "Seccomp_filters")
+    assert {k: mine[k] for k in keys} == {k: init[k] for k in keys}
+    assert init["Uid"].split()[0] == "1000" and init["Seccomp"] == "2"
+    assert int(init["CapAmb"], 16) == 1 << 10  # NET_BIND_SERVICE

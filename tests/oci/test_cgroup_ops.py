@@ -297,3 +297,33 @@ def test_many_device_rules(kinglet, make_bundle, cid, n):
         c["linux"]["resources"] = {"devices": [dict(rule) for _ in range(1025)]}
     r = kinglet("run", "--bundle", make_bundle(["true"], edit=edit_over), cid)
     assert r.returncode == 1 and "more than 1024 rules" in r.stderr, r.stderr
+
+
+def test_exec_runs_in_the_cgroup_or_not_at_all(kinglet, make_bundle, cid, tmp_path):
+    """kinglet oci exec: the command is cloned into the container's cgroup;
+    when that cannot be done (here the cgroup's directory shadowed by a
+    tmpfs in a mount namespace of the exec's own) the exec fails naming the
+    cgroup and nothing runs: the old code ran it in the caller's cgroup."""
+    root = cgroup2_root()
+    if not root:
+        pytest.skip("no cgroup2 hierarchy mounted")
+    b = make_bundle(["sleep", "1000"],
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"/kinglet-test/{cid}"))
+    with open(tmp_path / "out", "w") as out:
+        kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    try:
+        r = kinglet("exec", cid, "sh", "-c", "cat /proc/self/cgroup")
+        assert r.returncode == 0, r.stderr
+        assert "0::/\n" in r.stdout, r.stdout  # the root of its cgroup namespace
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            'mount -t tmpfs -o size=4k x "$1" && shift && exec "$@"', "-",
+                            f"{root}/kinglet-test/{cid}", *kinglet.cmd("exec", cid, "echo",
+                                                                      "RAN")],
+                           capture_output=True, text=True, timeout=60)
+        assert "RAN" not in r.stdout, r.stdout
+        assert r.returncode != 0 and "the container's cgroup" in r.stderr, (r.returncode,
+                                                                            r.stderr)
+        procs = open(f"{root}/kinglet-test/{cid}/cgroup.procs").read().split()
+        assert procs == [str(kinglet.state(cid)["pid"])], procs
+    finally:
+        kinglet("delete", "--force", cid, check=True)

@@ -6,7 +6,9 @@ executes /proc/self/exe (process.args[0] of the bundle, or the program of
 second process of the container opens /proc/PID/exe of the first with O_PATH
 and, once no process runs the binary any more, reopens it for writing. Run
 with and without a PID namespace, through `create`+`start`, `run` and `exec`,
-with the container's monitor SIGKILLed meanwhile (the monitor runs from a
+with the container's monitor SIGKILLed meanwhile (`exec` runs a small
+sealed program of its own until the command's execve: its case checks that
+/proc/self/exe leads there) (the monitor runs from a
 sealed memfd; with `oci run` the caller, which runs the binary, stays until
 the monitor is gone). kinglet's binary must come out unchanged.
 
@@ -141,9 +143,16 @@ def test_container_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs,
         rt("create", "--bundle", b, cid, stdout=log, stderr=log, check=True)
         rt("start", cid, check=True)
     if how == "exec":
-        procs.append(subprocess.Popen(rt.cmd("exec", cid, "/proc/self/exe", "exec", "/out",
-                                                     interp),
-                                      stdout=log, stderr=log))
+        # Until its execve an exec'd process runs kinglet-enter (static,
+        # from a sealed memfd: src/enter), never kinglet: /proc/self/exe
+        # names that program, which has no interpreter to stand in for and
+        # runs for nobody but kinglet.
+        r = rt("exec", cid, "/proc/self/exe", "exec", "/out", interp)
+        assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+        assert "kinglet-enter: started by kinglet only" in r.stderr, r.stderr
+        assert not (out / "opened").exists()
+        assert sha256(binary) == before
+        return
     st = json.loads((rt.root / cid / "state.json").read_text())
 
     opened = wait_file(out / "opened", 20, "the attacker's O_PATH open of /proc/PID/exe")

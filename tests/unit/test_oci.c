@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/personality.h>
 
+#include "enter/proto.h"
 #include "oci/internal.h"
 
 static int per_test_timeout(void **state)
@@ -399,6 +400,126 @@ static void test_proc_places(void **state)
     assert_non_null(strstr(e.msg, "`mounts[1].destination`"));
 }
 
+/* ---- the exec recipe: built here, read back by kinglet-enter ---- */
+
+static void recipe_of(const char *process_extra, const char *seccomp, struct enter_recipe *h,
+                      struct buf *body)
+{
+    char doc[4096];
+    snprintf(doc, sizeof(doc),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\"}, "
+             "\"process\": {\"args\": [\"sh\", \"-c\", \"true\"], \"cwd\": \"/work\", "
+             "\"env\": [\"PATH=/bin\", \"A=b\"]%s}%s}",
+             process_extra, seccomp);
+    struct err e = {0};
+    struct oci_spec *s = NULL;
+    if (oci_spec_parse(doc, strlen(doc), "/bundle", &s, &e) < 0)
+        fail_msg("parse failed: %s\n%s", e.msg, doc);
+    if (oci_exec_recipe_build(&s->process, s->seccomp, 0x20000, 2, h, body, &e) < 0)
+        fail_msg("recipe failed: %s", e.msg);
+    oci_spec_free(s);
+}
+
+static void test_exec_recipe_round_trip(void **state)
+{
+    (void)state;
+    struct enter_recipe h;
+    struct buf body = {0};
+    recipe_of(", \"user\": {\"uid\": 7, \"gid\": 8, \"additionalGids\": [9, 10]}, "
+              "\"noNewPrivileges\": true, \"oomScoreAdj\": 5, "
+              "\"rlimits\": [{\"type\": \"RLIMIT_NOFILE\", \"soft\": 10, \"hard\": 20}], "
+              "\"capabilities\": {\"bounding\": [\"CAP_KILL\"], \"ambient\": [\"CAP_KILL\"]}",
+              ", \"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ALLOW\", "
+              "\"syscalls\": [{\"names\": [\"mount\"], \"action\": \"SCMP_ACT_ERRNO\"}]}}",
+              &h, &body);
+    assert_int_equal(h.magic, ENTER_MAGIC);
+    assert_int_equal(h.size, body.len);
+    assert_int_equal(h.nsflags, 0x20000);
+    assert_int_equal(h.preserve_fds, 2);
+    assert_int_equal(h.uid, 7);
+    assert_int_equal(h.gid, 8);
+    assert_true(h.flags & ENTER_NNP);
+    assert_true(h.flags & ENTER_HAS_OOM);
+    assert_true(h.flags & ENTER_HAS_CAPS);
+    assert_true(h.flags & ENTER_SECCOMP);
+    assert_false(h.flags & ENTER_TERMINAL);
+    assert_int_equal(h.oom_score_adj, 5);
+    assert_true(h.n_filter > 4);
+    assert_int_equal(h.caps[ENTER_CAP_BOUNDING], 1ull << 5); /* CAP_KILL */
+    assert_int_equal(h.caps[ENTER_CAP_AMBIENT], 1ull << 5);
+    struct enter_parsed r;
+    assert_int_equal(enter_recipe_parse(&h, (char *)body.data, &r), 0);
+    assert_string_equal(r.cwd, "/work");
+    assert_string_equal(r.args[0], "sh");
+    assert_string_equal(r.args[2], "true");
+    assert_null(r.args[3]);
+    assert_string_equal(r.env[1], "A=b");
+    assert_null(r.env[2]);
+    assert_int_equal(h.n_gids, 2);
+    assert_int_equal(r.gids[0], 9);
+    assert_int_equal(r.gids[1], 10);
+    assert_int_equal(h.n_rlimits, 1);
+    assert_int_equal(r.rlimits[0].resource, RLIMIT_NOFILE);
+    assert_int_equal(r.rlimits[0].soft, 10);
+    assert_int_equal(r.rlimits[0].hard, 20);
+    enter_parsed_clear(&r);
+    buf_free(&body);
+}
+
+/* Every recipe that is not one kinglet sends is refused, never read past
+ * its end. */
+static void test_exec_recipe_refused(void **state)
+{
+    (void)state;
+    struct enter_recipe h, bad;
+    struct buf body = {0};
+    recipe_of("", "", &h, &body);
+    struct enter_parsed r;
+    assert_int_equal(enter_recipe_parse(&h, (char *)body.data, &r), 0);
+    enter_parsed_clear(&r);
+    /* every shorter body: a string runs past its end */
+    for (uint32_t n = 0; n < h.size; n++) {
+        bad = h;
+        bad.size = n;
+        char *copy = malloc(n + 1);
+        memcpy(copy, body.data, n);
+        assert_int_equal(enter_recipe_parse(&bad, copy, &r), -EPROTO);
+        free(copy);
+    }
+    /* counts that do not match the body, or over the limits */
+    const struct {
+        size_t off;
+        uint32_t value;
+    } edits[] = {
+        {offsetof(struct enter_recipe, magic), 0},
+        {offsetof(struct enter_recipe, n_args), 0},
+        {offsetof(struct enter_recipe, n_args), 5},
+        {offsetof(struct enter_recipe, n_env), 3},
+        {offsetof(struct enter_recipe, n_env), 1},
+        {offsetof(struct enter_recipe, n_gids), 1000},
+        {offsetof(struct enter_recipe, n_rlimits), 1},
+        {offsetof(struct enter_recipe, n_filter), 1},
+        {offsetof(struct enter_recipe, n_filter), ENTER_FILTER_MAX + 1},
+        {offsetof(struct enter_recipe, n_args), ENTER_LIST_MAX + 1},
+        {offsetof(struct enter_recipe, cap_last), 64},
+        {offsetof(struct enter_recipe, size), ENTER_BODY_MAX + 1},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(edits); i++) {
+        bad = h;
+        memcpy((char *)&bad + edits[i].off, &edits[i].value, sizeof(uint32_t));
+        int rc = enter_recipe_parse(&bad, (char *)body.data, &r);
+        if (rc != -EPROTO)
+            fail_msg("edit %zu: %d", i, rc);
+    }
+    /* an empty program or cwd */
+    char *copy = malloc(h.size);
+    memcpy(copy, body.data, h.size);
+    copy[0] = '\0'; /* the cwd "/" becomes "" */
+    assert_int_equal(enter_recipe_parse(&h, copy, &r), -EPROTO);
+    free(copy);
+    buf_free(&body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +534,8 @@ int main(void)
         cmocka_unit_test_setup(test_default_spec_round_trip, per_test_timeout),
         cmocka_unit_test_setup(test_limits, per_test_timeout),
         cmocka_unit_test_setup(test_proc_places, per_test_timeout),
+        cmocka_unit_test_setup(test_exec_recipe_round_trip, per_test_timeout),
+        cmocka_unit_test_setup(test_exec_recipe_refused, per_test_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

