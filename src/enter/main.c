@@ -35,6 +35,7 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -50,6 +51,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <termios.h>
@@ -156,9 +158,25 @@ static void oom_score_adj(const struct recipe *r)
 {
     if (!(r->h.flags & ENTER_HAS_OOM))
         return;
-    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    /* As oci_proc_open does: /proc must be the root of a procfs, and
+     * nothing mounted on the way may take the write elsewhere (a
+     * container that covers its /proc could otherwise aim it at a file
+     * of its choosing: the CVE-2025-52881 class). */
+    int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct statfs sf;
+    struct stat st;
+    if (proc < 0 || fstatfs(proc, &sf) < 0 || fstat(proc, &st) < 0)
+        fail(errno, "`process.oomScoreAdj`: open /proc");
+    if (sf.f_type != PROC_SUPER_MAGIC || st.st_ino != 1)
+        fail(EPERM, "`process.oomScoreAdj`: /proc is not the root of a procfs");
+    struct open_how how = {
+        .flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, proc, "self/oom_score_adj", &how, sizeof(how));
     if (fd < 0)
         fail(errno, "`process.oomScoreAdj`: open /proc/self/oom_score_adj");
+    close(proc);
     char v[16];
     int n = snprintf(v, sizeof(v), "%d", (int)r->h.oom_score_adj);
     if (write(fd, v, (size_t)n) != n)
