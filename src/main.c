@@ -446,7 +446,8 @@ static const struct {
                    "\n"
                    "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
                    "its request on fd 3 and answers there. The daemon starts it; it takes\n"
-                   "no options.\n"},
+                   "no options. For tests only, `kinglet image-pull --test-attack=STEPS\n"
+                   "STORE` sets the same sandbox up and runs attacker steps in it.\n"},
 };
 
 static const char *internal_usage(const char *cmd)
