@@ -565,8 +565,10 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
                 if (w->cb != cb || w->data != data || w->gone)
                     continue;
                 w->gone = true;
-                if (++j->n_gone == j->n_waiters)
+                if (++j->n_gone == j->n_waiters) {
                     atomic_store(&j->cancel, true); /* the helper is killed */
+                    log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
+                }
                 pthread_mutex_unlock(&svc->mu);
                 return;
             }
