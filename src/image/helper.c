@@ -18,10 +18,11 @@
  *      and nodev, but the image store is writable (mount_setattr,
  *      AT_RECURSIVE);
  *   4. keeps only the capabilities unpacking needs: CHOWN, DAC_OVERRIDE,
- *      FOWNER, FSETID (owners and modes of layer files), MKNOD (device
- *      nodes and overlayfs whiteouts), SETFCAP (file capabilities), and
- *      SYS_ADMIN, which the kernel requires for the trusted.overlay.opaque
- *      xattr of opaque directories; the bounding set goes too;
+ *      FOWNER, FSETID (owners and modes of layer files), MKNOD (fifos and
+ *      overlayfs whiteouts), SETFCAP (file capabilities), and SYS_ADMIN,
+ *      which the kernel requires for the trusted.overlay.opaque xattr of
+ *      opaque directories; the bounding set goes too; and takes a uid and
+ *      gid of its own (filesystem ids 0: files are made as before);
  *   5. sets no_new_privs and a seccomp filter that refuses what SYS_ADMIN
  *      would otherwise allow (mount, namespaces, BPF, modules, kexec,
  *      ptrace, keyrings, ...), sockets other than IPv4/IPv6 TCP and UDP
@@ -61,7 +62,9 @@
 #include <seccomp.h>
 #include <signal.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/capability.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -75,8 +78,9 @@
 
 #include "image/internal.h"
 
-#define HELPER_LINE_MAX (16u << 20)
-#define HELPER_FD       3
+#define HELPER_LINE_MAX  (16u << 20)
+#define HELPER_FD        3
+#define IMAGE_HELPER_UID 2147483646u /* 2^31 - 2: see sandbox_ids */
 
 extern char **environ;
 
@@ -564,7 +568,52 @@ static int sandbox_mounts(const char *store, struct err *err)
     return 0;
 }
 
-static int sandbox_caps(struct err *err)
+static int set_caps(const cap_value_t *v, size_t n)
+{
+    cap_t caps = cap_init();
+    if (!caps)
+        return -ENOMEM;
+    int r = cap_set_flag(caps, CAP_PERMITTED, (int)n, v, CAP_SET) < 0 ||
+                    cap_set_flag(caps, CAP_EFFECTIVE, (int)n, v, CAP_SET) < 0 ||
+                    cap_set_proc(caps) < 0
+                ? -errno
+                : 0;
+    cap_free(caps);
+    return r;
+}
+
+/* The helper's uid and gid: no account's, no container's. Signals,
+ * ptrace checks and /proc/PID of other processes (another user's, not
+ * dumpable, or root's) see an unprivileged stranger; files are still made
+ * as root would make them (fsuid and fsgid 0), so unpacking is unchanged.
+ * PR_SET_PDEATHSIG goes with the change of ids: set again after it. */
+static int sandbox_ids(const cap_value_t *keep, size_t n_keep, pid_t ppid, struct err *err)
+{
+    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+        return err_set(err, errno, "keep capabilities");
+    if (setgroups(0, NULL) < 0 ||
+        setresgid(IMAGE_HELPER_UID, IMAGE_HELPER_UID, IMAGE_HELPER_UID) < 0 ||
+        setresuid(IMAGE_HELPER_UID, IMAGE_HELPER_UID, IMAGE_HELPER_UID) < 0)
+        return err_set(err, errno, "become uid %u", IMAGE_HELPER_UID);
+    cap_value_t more[16];
+    memcpy(more, keep, n_keep * sizeof(*keep));
+    more[n_keep] = CAP_SETUID;
+    more[n_keep + 1] = CAP_SETGID;
+    int r = set_caps(more, n_keep + 2);
+    if (r < 0)
+        return err_set(err, -r, "set capabilities");
+    setfsuid(0);
+    setfsgid(0);
+    if (setfsuid((uid_t)-1) != 0 || setfsgid((gid_t)-1) != 0)
+        return err_set(err, EPERM, "keep the filesystem ids 0");
+    prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (ppid && getppid() != ppid)
+        return err_set(err, ESRCH, "the daemon is gone");
+    return 0;
+}
+
+static int sandbox_caps(pid_t ppid, struct err *err)
 {
     static const cap_value_t keep[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER,   CAP_FSETID,
                                        CAP_MKNOD, CAP_SETFCAP,      CAP_SYS_ADMIN};
@@ -576,16 +625,12 @@ static int sandbox_caps(struct err *err)
         if (!kept && cap_drop_bound((cap_value_t)c) < 0 && errno != EINVAL)
             return err_set(err, errno, "drop capability %d from the bounding set", c);
     }
-    cap_t caps = cap_init();
-    if (!caps)
-        return err_set(err, ENOMEM, "capabilities");
-    int r = 0;
-    if (cap_set_flag(caps, CAP_PERMITTED, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-        cap_set_flag(caps, CAP_EFFECTIVE, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-        cap_set_proc(caps) < 0)
-        r = err_set(err, errno, "set capabilities");
-    cap_free(caps);
-    if (r == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+    int r = sandbox_ids(keep, ARRAY_SIZE(keep), ppid, err);
+    if (r < 0)
+        return r;
+    if ((r = set_caps(keep, ARRAY_SIZE(keep))) < 0)
+        return err_set(err, -r, "set capabilities");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         r = err_set(err, errno, "clear ambient capabilities");
     return r;
 }
@@ -757,12 +802,13 @@ static int sandbox_seccomp(struct err *err)
     return r < 0 ? err_set(err, -r, "seccomp filter") : 0;
 }
 
-static int sandbox(const char *store, struct err *err)
+/* ppid: the daemon, checked once the ids are changed (0: not checked) */
+static int sandbox(const char *store, pid_t ppid, struct err *err)
 {
     if (geteuid() == 0) {
         int r = sandbox_mounts(store, err);
         if (r == 0)
-            r = sandbox_caps(err);
+            r = sandbox_caps(ppid, err);
         if (r < 0)
             return r;
     }
@@ -911,7 +957,7 @@ static int attack_step(const char *step)
 static int test_attack(const char *steps, const char *store)
 {
     struct err err = {0};
-    if (sandbox(store, &err) < 0) {
+    if (sandbox(store, 0, &err) < 0) {
         fprintf(stderr, "kinglet image-pull: sandbox: %s\n", err.msg);
         return 1;
     }
@@ -979,7 +1025,7 @@ int image_helper_main(int argc, char **argv)
     }
     if ((r = store_attach(&st, store, err)) < 0)
         goto out;
-    if ((r = sandbox(store, err)) < 0) {
+    if ((r = sandbox(store, (pid_t)ppid, err)) < 0) {
         err_wrap(err, "image helper sandbox");
         goto out;
     }

@@ -47,6 +47,7 @@
 #include <mbedtls/x509_crt.h>
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -978,12 +979,14 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_NONE);
     } else {
         /* the registry's own CA, and the system's as well (curl's CAINFO
-         * with OpenSSL's CApath) */
+         * with OpenSSL's CApath); AT_EACCESS: checked with the filesystem
+         * ids, as the read will be (the pull helper's real uid is not 0) */
         snprintf(path, sizeof(path), "%s/%s/ca.crt", p->certs_dir, tls_host);
-        if (access(path, R_OK) == 0 && (e = mbedtls_x509_crt_parse_file(&t->ca, path)) < 0)
+        if (faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0 &&
+            (e = mbedtls_x509_crt_parse_file(&t->ca, path)) < 0)
             r = tls_text(err, EPROTO, e, "the CA certificate", path);
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(system_ca_bundles); i++)
-            if (access(system_ca_bundles[i], R_OK) == 0) {
+            if (faccessat(AT_FDCWD, system_ca_bundles[i], R_OK, AT_EACCESS) == 0) {
                 /* a bundle may hold a certificate mbedTLS cannot parse:
                  * the others still count (>= 0: how many failed) */
                 mbedtls_x509_crt_parse_file(&t->ca, system_ca_bundles[i]);
@@ -995,7 +998,7 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         mbedtls_ssl_conf_verify(&t->conf, verify_cb, t);
     }
     snprintf(path, sizeof(path), "%s/%s/client.cert", p->certs_dir, tls_host);
-    if (r == 0 && access(path, R_OK) == 0) {
+    if (r == 0 && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0) {
         if ((e = mbedtls_x509_crt_parse_file(&t->own, path)) != 0)
             r = tls_text(err, EPROTO, e, "the client certificate", path);
         snprintf(path, sizeof(path), "%s/%s/client.key", p->certs_dir, tls_host);

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -531,7 +532,9 @@ static int apply_meta_fd(struct extract *x, int fd, struct archive_entry *e, con
     gid_t gid = (gid_t)archive_entry_gid(e);
     mode_t perm = archive_entry_perm(e) & 07777;
     bool chowned = false;
-    if (!fresh_mode || uid != geteuid() || gid != getegid()) {
+    /* a new file's owner: the filesystem ids (the pull helper's are 0,
+     * its uid and gid another; setfsuid(-1) only reads them) */
+    if (!fresh_mode || uid != (uid_t)setfsuid((uid_t)-1) || gid != (gid_t)setfsgid((gid_t)-1)) {
         if (fchown(fd, uid, gid) < 0)
             return err_set(x->err, errno, "chown `%.200s`", path);
         chowned = true;

@@ -16,6 +16,7 @@ from imagelib import FakeRegistry, Image, Tar
 
 # CHOWN, DAC_OVERRIDE, FOWNER, FSETID, MKNOD, SETFCAP, SYS_ADMIN
 HELPER_CAPS = sum(1 << c for c in (0, 1, 3, 4, 27, 31, 21))
+HELPER_UID = 2**31 - 2  # src/image/helper.c's IMAGE_HELPER_UID
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,12 @@ def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
     for f in ("CapEff", "CapPrm", "CapBnd"):
         assert int(status_field(h, f), 16) == HELPER_CAPS, (f, status_field(h, f))
     assert int(status_field(h, "CapAmb"), 16) == 0
+    # an unprivileged stranger to other processes, root to files it makes
+    with open(f"/proc/{h}/status") as f:
+        ids = {k: v.split() for k, v in (line.split(":", 1) for line in f) if k in ("Uid", "Gid")}
+    assert ids["Uid"] == ids["Gid"] == [str(HELPER_UID)] * 3 + ["0"], ids
+    with open(f"/proc/{h}/status") as f:
+        assert re.search(r"^Groups:\s*$", f.read(), re.M)
     assert os.readlink(f"/proc/{h}/ns/mnt") != os.readlink(f"/proc/{d.pid}/ns/mnt")
     # every mount read-only but the image store
     writable = []
