@@ -96,6 +96,16 @@ def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
             if "rw" in fields[5].split(","):
                 writable.append(fields[4])
     assert writable == [store], writable
+    # the only unix socket it holds is fd 3, its channel to the job thread
+    with open(f"/proc/{h}/net/unix") as f:
+        unix = {line.split()[6] for line in list(f)[1:]}
+    held = {}
+    for fd in os.listdir(f"/proc/{h}/fd"):
+        try:
+            held[int(fd)] = os.readlink(f"/proc/{h}/fd/{fd}")
+        except OSError:
+            pass
+    assert [fd for fd, t in held.items() if t[8:-1] in unix and t.startswith("socket:")] == [3], held
     r = fut.result()
     assert r.image_ref == slow_image.id
     assert not helpers(d.pid)
