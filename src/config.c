@@ -16,6 +16,8 @@ void config_defaults(struct config *cfg)
     cfg->image_min_free = IMAGE_LIMITS_DEFAULT.min_free;
     cfg->image_min_free_pct = IMAGE_LIMITS_DEFAULT.min_free_pct;
     cfg->max_layer_ratio = IMAGE_LIMITS_DEFAULT.max_layer_ratio;
+    cfg->image_pull_progress_timeout_ms = IMAGE_LIMITS_DEFAULT.progress_timeout_ms;
+    cfg->image_pull_min_rate = IMAGE_LIMITS_DEFAULT.min_rate;
 }
 
 static int set_str(char **field, const char *value)
@@ -207,6 +209,22 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
             return err_set(err, EINVAL, "max-layer-ratio: `%s` is not 0..1000000 (0 = no limit)",
                            value);
         cfg->max_layer_ratio = (unsigned)v;
+        return 0;
+    }
+    if (strcmp(key, "image-pull-progress-timeout") == 0) {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (!value[0] || *end || errno || !(v >= 0.1 && v <= 3600))
+            return err_set(err, EINVAL, "%s: `%s` is not 0.1..3600 seconds", key, value);
+        cfg->image_pull_progress_timeout_ms = (unsigned)(v * 1000 + 0.5);
+        return 0;
+    }
+    if (strcmp(key, "image-pull-min-rate") == 0) {
+        uint64_t v;
+        if (parse_size(value, &v) < 0 || v > (1u << 30))
+            return err_set(err, EINVAL, "%s: `%s` is not 0..1G bytes/s (e.g. 1K)", key, value);
+        cfg->image_pull_min_rate = (unsigned)v;
         return 0;
     }
     if (strcmp(key, "image-min-free") == 0) {

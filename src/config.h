@@ -28,6 +28,8 @@ struct config {
     uint64_t image_min_free;
     bool image_min_free_pct;
     unsigned max_layer_ratio; /* tar bytes per compressed byte of a layer, 0 = no limit */
+    unsigned image_pull_progress_timeout_ms; /* struct image_limits' progress_timeout_ms */
+    unsigned image_pull_min_rate;            /* bytes/s */
     /* pod networking */
     char *pod_cidr;        /* NULL = kubelet's (UpdateRuntimeConfig), else 10.88.0.0/16 */
     char *bridge;          /* NULL = kinglet0 */

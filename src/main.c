@@ -60,6 +60,12 @@ static const char usage_text[] =
     "                              filesystem (default 15%, kubelet's imagefs.available\n"
     "                              eviction threshold; 0 = none); free inodes are kept\n"
     "                              at N% too (5% for a SIZE)\n"
+    "      --image-pull-progress-timeout SEC  each step of a pull that waits for a\n"
+    "                              registry or proxy (connect, TLS, CONNECT, an answer)\n"
+    "                              fails after SEC, and so does a download slower than\n"
+    "                              the minimum rate over SEC of waiting (default 60)\n"
+    "      --image-pull-min-rate BYTES  that minimum rate, per second (default 1K;\n"
+    "                              0 = any byte is progress)\n"
     "      --pod-cidr CIDR[,CIDR]  pod subnets, IPv4 and/or IPv6 (default: kubelet's\n"
     "                              pod CIDR from UpdateRuntimeConfig, else 10.88.0.0/16)\n"
     "      --bridge NAME           the pods' bridge (default kinglet0)\n"
@@ -158,6 +164,8 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"stream-tls-key", required_argument, NULL, 'K'},
         /* long-only options (>= 256): the setting is the option's name */
         {"grpc-max-connections", required_argument, NULL, 256},
+        {"image-pull-progress-timeout", required_argument, NULL, 256},
+        {"image-pull-min-rate", required_argument, NULL, 256},
         {"grpc-idle-timeout", required_argument, NULL, 256},
         {"grpc-keepalive-time", required_argument, NULL, 256},
         {"grpc-keepalive-timeout", required_argument, NULL, 256},
@@ -299,7 +307,9 @@ static int daemon_start(struct daemon *d, struct err *err)
         .limits = {.max_layer_size = d->cfg.max_layer_size,
                    .min_free = d->cfg.image_min_free,
                    .min_free_pct = d->cfg.image_min_free_pct,
-                   .max_layer_ratio = d->cfg.max_layer_ratio},
+                   .max_layer_ratio = d->cfg.max_layer_ratio,
+                   .progress_timeout_ms = d->cfg.image_pull_progress_timeout_ms,
+                   .min_rate = d->cfg.image_pull_min_rate},
         .mirrors = (const char *const *)d->cfg.registry_mirrors,
         .n_mirrors = d->cfg.n_registry_mirrors,
         .insecure = (const char *const *)d->cfg.insecure_registries,
@@ -446,7 +456,8 @@ static const struct {
                    "\n"
                    "The daemon's sandboxed helper that pulls or imports one image: it reads\n"
                    "its request on fd 3 and answers there. The daemon starts it; it takes\n"
-                   "no options.\n"},
+                   "no options. For tests only, `kinglet image-pull --test-attack=STEPS\n"
+                   "STORE` sets the same sandbox up and runs attacker steps in it.\n"},
 };
 
 static const char *internal_usage(const char *cmd)

@@ -1,5 +1,9 @@
 /* PullImage: an adapter from the protobuf request to image_pull(); the pull
- * itself runs on the image service's threads and completes on the loop. */
+ * itself runs on the image service's threads and completes on the loop. A
+ * caller that goes away (its deadline passed, it hung up) stops waiting;
+ * the pull is cancelled when no caller waits for it any more (concurrent
+ * calls for one image share one pull), as containerd cancels a pull whose
+ * context is done. */
 #include "cri/internal.h"
 
 static void pull_done(void *data, int r, const struct err *err, const char *image_id)
@@ -12,6 +16,15 @@ static void pull_done(void *data, int r, const struct err *err, const char *imag
     Runtime__V1__PullImageResponse resp = RUNTIME__V1__PULL_IMAGE_RESPONSE__INIT;
     resp.image_ref = (char *)image_id; /* the image id, as containerd answers */
     cri_reply(call, &resp.base);
+}
+
+static void on_cancel(struct grpc_call *gc, void *data)
+{
+    (void)gc;
+    struct cri_call *call = data;
+    /* pull_done still runs (and finishes the call) */
+    if (call->cri->images)
+        image_pull_abandon(call->cri->images, pull_done, call);
 }
 
 void cri_pull_image(struct cri_call *call)
@@ -37,6 +50,11 @@ void cri_pull_image(struct cri_call *call)
         auth.registry_token = req->auth->registry_token;
     }
     struct err err = {0};
-    if (image_pull(call->cri->images, ref, &auth, pull_done, call, &err) < 0)
+    if (image_pull(call->cri->images, ref, &auth, pull_done, call, &err) < 0) {
         cri_fail_err(call, &err);
+        return;
+    }
+    grpc_call_on_cancel(call->gc, on_cancel, call);
+    if (grpc_call_cancelled(call->gc))
+        on_cancel(call->gc, call);
 }

@@ -15,16 +15,22 @@
  *   1. dies with the job thread that started it (PR_SET_PDEATHSIG);
  *   2. reads its request (one JSON line) on fd 3;
  *   3. gets a mount namespace of its own in which every mount is read-only
- *      but the image store (mount_setattr, AT_RECURSIVE);
+ *      and nodev, but the image store is writable (mount_setattr,
+ *      AT_RECURSIVE);
  *   4. keeps only the capabilities unpacking needs: CHOWN, DAC_OVERRIDE,
- *      FOWNER, FSETID (owners and modes of layer files), MKNOD (device
- *      nodes and overlayfs whiteouts), SETFCAP (file capabilities), and
- *      SYS_ADMIN, which the kernel requires for the trusted.overlay.opaque
- *      xattr of opaque directories; the bounding set goes too;
+ *      FOWNER, FSETID (owners and modes of layer files), MKNOD (fifos and
+ *      overlayfs whiteouts), SETFCAP (file capabilities), and SYS_ADMIN,
+ *      which the kernel requires for the trusted.overlay.opaque xattr of
+ *      opaque directories; the bounding set goes too; and takes a uid and
+ *      gid of its own (filesystem ids 0: files are made as before);
  *   5. sets no_new_privs and a seccomp filter that refuses what SYS_ADMIN
  *      would otherwise allow (mount, namespaces, BPF, modules, kexec,
- *      ptrace, keyrings, ...) and sockets other than unix, IPv4, IPv6 and
- *      rtnetlink (which getaddrinfo uses);
+ *      ptrace, keyrings, ...), sockets other than IPv4/IPv6 TCP and UDP
+ *      and rtnetlink (registries, proxies, DNS, getaddrinfo: no unix
+ *      socket, so no CRI socket), signals to any process but itself,
+ *      new processes (threads only), and device nodes but fifos and
+ *      whiteouts (char 0/0): root as it is, it can neither reach the
+ *      daemon nor touch another process nor the host's devices;
  *   6. runs the job, and reports over fd 3.
  * An unprivileged caller (`kinglet image` as a user) skips 3 and 4: it has
  * nothing to give up.
@@ -46,6 +52,9 @@
  * dies, every layer it was building is marked failed, so waiters move on.
  * Cancellation (shutdown) and any protocol error SIGKILL it. */
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <linux/mount.h>
 #include <linux/netlink.h>
 #include <poll.h>
@@ -53,19 +62,25 @@
 #include <seccomp.h>
 #include <signal.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/capability.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "image/internal.h"
 
-#define HELPER_LINE_MAX (16u << 20)
-#define HELPER_FD       3
+#define HELPER_LINE_MAX  (16u << 20)
+#define HELPER_FD        3
+#define IMAGE_HELPER_UID 2147483646u /* 2^31 - 2: see sandbox_ids */
 
 extern char **environ;
 
@@ -541,7 +556,10 @@ static int sandbox_mounts(const char *store, struct err *err)
         return err_set(err, errno, "make / a slave");
     if (mount(store, store, NULL, MS_BIND, NULL) < 0)
         return err_set(err, errno, "bind `%s`", store);
-    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+    /* nodev too: root with DAC_OVERRIDE could otherwise write the host's
+     * disks through /dev (a read-only mount does not stop writes to a
+     * device node), or a device node a layer made */
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV};
     if (syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
         return err_set(err, errno, "make every mount read-only");
     struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
@@ -550,7 +568,52 @@ static int sandbox_mounts(const char *store, struct err *err)
     return 0;
 }
 
-static int sandbox_caps(struct err *err)
+static int set_caps(const cap_value_t *v, size_t n)
+{
+    cap_t caps = cap_init();
+    if (!caps)
+        return -ENOMEM;
+    int r = cap_set_flag(caps, CAP_PERMITTED, (int)n, v, CAP_SET) < 0 ||
+                    cap_set_flag(caps, CAP_EFFECTIVE, (int)n, v, CAP_SET) < 0 ||
+                    cap_set_proc(caps) < 0
+                ? -errno
+                : 0;
+    cap_free(caps);
+    return r;
+}
+
+/* The helper's uid and gid: no account's, no container's. Signals,
+ * ptrace checks and /proc/PID of other processes (another user's, not
+ * dumpable, or root's) see an unprivileged stranger; files are still made
+ * as root would make them (fsuid and fsgid 0), so unpacking is unchanged.
+ * PR_SET_PDEATHSIG goes with the change of ids: set again after it. */
+static int sandbox_ids(const cap_value_t *keep, size_t n_keep, pid_t ppid, struct err *err)
+{
+    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+        return err_set(err, errno, "keep capabilities");
+    if (setgroups(0, NULL) < 0 ||
+        setresgid(IMAGE_HELPER_UID, IMAGE_HELPER_UID, IMAGE_HELPER_UID) < 0 ||
+        setresuid(IMAGE_HELPER_UID, IMAGE_HELPER_UID, IMAGE_HELPER_UID) < 0)
+        return err_set(err, errno, "become uid %u", IMAGE_HELPER_UID);
+    cap_value_t more[16];
+    memcpy(more, keep, n_keep * sizeof(*keep));
+    more[n_keep] = CAP_SETUID;
+    more[n_keep + 1] = CAP_SETGID;
+    int r = set_caps(more, n_keep + 2);
+    if (r < 0)
+        return err_set(err, -r, "set capabilities");
+    setfsuid(0);
+    setfsgid(0);
+    if (setfsuid((uid_t)-1) != 0 || setfsgid((gid_t)-1) != 0)
+        return err_set(err, EPERM, "keep the filesystem ids 0");
+    prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (ppid && getppid() != ppid)
+        return err_set(err, ESRCH, "the daemon is gone");
+    return 0;
+}
+
+static int sandbox_caps(pid_t ppid, struct err *err)
 {
     static const cap_value_t keep[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER,   CAP_FSETID,
                                        CAP_MKNOD, CAP_SETFCAP,      CAP_SYS_ADMIN};
@@ -562,17 +625,73 @@ static int sandbox_caps(struct err *err)
         if (!kept && cap_drop_bound((cap_value_t)c) < 0 && errno != EINVAL)
             return err_set(err, errno, "drop capability %d from the bounding set", c);
     }
-    cap_t caps = cap_init();
-    if (!caps)
-        return err_set(err, ENOMEM, "capabilities");
-    int r = 0;
-    if (cap_set_flag(caps, CAP_PERMITTED, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-        cap_set_flag(caps, CAP_EFFECTIVE, (int)ARRAY_SIZE(keep), keep, CAP_SET) < 0 ||
-        cap_set_proc(caps) < 0)
-        r = err_set(err, errno, "set capabilities");
-    cap_free(caps);
-    if (r == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+    int r = sandbox_ids(keep, ARRAY_SIZE(keep), ppid, err);
+    if (r < 0)
+        return r;
+    if ((r = set_caps(keep, ARRAY_SIZE(keep))) < 0)
+        return err_set(err, -r, "set capabilities");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         r = err_set(err, errno, "clear ambient capabilities");
+    return r;
+}
+
+/* Signals to the helper itself only: the daemon, pid 1 and every other
+ * process are out of reach, though the helper runs as root. The pid is
+ * this process's, fixed when the filter is made; no child can inherit the
+ * filter to outlive it (fork is refused). glibc's raise, abort and
+ * pthread_kill use tgkill(getpid(), tid). F_SETOWN and friends would have
+ * the kernel send SIGIO (or any F_SETSIG signal) to another process. */
+static int sandbox_seccomp_signals(scmp_filter_ctx ctx)
+{
+    scmp_datum_t self = (scmp_datum_t)getpid();
+    static const int pid_first[] = {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo),
+                                    SCMP_SYS(rt_tgsigqueueinfo)};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(pid_first) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), pid_first[i], 1,
+                             SCMP_A0(SCMP_CMP_NE, self, 0));
+    static const int deny[] = {SCMP_SYS(tkill), SCMP_SYS(pidfd_send_signal), SCMP_SYS(pidfd_open)};
+    for (size_t i = 0; i < ARRAY_SIZE(deny) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), deny[i], 0);
+    static const int fcntls[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG};
+    for (size_t i = 0; i < ARRAY_SIZE(fcntls) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
+                             SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)fcntls[i], 0));
+    static const unsigned long ioctls[] = {FIOSETOWN, SIOCSPGRP, TIOCSTI};
+    for (size_t i = 0; i < ARRAY_SIZE(ioctls) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                             SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i], 0));
+    return r;
+}
+
+/* New sockets: TCP to registries and proxies, UDP and TCP for DNS (IPv4,
+ * IPv6), and rtnetlink, which glibc's getaddrinfo reads addresses with.
+ * No unix socket: the daemon's CRI socket, nscd and the like are out of
+ * reach (glibc resolves without nscd when it cannot connect), and no
+ * socketpair. The only unix socket is fd 3, already connected to the job
+ * thread, which reads JSON lines from it and no descriptors. datum_b
+ * spelled out: clang's -Wmissing-field-initializers, in the fuzz build. */
+static int sandbox_seccomp_sockets(scmp_filter_ctx ctx)
+{
+    int r = 0;
+    for (int f = 0; f < AF_MAX && r == 0; f++)
+        if (f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                             SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
+    /* stream and datagram only (the type's low bits; flags above) */
+    static const int inet[] = {AF_INET, AF_INET6};
+    for (size_t i = 0; i < ARRAY_SIZE(inet) && r == 0; i++)
+        for (int t = 0; t < 16 && r == 0; t++)
+            if (t != SOCK_STREAM && t != SOCK_DGRAM)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[i], 0),
+                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)t));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 0);
     return r;
 }
 
@@ -648,28 +767,48 @@ static int sandbox_seccomp(struct err *err)
                              SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    /* sockets: unix, IPv4, IPv6, and rtnetlink (getaddrinfo) only (datum_b
-     * spelled out: clang's -Wmissing-field-initializers, in the fuzz build) */
-    for (int f = 0; f < AF_MAX && r == 0; f++)
-        if (f != AF_UNIX && f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
-            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
+    /* no new process: threads only (fork, vfork and clone without
+     * CLONE_THREAD refused). A child would outlive the helper (no
+     * PDEATHSIG) and could signal whatever reuses the helper's pid. */
     if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
-                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
-                             SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fork), 0);
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(vfork), 0);
+    if (r == 0)
+        r = sandbox_seccomp_signals(ctx);
+    if (r == 0)
+        r = sandbox_seccomp_sockets(ctx);
+    /* device nodes: fifos and overlayfs whiteouts (char 0/0) only */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 2,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR),
+                             SCMP_A2(SCMP_CMP_NE, 0, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
+                             SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 2,
+                             SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR),
+                             SCMP_A3(SCMP_CMP_NE, 0, 0));
     if (r == 0)
         r = seccomp_load(ctx);
     seccomp_release(ctx);
     return r < 0 ? err_set(err, -r, "seccomp filter") : 0;
 }
 
-static int sandbox(const char *store, struct err *err)
+/* ppid: the daemon, checked once the ids are changed (0: not checked) */
+static int sandbox(const char *store, pid_t ppid, struct err *err)
 {
     if (geteuid() == 0) {
         int r = sandbox_mounts(store, err);
         if (r == 0)
-            r = sandbox_caps(err);
+            r = sandbox_caps(ppid, err);
         if (r < 0)
             return r;
     }
@@ -733,6 +872,103 @@ static int report_error(int fd, const struct err *err)
                                "msg", err->msg, "nosys", err->no_sys || !err->code));
 }
 
+/* ---- the sandbox under attack (tests only) ------------------------------------ */
+
+/* `kinglet image-pull --test-attack=STEP[,STEP...] STORE`: sets the sandbox
+ * up for STORE exactly as a helper does, then runs each step as attacker
+ * code taken over through a parser bug would, printing "STEP ok" or
+ * "STEP ERRNONAME". The daemon never passes arguments to its helper, and
+ * whoever runs this runs it with their own privileges, less the sandbox:
+ * it proves what the sandbox holds, and gives nobody anything. */
+static int attack_step(const char *step)
+{
+    char verb[32];
+    const char *arg = strchr(step, ':');
+    snprintf(verb, sizeof(verb), "%.*s", (int)(arg ? arg - step : (ptrdiff_t)strlen(step)), step);
+    arg = arg ? arg + 1 : "";
+    long n = strtol(arg, NULL, 10);
+    int fd = -1, r = 0;
+    if (strcmp(verb, "connect-unix") == 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", arg);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } else if (strcmp(verb, "socketpair") == 0) {
+        int sv[2];
+        if ((r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) == 0) {
+            close(sv[0]);
+            close(sv[1]);
+        }
+    } else if (strcmp(verb, "tcp") == 0 || strcmp(verb, "udp") == 0) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)n)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fd = socket(AF_INET, (verb[0] == 't' ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+        r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } else if (strcmp(verb, "raw") == 0) {
+        fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+        r = fd < 0 ? -1 : 0;
+    } else if (strcmp(verb, "resolve") == 0) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        int g = getaddrinfo(arg, "80", &hints, &res);
+        if (g == 0)
+            freeaddrinfo(res);
+        else
+            errno = g == EAI_SYSTEM ? errno : ENOENT;
+        r = g == 0 ? 0 : -1;
+    } else if (strcmp(verb, "kill") == 0) {
+        const char *sig = strchr(arg, ':');
+        r = kill((pid_t)n, sig ? atoi(sig + 1) : SIGKILL);
+    } else if (strcmp(verb, "tkill") == 0) {
+        r = (int)syscall(SYS_tkill, (pid_t)n, SIGKILL);
+    } else if (strcmp(verb, "tgkill") == 0) {
+        r = (int)syscall(SYS_tgkill, (pid_t)n, (pid_t)n, SIGKILL);
+    } else if (strcmp(verb, "pidfd-kill") == 0) {
+        fd = (int)syscall(SYS_pidfd_open, (pid_t)n, 0);
+        r = fd < 0 ? -1 : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    } else if (strcmp(verb, "setown") == 0) {
+        r = fcntl(HELPER_FD, F_SETOWN, (pid_t)n);
+    } else if (strcmp(verb, "fork") == 0) {
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(0);
+        r = pid < 0 ? -1 : waitpid(pid, NULL, 0) < 0 ? -1 : 0;
+    } else if (strcmp(verb, "mknod-b") == 0 || strcmp(verb, "mknod-c") == 0) {
+        r = mknod(arg, (verb[6] == 'b' ? S_IFBLK : S_IFCHR) | 0600, makedev(8, 0));
+    } else if (strcmp(verb, "mknodat-b") == 0) {
+        r = mknodat(AT_FDCWD, arg, S_IFBLK | 0600, makedev(8, 0));
+    } else if (strcmp(verb, "whiteout") == 0) {
+        r = mknodat(AT_FDCWD, arg, S_IFCHR, makedev(0, 0));
+    } else if (strcmp(verb, "fifo") == 0) {
+        r = mknodat(AT_FDCWD, arg, S_IFIFO | 0600, 0);
+    } else if (strcmp(verb, "open-dev") == 0) {
+        fd = open(arg, O_RDWR | O_CLOEXEC);
+        r = fd < 0 ? -1 : 0;
+    } else {
+        errno = EINVAL;
+        r = -1;
+    }
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    printf("%s %s\n", verb, r < 0 ? strerrorname_np(e) : "ok");
+    return 0;
+}
+
+static int test_attack(const char *steps, const char *store)
+{
+    struct err err = {0};
+    if (sandbox(store, 0, &err) < 0) {
+        fprintf(stderr, "kinglet image-pull: sandbox: %s\n", err.msg);
+        return 1;
+    }
+    char *copy = strdup(steps), *save = NULL;
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
+        attack_step(s);
+    free(copy);
+    fflush(stdout);
+    _exit(0); /* as the helper ends: no exit handlers (a leak check forks) */
+}
+
 int image_helper_main(int argc, char **argv)
 {
     (void)argc;
@@ -740,6 +976,8 @@ int image_helper_main(int argc, char **argv)
     /* killed with the job thread that started it, hence with the daemon */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 3 && strncmp(argv[1], "--test-attack=", 14) == 0)
+        return test_attack(argv[1] + 14, argv[2]);
     struct buf in = {0};
     char *line = NULL;
     size_t used;
@@ -787,7 +1025,7 @@ int image_helper_main(int argc, char **argv)
     }
     if ((r = store_attach(&st, store, err)) < 0)
         goto out;
-    if ((r = sandbox(store, err)) < 0) {
+    if ((r = sandbox(store, (pid_t)ppid, err)) < 0) {
         err_wrap(err, "image helper sandbox");
         goto out;
     }

@@ -10,8 +10,8 @@
  * checks each hop), connections kept alive and reused by the session's
  * threads, TLS sessions resumed across the parallel layer downloads.
  *
- * What curl did and this keeps: a 30 s connect timeout; a transfer slower
- * than 1 byte/s over 60 s fails; TCP keepalive (60 s idle, 60 s interval);
+ * What curl did and this keeps: a 30 s connect timeout; TCP keepalive (60 s
+ * idle, 60 s interval);
  * TCP_NODELAY; "User-Agent: kinglet/VERSION"; "Accept: * / *" by default;
  * the server certificate verified against the registry's certs.d ca.crt
  * and the system bundle (curl's CAINFO plus OpenSSL's CApath), its name
@@ -26,7 +26,20 @@
  * http goes to the proxy in absolute form, https through a CONNECT tunnel;
  * credentials in the proxy URL go as Proxy-Authorization: Basic. Only
  * http:// proxies are spoken (curl's socks and https:// proxies are
- * refused with a message naming the proxy). */
+ * refused with a message naming the proxy).
+ *
+ * Deadlines (the progress timeout T and minimum rate R of the pool, the
+ * daemon's --image-pull-progress-timeout and --image-pull-min-rate): each
+ * phase that waits for a peer has T at most, counted from its start and
+ * never reset by what arrives: the TCP connect (30 s at most), the TLS
+ * handshake, a proxy's answer to CONNECT, and an answer's head (1xx
+ * answers do not reset it, so 100-Continue forever ends). A body is read
+ * as long as it comes at R bytes/s or faster: fewer than R * T bytes over
+ * T of waiting for it fails the transfer. Only time spent waiting on the
+ * socket counts, so a consumer that is slow to read (unpacking) is not
+ * taken for a slow server; and a transfer of S bytes cannot last longer
+ * than about S / R + T of waiting. As containerd's and CRI-O's pull
+ * progress timeouts (kubelet's image-pull-progress-deadline, 1 min). */
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h> /* its error codes only */
 #include <mbedtls/pk.h>
@@ -34,6 +47,7 @@
 #include <mbedtls/x509_crt.h>
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,8 +63,6 @@
 #include "image/internal.h"
 
 #define CONNECT_TIMEOUT_MS 30000
-#define LOW_SPEED_TIME_MS  60000
-#define LOW_SPEED_BYTES    60  /* 1 byte/s over LOW_SPEED_TIME */
 #define SLICE_MS           500 /* how often a wait looks at the cancel flag */
 #define READ_CHUNK         (256u << 10)
 #define IDLE_MAX           16 /* idle connections kept per pool */
@@ -589,8 +601,11 @@ struct conn {
     const mbedtls_x509_crt *chain[MBEDTLS_X509_MAX_INTERMEDIATE_CA + 2];
     size_t n_chain;
     char name_err[200];
-    /* low-speed check */
-    uint64_t win_start;
+    const struct http_timeouts *to;
+    uint64_t deadline;  /* of the phase under way (ms, monotonic), 0 = none */
+    bool past_deadline; /* why the last wait timed out: the phase's deadline */
+    /* low-speed check: bytes received over time spent waiting */
+    uint64_t win_waited;
     uint64_t win_bytes;
     /* bytes read past the end of a CONNECT answer: none expected */
     struct conn *next;
@@ -603,6 +618,7 @@ struct http_pool {
     struct tls_cfg *cfgs;
     char *certs_dir;
     const atomic_bool *cancel;
+    struct http_timeouts to;
 };
 
 static uint64_t now_ms(void)
@@ -633,7 +649,8 @@ static void tls_cfg_free(struct tls_cfg *t)
     free(t);
 }
 
-struct http_pool *http_pool_new(const char *certs_dir, const atomic_bool *cancel)
+struct http_pool *http_pool_new(const char *certs_dir, const atomic_bool *cancel,
+                                const struct http_timeouts *to)
 {
     struct http_pool *p = calloc(1, sizeof(*p));
     if (!p)
@@ -644,6 +661,7 @@ struct http_pool *http_pool_new(const char *certs_dir, const atomic_bool *cancel
         return NULL;
     }
     p->cancel = cancel;
+    p->to = to && to->progress_ms ? *to : HTTP_TIMEOUTS_DEFAULT;
     pthread_mutex_init(&p->mu, NULL);
     return p;
 }
@@ -667,43 +685,56 @@ void http_pool_free(struct http_pool *p)
     free(p);
 }
 
-/* Waits for events on c's socket, in slices that look at the cancel flag
- * and the low-speed window; 0 when ready, -errno. deadline 0: none. */
-static int conn_wait(struct conn *c, short events, uint64_t deadline)
+/* Starts a phase that must be over within the progress timeout (and
+ * within cap_ms, when not 0); phase_end ends it. */
+static void phase_start(struct conn *c, uint64_t cap_ms)
 {
+    uint64_t t = c->to->progress_ms;
+    c->deadline = now_ms() + (cap_ms && cap_ms < t ? cap_ms : t);
+}
+
+static void phase_end(struct conn *c) { c->deadline = 0; }
+
+/* Waits for events on c's socket, in slices that look at the cancel flag,
+ * the phase's deadline and the low-speed window; 0 when ready, -errno. */
+static int conn_wait(struct conn *c, short events)
+{
+    uint64_t window = c->to->progress_ms;
+    uint64_t need = (uint64_t)c->to->min_rate * window / 1000;
+    if (need == 0)
+        need = 1; /* min_rate 0: any byte is progress */
     for (;;) {
         if (c->cancel && atomic_load(c->cancel))
             return -ECANCELED;
         uint64_t now = now_ms();
-        if (deadline && now >= deadline)
+        if (c->deadline && now >= c->deadline) {
+            c->past_deadline = true;
             return -ETIMEDOUT;
-        if (c->win_start && now - c->win_start >= LOW_SPEED_TIME_MS) {
-            if (c->win_bytes < LOW_SPEED_BYTES)
+        }
+        if (c->win_waited >= window) {
+            if (c->win_bytes < need) {
+                c->past_deadline = false;
                 return -ETIMEDOUT;
-            c->win_start = now;
+            }
+            c->win_waited = 0;
             c->win_bytes = 0;
         }
-        int ms = SLICE_MS;
-        if (deadline && deadline - now < (uint64_t)ms)
-            ms = (int)(deadline - now);
+        uint64_t ms = SLICE_MS;
+        if (c->deadline && c->deadline - now < ms)
+            ms = c->deadline - now;
+        if (window - c->win_waited < ms)
+            ms = window - c->win_waited;
         struct pollfd pfd = {.fd = c->fd, .events = events};
-        int n = poll(&pfd, 1, ms);
+        int n = poll(&pfd, 1, (int)ms);
         if (n < 0 && errno != EINTR)
             return -errno;
+        c->win_waited += now_ms() - now;
         if (n > 0)
             return 0;
     }
 }
 
-static void speed_count(struct conn *c, size_t n)
-{
-    uint64_t now = now_ms();
-    if (c->win_start && now - c->win_start >= LOW_SPEED_TIME_MS) {
-        c->win_start = now;
-        c->win_bytes = 0;
-    }
-    c->win_bytes += n;
-}
+static void speed_count(struct conn *c, size_t n) { c->win_bytes += n; }
 
 /* Plain socket I/O; n bytes or -errno (0 at the end for recv). */
 static ssize_t sock_send(struct conn *c, const void *p, size_t n)
@@ -716,7 +747,7 @@ static ssize_t sock_send(struct conn *c, const void *p, size_t n)
             continue;
         if (errno != EAGAIN)
             return -errno;
-        int r = conn_wait(c, POLLOUT, 0);
+        int r = conn_wait(c, POLLOUT);
         if (r < 0)
             return r;
     }
@@ -734,7 +765,7 @@ static ssize_t sock_recv(struct conn *c, void *p, size_t n)
             continue;
         if (errno != EAGAIN)
             return -errno;
-        int r = conn_wait(c, POLLIN, 0);
+        int r = conn_wait(c, POLLIN);
         if (r < 0)
             return r;
     }
@@ -764,13 +795,18 @@ static int bio_recv(void *ctx, unsigned char *p, size_t n)
     return (int)got;
 }
 
-static int io_error(struct err *err, int e, const char *what, const char *where)
+static int io_error(const struct conn *c, struct err *err, int e, const char *what,
+                    const char *where)
 {
     if (e == ECANCELED)
         return err_set(err, ECANCELED, "pull cancelled");
+    if (e == ETIMEDOUT && c->past_deadline)
+        return reg_err_plain(err, ETIMEDOUT, "%s %s: timed out (no answer within %.3g s)", what,
+                             where, c->to->progress_ms / 1000.0);
     if (e == ETIMEDOUT)
-        return reg_err_plain(err, ETIMEDOUT, "%s %s: timed out (less than 1 byte/s for %d s)", what,
-                             where, LOW_SPEED_TIME_MS / 1000);
+        return reg_err_plain(err, ETIMEDOUT,
+                             "%s %s: timed out (less than %u bytes/s over %.3g s of waiting)", what,
+                             where, c->to->min_rate, c->to->progress_ms / 1000.0);
     return reg_err_plain(err, e == EPIPE ? ECONNRESET : e, "%s %s: %s", what, where, strerror(e));
 }
 
@@ -831,7 +867,8 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
     if (g != 0)
         return reg_err_plain(err, ECONNREFUSED, "resolve %s: %s", name,
                              g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
-    uint64_t deadline = now_ms() + CONNECT_TIMEOUT_MS;
+    phase_start(c, CONNECT_TIMEOUT_MS);
+    uint64_t limit = c->deadline - now_ms();
     int last = ECONNREFUSED;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -847,7 +884,7 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
         c->fd = fd;
         int r = 0;
         if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
-            r = errno == EINPROGRESS ? conn_wait(c, POLLOUT, deadline) : -errno;
+            r = errno == EINPROGRESS ? conn_wait(c, POLLOUT) : -errno;
             if (r == 0) {
                 int soerr = 0;
                 socklen_t sl = sizeof(soerr);
@@ -858,6 +895,8 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
         }
         if (r == 0) {
             freeaddrinfo(res);
+            phase_end(c);
+            c->win_waited = c->win_bytes = 0;
             return 0;
         }
         close(fd);
@@ -867,12 +906,13 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
             break;
     }
     freeaddrinfo(res);
+    phase_end(c);
     if (last == ECANCELED)
         return err_set(err, ECANCELED, "pull cancelled");
     if (last == ETIMEDOUT)
         return reg_err_plain(err, ETIMEDOUT,
-                             "Failed to connect to %s port %u: timed out after %d s", name, port,
-                             CONNECT_TIMEOUT_MS / 1000);
+                             "Failed to connect to %s port %u: timed out after %.3g s", name, port,
+                             limit / 1000.0);
     return reg_err_plain(
         err,
         last == ECONNREFUSED || last == EHOSTUNREACH || last == ENETUNREACH ? last : ECONNREFUSED,
@@ -984,12 +1024,14 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_NONE);
     } else {
         /* the registry's own CA, and the system's as well (curl's CAINFO
-         * with OpenSSL's CApath) */
+         * with OpenSSL's CApath); AT_EACCESS: checked with the filesystem
+         * ids, as the read will be (the pull helper's real uid is not 0) */
         snprintf(path, sizeof(path), "%s/%s/ca.crt", p->certs_dir, tls_host);
-        if (access(path, R_OK) == 0 && (e = mbedtls_x509_crt_parse_file(&t->ca, path)) < 0)
+        if (faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0 &&
+            (e = mbedtls_x509_crt_parse_file(&t->ca, path)) < 0)
             r = tls_text(err, EPROTO, e, "the CA certificate", path);
         for (size_t i = 0; r == 0 && i < ARRAY_SIZE(system_ca_bundles); i++)
-            if (access(system_ca_bundles[i], R_OK) == 0) {
+            if (faccessat(AT_FDCWD, system_ca_bundles[i], R_OK, AT_EACCESS) == 0) {
                 /* a bundle may hold a certificate mbedTLS cannot parse:
                  * the others still count (>= 0: how many failed) */
                 mbedtls_x509_crt_parse_file(&t->ca, system_ca_bundles[i]);
@@ -1001,7 +1043,7 @@ static int tls_cfg_get(struct http_pool *p, const struct url *u, const char *tls
         snprintf(t->host, sizeof(t->host), "%s", u->host);
     }
     snprintf(path, sizeof(path), "%s/%s/client.cert", p->certs_dir, tls_host);
-    if (r == 0 && access(path, R_OK) == 0) {
+    if (r == 0 && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0) {
         if ((e = mbedtls_x509_crt_parse_file(&t->own, path)) != 0)
             r = tls_text(err, EPROTO, e, "the client certificate", path);
         snprintf(path, sizeof(path), "%s/%s/client.key", p->certs_dir, tls_host);
@@ -1055,14 +1097,12 @@ static int tls_start(struct http_pool *p, struct conn *c, const struct url *u,
         mbedtls_ssl_set_session(&c->ssl, &c->cfg->session);
     pthread_mutex_unlock(&p->mu);
     mbedtls_ssl_set_bio(&c->ssl, c, bio_send, bio_recv, NULL);
-    uint64_t start = now_ms();
-    c->win_start = start;
-    c->win_bytes = 0;
+    phase_start(c, 0);
     while ((e = mbedtls_ssl_handshake(&c->ssl)) != 0) {
         if (e == MBEDTLS_ERR_SSL_WANT_READ || e == MBEDTLS_ERR_SSL_WANT_WRITE)
             continue;
         if (c->io_err)
-            return io_error(err, c->io_err, "TLS handshake with", u->hostport);
+            return io_error(c, err, c->io_err, "TLS handshake with", u->hostport);
         if (e == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
             char info[512];
             uint32_t flags = mbedtls_ssl_get_verify_result(&c->ssl);
@@ -1079,6 +1119,7 @@ static int tls_start(struct http_pool *p, struct conn *c, const struct url *u,
         }
         return tls_text(err, EPROTO, e, "TLS handshake with", u->hostport);
     }
+    phase_end(c);
     /* a session to resume on the next connection (parallel layers) */
     mbedtls_ssl_session s;
     mbedtls_ssl_session_init(&s);
@@ -1112,11 +1153,13 @@ static int proxy_tunnel(struct conn *c, const struct url *u, const struct proxy 
         buf_free(&rq);
         return err_set(err, ENOMEM, "proxy");
     }
+    /* the proxy's whole answer within the deadline, whatever it sends */
+    phase_start(c, 0);
     r = conn_write(c, (const char *)rq.data, rq.len);
     explicit_bzero(rq.data, rq.len);
     buf_free(&rq);
     if (r < 0)
-        return io_error(err, -r, "CONNECT through proxy", px->host);
+        return io_error(c, err, -r, "CONNECT through proxy", px->host);
     struct buf body = {0};
     struct http_resp resp;
     http_resp_init(&resp, &body, 0, true);
@@ -1126,7 +1169,7 @@ static int proxy_tunnel(struct conn *c, const struct url *u, const struct proxy 
          * into our buffer: the head is short */
         ssize_t n = conn_read(c, tmp, 1);
         if (n < 0) {
-            r = io_error(err, (int)-n, "CONNECT through proxy", px->host);
+            r = io_error(c, err, (int)-n, "CONNECT through proxy", px->host);
             break;
         }
         size_t used;
@@ -1137,6 +1180,7 @@ static int proxy_tunnel(struct conn *c, const struct url *u, const struct proxy 
         if (r == 0 && n == 0 && !resp.complete)
             r = reg_err_plain(err, ECONNRESET, "proxy %s closed the connection", px->host);
     }
+    phase_end(c);
     if (r == 0 && resp.status != 200)
         r = reg_err_plain(err, resp.status == 407 ? EACCES : ECONNREFUSED,
                           "proxy %s refused the tunnel to %s (HTTP %ld)", px->host, u->hostport,
@@ -1206,6 +1250,7 @@ static int conn_get(struct http_pool *p, const struct url *u, const struct http_
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         if (poll(&pfd, 1, 0) == 0) {
             c->cancel = p->cancel;
+            c->to = &p->to;
             *ret = c;
             *ret_reused = true;
             return 0;
@@ -1217,6 +1262,7 @@ static int conn_get(struct http_pool *p, const struct url *u, const struct http_
         return err_set(err, ENOMEM, "connection");
     c->fd = -1;
     c->cancel = p->cancel;
+    c->to = &p->to;
     snprintf(c->key, sizeof(c->key), "%s", key);
     int r = px ? tcp_connect(c, px->host, px->port, err) : tcp_connect(c, u->host, u->port, err);
     if (r == 0 && px && u->https)
@@ -1236,7 +1282,7 @@ static int fill(struct http_xfer *x, struct err *err)
     x->rused = x->rlen = 0;
     ssize_t n = conn_read(x->c, x->rbuf, READ_CHUNK);
     if (n < 0)
-        return io_error(err, (int)-n, "read from", x->where);
+        return io_error(x->c, err, (int)-n, "read from", x->where);
     if (n == 0)
         x->eof = true;
     x->rlen = (size_t)n;
@@ -1336,12 +1382,13 @@ static int send_request(struct http_xfer *x, const struct url *u, const struct h
         buf_free(&b);
         return err_set(err, ENOMEM, "HTTP request");
     }
-    x->c->win_start = now_ms();
-    x->c->win_bytes = 0;
+    /* the request sent and the answer's head read within the deadline */
+    x->c->win_waited = x->c->win_bytes = 0;
+    phase_start(x->c, 0);
     r = conn_write(x->c, (const char *)b.data, b.len);
     explicit_bzero(b.data, b.len);
     buf_free(&b);
-    return r < 0 ? io_error(err, -r, "send to", x->where) : 0;
+    return r < 0 ? io_error(x->c, err, -r, "send to", x->where) : 0;
 }
 
 int http_xfer_start(struct http_pool *p, const struct http_request *rq, struct http_xfer **ret,
@@ -1375,8 +1422,11 @@ int http_xfer_start(struct http_pool *p, const struct http_request *rq, struct h
             r = send_request(x, &u, rq, px, rq->url, err);
         if (r == 0)
             r = advance(x, false, err);
-        if (r == 0)
+        if (r == 0) {
+            phase_end(x->c);
+            x->c->win_waited = x->c->win_bytes = 0;
             break;
+        }
         bool retry = reused && !x->resp.got_bytes && r != -ECANCELED;
         http_xfer_free(x);
         x = NULL;

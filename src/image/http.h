@@ -53,7 +53,16 @@ bool http_no_proxy_match(const char *no_proxy, const char *host);
 
 struct http_pool; /* idle connections, TLS configurations and sessions */
 
-struct http_pool *http_pool_new(const char *certs_dir, const atomic_bool *cancel);
+/* How long a transfer may wait (see http.c's top comment). */
+struct http_timeouts {
+    unsigned progress_ms; /* each phase's deadline, and the low-speed window */
+    unsigned min_rate;    /* bytes/s a body must come at, over that window */
+};
+#define HTTP_TIMEOUTS_DEFAULT ((struct http_timeouts){.progress_ms = 60000, .min_rate = 1024})
+
+/* to NULL or 0: HTTP_TIMEOUTS_DEFAULT. */
+struct http_pool *http_pool_new(const char *certs_dir, const atomic_bool *cancel,
+                                const struct http_timeouts *to);
 void http_pool_free(struct http_pool *p);
 
 struct http_request {

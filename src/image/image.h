@@ -78,14 +78,25 @@ struct image_limits {
     uint64_t min_free;
     bool min_free_pct;
     unsigned max_layer_ratio;
+    /* Registry transfers (image/http.c): every phase that waits for the
+     * registry or a proxy (connect, TLS handshake, CONNECT, an answer's
+     * head) ends within progress_timeout_ms, and a body must come at
+     * min_rate bytes/s or faster over that long of waiting (0: any byte
+     * is progress). */
+    unsigned progress_timeout_ms;
+    unsigned min_rate;
 };
-#define IMAGE_MIN_FREE_DEFAULT        15 /* percent */
-#define IMAGE_MAX_LAYER_RATIO_DEFAULT 100
-#define IMAGE_LAYER_RATIO_FLOOR       (64u << 20)
+#define IMAGE_MIN_FREE_DEFAULT         15 /* percent */
+#define IMAGE_MAX_LAYER_RATIO_DEFAULT  100
+#define IMAGE_LAYER_RATIO_FLOOR        (64u << 20)
+#define IMAGE_PROGRESS_TIMEOUT_DEFAULT 60000 /* ms: containerd's and kubelet's 1 min */
+#define IMAGE_MIN_RATE_DEFAULT         1024  /* bytes/s */
 #define IMAGE_LIMITS_DEFAULT                                                                       \
     ((struct image_limits){.min_free = IMAGE_MIN_FREE_DEFAULT,                                     \
                            .min_free_pct = true,                                                   \
-                           .max_layer_ratio = IMAGE_MAX_LAYER_RATIO_DEFAULT})
+                           .max_layer_ratio = IMAGE_MAX_LAYER_RATIO_DEFAULT,                       \
+                           .progress_timeout_ms = IMAGE_PROGRESS_TIMEOUT_DEFAULT,                  \
+                           .min_rate = IMAGE_MIN_RATE_DEFAULT})
 
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */
@@ -184,6 +195,14 @@ typedef void (*image_pull_cb)(void *data, int r, const struct err *err, const ch
  * the service cannot start the pull. */
 int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
                image_pull_cb cb, void *data, struct err *err);
+/* Pulls of one reference with the same credentials started while one is
+ * under way share it. The caller cb/data no longer waits for the result:
+ * when no caller of a pull waits any more, the pull is cancelled (its
+ * helper killed, the layer it was unpacking removed; what it finished,
+ * layers and manifest and config blobs, stays unreferenced until the next
+ * garbage collection, as after any failed pull, and a pull again reuses
+ * it). cb still runs, with the result or -ECANCELED. Loop only. */
+void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data);
 
 /* Finds an image by id ("sha256:<hex>", "<hex>" or an unambiguous prefix of
  * at least 12 hex digits), by tag or by repo digest. NULL when absent. The

@@ -180,6 +180,7 @@ struct reg_stream;
 struct reg_options {
     const char *certs_dir;
     const atomic_bool *cancel;
+    unsigned progress_timeout_ms, min_rate; /* struct image_limits' */
 };
 
 /* A session talks to one repository over a list of endpoints, caching the
@@ -303,8 +304,15 @@ struct job {
     char *ref_str; /* pull: the reference as given; import: the path */
     struct image_ref ref;
     struct image_auth auth; /* owned copies */
-    image_pull_cb cb;
-    void *data;
+    /* who waits for the result (the loop's only): concurrent pulls of one
+     * reference with the same credentials share one job; it is cancelled
+     * when every waiter has given up (image_pull_abandon) */
+    struct job_waiter {
+        image_pull_cb cb;
+        void *data;
+        bool gone;
+    } * waiters;
+    size_t n_waiters, n_gone;
     uv_thread_t thread;
     atomic_bool cancel;
     bool joined;

@@ -269,7 +269,10 @@ void job_pull_run(struct job *job)
                           &n_eps, err);
     if (r < 0)
         goto out;
-    struct reg_options opt = {.certs_dir = sh->certs_dir, .cancel = &job->cancel};
+    struct reg_options opt = {.certs_dir = sh->certs_dir,
+                              .cancel = &job->cancel,
+                              .progress_timeout_ms = sh->limits.progress_timeout_ms,
+                              .min_rate = sh->limits.min_rate};
     r = reg_session_new(eps, n_eps, job->ref.path, &job->auth, &opt, &sess, err);
     if (r < 0)
         goto out;

@@ -187,7 +187,9 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
     s->repo = strdup(repo);
     s->certs_dir = strdup(opt && opt->certs_dir ? opt->certs_dir : DEFAULT_CERTS_DIR);
     s->cancel = opt ? opt->cancel : NULL;
-    s->pool = s->certs_dir ? http_pool_new(s->certs_dir, s->cancel) : NULL;
+    struct http_timeouts to = {.progress_ms = opt ? opt->progress_timeout_ms : 0,
+                               .min_rate = opt ? opt->min_rate : 0};
+    s->pool = s->certs_dir ? http_pool_new(s->certs_dir, s->cancel, &to) : NULL;
     bool oom = !s->eps || !s->authz || !s->repo || !s->certs_dir || !s->pool;
     for (size_t i = 0; i < n_eps && !oom; i++) {
         s->eps[i] = eps[i];

@@ -381,8 +381,28 @@ static void job_free(struct job *job)
         image_info_free(job->results[i]);
     free(job->results);
     strv_free(job->held, job->n_held);
+    free(job->waiters);
     pthread_mutex_destroy(&job->mu);
     free(job);
+}
+
+static int job_wait(struct job *job, image_pull_cb cb, void *data)
+{
+    struct job_waiter *w = realloc(job->waiters, (job->n_waiters + 1) * sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    job->waiters = w;
+    w[job->n_waiters++] = (struct job_waiter){.cb = cb, .data = data};
+    return 0;
+}
+
+/* Every waiter gets the result, those that gave up too (they free what
+ * they hold in their callback). */
+static void job_notify(struct job *job, int r, const struct err *err, const char *id)
+{
+    for (size_t i = 0; i < job->n_waiters; i++)
+        if (job->waiters[i].cb)
+            job->waiters[i].cb(job->waiters[i].data, r, err, id);
 }
 
 static void job_release_holds(struct image_service *svc, struct job *job)
@@ -419,8 +439,7 @@ static void job_saved(struct image_service *svc, void *ctx, int r, const struct 
     /* the records are in the index (and counted) now: holds can go */
     job_release_holds(svc, job);
     char *id = job->n_results ? job->results[job->n_results - 1]->id : NULL;
-    if (job->cb)
-        job->cb(job->data, r, err, r < 0 ? NULL : id);
+    job_notify(job, r, err, r < 0 ? NULL : id);
     job_free(job);
 }
 
@@ -447,8 +466,7 @@ static void on_async(uv_async_t *a)
             uv_unref((uv_handle_t *)&svc->async);
         if (job->r < 0) {
             job_release_holds(svc, job);
-            if (job->cb)
-                job->cb(job->data, job->r, &job->err, NULL);
+            job_notify(job, job->r, &job->err, NULL);
             job_free(job);
             continue;
         }
@@ -465,8 +483,7 @@ static void on_async(uv_async_t *a)
             struct err e;
             err_set(&e, -r, "commit image record");
             job_release_holds(svc, job);
-            if (job->cb)
-                job->cb(job->data, r, &e, NULL);
+            job_notify(job, r, &e, NULL);
             job_free(job);
             continue;
         }
@@ -551,12 +568,63 @@ int image_auth_check(const struct image_auth *a, struct err *err)
     return 0;
 }
 
+static bool opt_eq(const char *a, const char *b)
+{
+    return strcmp(a && *a ? a : "", b && *b ? b : "") == 0;
+}
+
+/* A pull of ref with the same credentials under way and not given up, or
+ * NULL. */
+static struct job *pull_under_way(struct image_service *svc, const char *ref,
+                                  const struct image_auth *auth)
+{
+    static const struct image_auth none = {0};
+    const struct image_auth *a = auth ? auth : &none;
+    struct job *found = NULL;
+    pthread_mutex_lock(&svc->mu);
+    for (struct job *j = svc->active; j && !found; j = j->next) {
+        const struct image_auth *b = &j->auth;
+        if (j->kind == JOB_PULL && !atomic_load(&j->cancel) && strcmp(j->ref_str, ref) == 0 &&
+            opt_eq(a->username, b->username) && opt_eq(a->password, b->password) &&
+            opt_eq(a->auth, b->auth) && opt_eq(a->server_address, b->server_address) &&
+            opt_eq(a->identity_token, b->identity_token) &&
+            opt_eq(a->registry_token, b->registry_token))
+            found = j;
+    }
+    pthread_mutex_unlock(&svc->mu);
+    return found;
+}
+
+void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
+{
+    pthread_mutex_lock(&svc->mu);
+    for (int l = 0; l < 2; l++)
+        for (struct job *j = l ? svc->done : svc->active; j; j = j->next)
+            for (size_t i = 0; i < j->n_waiters; i++) {
+                struct job_waiter *w = &j->waiters[i];
+                if (w->cb != cb || w->data != data || w->gone)
+                    continue;
+                w->gone = true;
+                if (++j->n_gone == j->n_waiters) {
+                    atomic_store(&j->cancel, true); /* the helper is killed */
+                    log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
+                }
+                pthread_mutex_unlock(&svc->mu);
+                return;
+            }
+    pthread_mutex_unlock(&svc->mu);
+}
+
 int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
                image_pull_cb cb, void *data, struct err *err)
 {
     int r = image_auth_check(auth, err);
     if (r < 0)
         return r;
+    /* the job's thread never touches the waiters: the loop may add one */
+    struct job *shared = pull_under_way(svc, ref, auth);
+    if (shared)
+        return job_wait(shared, cb, data) < 0 ? err_set(err, ENOMEM, "pull") : 0;
     struct job *job = job_new(JOB_PULL);
     if (!job)
         return err_set(err, ENOMEM, "pull");
@@ -574,9 +642,7 @@ int image_pull(struct image_service *svc, const char *ref, const struct image_au
         job->auth.identity_token = dup_opt(auth->identity_token);
         job->auth.registry_token = dup_opt(auth->registry_token);
     }
-    job->cb = cb;
-    job->data = data;
-    if (!job->ref_str) {
+    if (!job->ref_str || job_wait(job, cb, data) < 0) {
         job_free(job);
         return err_set(err, ENOMEM, "pull");
     }
@@ -590,12 +656,10 @@ int image_import(struct image_service *svc, const char *path, image_pull_cb cb, 
                  struct err *err)
 {
     struct job *job = job_new(JOB_IMPORT);
-    if (!job || !(job->ref_str = strdup(path))) {
+    if (!job || !(job->ref_str = strdup(path)) || job_wait(job, cb, data) < 0) {
         job_free(job);
         return err_set(err, ENOMEM, "import");
     }
-    job->cb = cb;
-    job->data = data;
     int r = job_start(svc, job, err);
     if (r < 0)
         job_free(job);
@@ -946,11 +1010,9 @@ void image_service_free(struct image_service *svc)
         if (--svc->n_jobs == 0)
             uv_unref((uv_handle_t *)&svc->async);
         job_release_holds(svc, j);
-        if (j->cb) {
-            struct err e;
-            err_set(&e, ECANCELED, "`%s`: the image service is shutting down", j->ref_str);
-            j->cb(j->data, -ECANCELED, &e, NULL);
-        }
+        struct err e;
+        err_set(&e, ECANCELED, "`%s`: the image service is shutting down", j->ref_str);
+        job_notify(j, -ECANCELED, &e, NULL);
         job_free(j);
     }
     finish_free(svc);

@@ -258,7 +258,7 @@ int store_blob_write(struct store *st, const char *digest, const void *data, siz
         return err_set(err, EINVAL, "invalid digest");
     char path[96];
     snprintf(path, sizeof(path), "blobs/sha256/%s", hex_of(digest));
-    if (faccessat(st->root_fd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+    if (faccessat(st->root_fd, path, F_OK, AT_SYMLINK_NOFOLLOW | AT_EACCESS) == 0)
         return 0;
     return write_durable(st, path, data, len, err);
 }

@@ -500,6 +500,8 @@ class FakeRegistry:
         self.fail_body = fail_body  # the body of every fail_status answer
         self.throttle = throttle  # seconds of sleep per MiB of blob sent
         self.flaky = flaky  # the first `flaky` blob GETs answer 503
+        # a threading.Event: blobs stall after their first MiB until it is set
+        self.gate = None
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.refresh_token = "refresh-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.requests = []
@@ -595,13 +597,15 @@ class FakeRegistry:
                     b = bytearray(b)
                     b[len(b) // 2] ^= 0xFF
                     b = bytes(b)
-                if not fake.throttle:
+                if not fake.throttle and fake.gate is None:
                     return self._send(200, b, {"Content-Type": "application/octet-stream"})
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(b)))
                 self.end_headers()
                 try:
                     for off in range(0, len(b), 1 << 20):
+                        if off and fake.gate is not None:
+                            fake.gate.wait()
                         self.wfile.write(b[off:off + (1 << 20)])
                         time.sleep(fake.throttle)
                 except OSError:

@@ -4,6 +4,9 @@ import os
 import pathlib
 import re
 import signal
+import socket
+import stat
+import subprocess
 
 import grpc
 import pytest
@@ -13,6 +16,7 @@ from imagelib import FakeRegistry, Image, Tar
 
 # CHOWN, DAC_OVERRIDE, FOWNER, FSETID, MKNOD, SETFCAP, SYS_ADMIN
 HELPER_CAPS = sum(1 << c for c in (0, 1, 3, 4, 27, 31, 21))
+HELPER_UID = 2**31 - 2  # src/image/helper.c's IMAGE_HELPER_UID
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +81,12 @@ def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
     for f in ("CapEff", "CapPrm", "CapBnd"):
         assert int(status_field(h, f), 16) == HELPER_CAPS, (f, status_field(h, f))
     assert int(status_field(h, "CapAmb"), 16) == 0
+    # an unprivileged stranger to other processes, root to files it makes
+    with open(f"/proc/{h}/status") as f:
+        ids = {k: v.split() for k, v in (line.split(":", 1) for line in f) if k in ("Uid", "Gid")}
+    assert ids["Uid"] == ids["Gid"] == [str(HELPER_UID)] * 3 + ["0"], ids
+    with open(f"/proc/{h}/status") as f:
+        assert re.search(r"^Groups:\s*$", f.read(), re.M)
     assert os.readlink(f"/proc/{h}/ns/mnt") != os.readlink(f"/proc/{d.pid}/ns/mnt")
     # every mount read-only but the image store
     writable = []
@@ -86,6 +96,16 @@ def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
             if "rw" in fields[5].split(","):
                 writable.append(fields[4])
     assert writable == [store], writable
+    # the only unix socket it holds is fd 3, its channel to the job thread
+    with open(f"/proc/{h}/net/unix") as f:
+        unix = {line.split()[6] for line in list(f)[1:]}
+    held = {}
+    for fd in os.listdir(f"/proc/{h}/fd"):
+        try:
+            held[int(fd)] = os.readlink(f"/proc/{h}/fd/{fd}")
+        except OSError:
+            pass
+    assert [fd for fd, t in held.items() if t[8:-1] in unix and t.startswith("socket:")] == [3], held
     r = fut.result()
     assert r.image_ref == slow_image.id
     assert not helpers(d.pid)
@@ -126,3 +146,60 @@ def test_daemon_going_away_ends_the_helper(cri, daemon_factory, slow_registry, s
     wait_for(lambda: not alive(h), timeout=10, what="the helper to end")
     if sig == signal.SIGTERM:
         assert d.proc.returncode == 0, d.logtext()
+
+
+def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, tmp_path):
+    """Attacker code in a helper taken over through a parser bug (the
+    sandbox set up by the helper's own code, `--test-attack`): it cannot
+    reach the daemon's CRI socket, signal the daemon, pid 1 or a root
+    process, or make device nodes in the writable store, yet still
+    resolves names and makes TCP connections, fifos and whiteouts."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    victim = subprocess.Popen(["sleep", "600"])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        steps = {
+            "connect-unix": d.sock, "socketpair": "", "raw": "",
+            "kill": f"{d.pid}:9", "tkill": d.pid, "tgkill": d.pid, "pidfd-kill": d.pid,
+            "setown": d.pid, "fork": "",
+            "mknod-b": f"{store}/blk", "mknodat-b": f"{store}/blk2", "mknod-c": f"{store}/chr",
+            "open-dev": "/dev/null",
+            # controls: what a pull needs keeps working
+            "tcp": port, "udp": 53, "resolve": "localhost",
+            "whiteout": f"{store}/wh", "fifo": f"{store}/fifo",
+        }
+        seq = [f"{k}:{v}" for k, v in steps.items()]
+        seq += ["kill:1:0", f"kill:{victim.pid}:9", f"tkill:{victim.pid}"]
+        p = subprocess.run([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        got = [line.split() for line in p.stdout.splitlines()]
+        assert [g[0] for g in got] == [s.split(":")[0] for s in seq], p.stdout
+        allowed = {"tcp", "udp", "resolve", "whiteout", "fifo"}
+        for (verb, result), step in zip(got, seq):
+            if verb in allowed:
+                assert result == "ok", (step, result)
+            else:
+                assert result != "ok", (step, result)
+        assert alive(d.pid) and victim.poll() is None
+        for name in ("blk", "blk2", "chr"):
+            assert not os.path.lexists(f"{store}/{name}"), name
+        st = os.lstat(f"{store}/wh")
+        assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+        # the daemon still answers
+        ims = cri.grpc.ImageServiceStub(channel(d))
+        ims.ListImages(cri.pb.ListImagesRequest(), timeout=30)
+    finally:
+        listener.close()
+        victim.kill()
+        victim.wait()
+        for name in ("blk", "blk2", "chr", "wh", "fifo"):
+            try:
+                os.unlink(f"{store}/{name}")
+            except FileNotFoundError:
+                pass
+    assert d.stop() == 0

@@ -71,8 +71,9 @@ def test_layer_semantics(kimage, registry, images):
     assert _lstat(f"{l1}/a/sl").st_uid == 1234
     assert stat.S_ISFIFO(_lstat(f"{l1}/a/fifo").st_mode)
     assert stat.S_IMODE(_lstat(f"{l1}/a/fifo").st_mode) == 0o620
-    st = _lstat(f"{l1}/a/null")
-    assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 3
+    # device nodes are skipped: the pull helper may make none (a container's
+    # /dev is its own tmpfs anyway), but the layer still pulls
+    assert not os.path.lexists(f"{l1}/a/null")
     assert stat.S_IMODE(_lstat(f"{l1}/a/suid").st_mode) == 0o4755
     cap = os.getxattr(f"{l1}/a/capped", "security.capability", follow_symlinks=False)
     assert cap[:4] == b"\x01\x00\x00\x02" and len(cap) == 20

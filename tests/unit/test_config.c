@@ -15,6 +15,8 @@ static void defaults(void **state)
     assert_true(c.max_layer_size == 0);
     /* kubelet's imagefs.available eviction threshold, and bombs stopped */
     assert_true(c.image_min_free == 15 && c.image_min_free_pct);
+    assert_int_equal(c.image_pull_progress_timeout_ms, 60000);
+    assert_int_equal(c.image_pull_min_rate, 1024);
     assert_int_equal(c.max_layer_ratio, 100);
     config_free(&c);
 }
@@ -34,7 +36,9 @@ static void parse_file(void **state)
                        "shutdown-timeout = 3\n"
                        "max-layer-size = 64G\n"
                        "image-min-free = 10%\n"
-                       "max-layer-ratio = 0\n";
+                       "max-layer-ratio = 0\n"
+                       "image-pull-progress-timeout = 2.5\n"
+                       "image-pull-min-rate = 4K\n";
     assert_int_equal(config_parse(&c, text, "f.conf", &err), 0);
     assert_string_equal(c.socket_path, "/tmp/a b.sock");
     assert_string_equal(c.root_dir, "/srv/kinglet");
@@ -45,6 +49,8 @@ static void parse_file(void **state)
     assert_true(c.max_layer_size == 64ULL << 30);
     assert_true(c.image_min_free == 10 && c.image_min_free_pct);
     assert_int_equal(c.max_layer_ratio, 0);
+    assert_int_equal(c.image_pull_progress_timeout_ms, 2500);
+    assert_int_equal(c.image_pull_min_rate, 4096);
     assert_int_equal(config_set(&c, "image-min-free", "256M", &err), 0);
     assert_true(c.image_min_free == 256u << 20 && !c.image_min_free_pct);
     config_free(&c);
@@ -69,6 +75,9 @@ static void errors_name_the_line(void **state)
         {"max-layer-size = lots\n", "f.conf:1: max-layer-size: `lots` is not a size"},
         {"image-min-free = 100%\n", "f.conf:1: image-min-free"},
         {"max-layer-ratio = -1\n", "f.conf:1: max-layer-ratio: `-1` is not 0..1000000"},
+        {"image-pull-progress-timeout = 0\n", "f.conf:1: image-pull-progress-timeout: `0` is not"},
+        {"image-pull-progress-timeout = 1h\n", "f.conf:1: image-pull-progress-timeout"},
+        {"image-pull-min-rate = 2G\n", "f.conf:1: image-pull-min-rate: `2G` is not"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct config c;
