@@ -152,7 +152,10 @@ def test_cancel_while_starting_kills_the_command(running):
             t.start()
         for t in threads:
             t.join()
-    assert set(codes) == {grpc.StatusCode.DEADLINE_EXCEEDED}, set(codes)
+    # every client gave up (a loaded machine may fail one as UNAVAILABLE
+    # before its deadline; what counts is that none is left running)
+    assert len(codes) == 160 and grpc.StatusCode.DEADLINE_EXCEEDED in codes
+    assert set(codes) <= {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE}, set(codes)
     wait_for(lambda: not sleepers(marker), timeout=30, what="every cancelled command to be gone")
     assert exec_sync(env, cid, ["/bin/true"]).exit_code == 0
 
