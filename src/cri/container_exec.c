@@ -6,14 +6,29 @@
  * container's process, see src/oci/exec.c; kinglet-enter, a small sealed
  * program cloned into the container's cgroup, makes it the daemon's own
  * child); its stdout and stderr
- * come back over pipes read on the loop and are capped at 16 MiB each, as
- * kubelet expects (the rest is read and dropped, so the command is never
- * held up); its exit is watched through a pidfd. A timeout kills the
- * command and answers DEADLINE_EXCEEDED,
- * as containerd does. A command that cannot be started gives exit code
- * 127 (missing) or 126 (not executable) and the reason on stderr. After
- * the exit, output still held by the command's own children is waited for
- * at most EXEC_DRAIN_MS. */
+ * come back over pipes read on the loop; its exit is watched through a
+ * pidfd. A timeout kills the command and answers DEADLINE_EXCEEDED, as
+ * containerd does. A command that cannot be started gives exit code 127
+ * (missing) or 126 (not executable) and the reason on stderr. After the
+ * exit, output still held by the command's own children is waited for at
+ * most EXEC_DRAIN_MS. A client that goes away (cancel, deadline) kills the
+ * command, also one still being started: the cancel is only recorded on the
+ * loop, and spawn_done, the first place the loop may read what the worker
+ * wrote, acts on it.
+ *
+ * Output: stdout and stderr together are kept up to EXEC_ANSWER_MAX, so the
+ * whole answer fits the 16 MiB message kubelet reads (containerd keeps
+ * 16 MiB of each, CRI-O 16 MiB of both through conmon's
+ * --log-global-size-max; an answer of 32 MiB is refused by the client, and
+ * the probe fails), each stream with room for the other's first EXEC_SHARE
+ * bytes. The rest is read and dropped, never held up: a probe's
+ * command must not hang because of us. What was dropped is said at the end
+ * of stderr. Memory: each call may hold EXEC_FLOOR bytes of buffer whatever
+ * the others do (a probe's few lines always come back); past that, buffers
+ * (counted as allocated) come from one pool of EXEC_POOL bytes for all
+ * calls, and output that finds the pool empty is dropped the same way. So
+ * all calls together hold at most EXEC_MAX * EXEC_FLOOR + EXEC_POOL
+ * (80 MiB); an answer, once sent, is the gRPC server's to bound. */
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -23,13 +38,18 @@
 #include "cri/containers.h"
 #include "oci/oci.h"
 
-#define EXEC_OUTPUT_MAX (16u << 20)
+#define EXEC_NOTE_MAX   256u                                 /* the "output cut" line */
+#define EXEC_ANSWER_MAX ((16u << 20) - 4096 - EXEC_NOTE_MAX) /* 4 KiB for the framing */
+#define EXEC_SHARE      (64u << 10) /* of the answer, kept for each stream */
+#define EXEC_FLOOR      (64u << 10) /* buffer a call may always hold */
+#define EXEC_POOL       (64u << 20) /* buffer beyond the floors, all calls together */
 #define EXEC_DRAIN_MS   2000
 #define EXEC_MAX        256 /* ExecSync calls at once */
 
 struct exec_stream {
     uv_pipe_t pipe;
     struct buf data;
+    uint64_t dropped; /* bytes read and not kept */
     bool open, eof;
 };
 
@@ -52,12 +72,25 @@ struct exec_sync {
     uv_timer_t timer;
     bool timer_open;
     bool exited, timed_out, replied, cannot_run;
+    bool spawned;      /* spawn_done ran: the worker's fields are the loop's */
+    bool waiting_room; /* the answer waits for room on the connection */
+    bool cancelled;    /* the client went away */
+    size_t pooled;     /* buffer bytes taken from the pool */
     int status;
     int handles; /* open handles; freed when the last one closes */
     int64_t timeout_s;
 };
 
 static size_t active;
+static size_t pool_used; /* of EXEC_POOL */
+
+static void output_release(struct exec_sync *x)
+{
+    buf_free(&x->out.data);
+    buf_free(&x->errs.data);
+    pool_used -= x->pooled;
+    x->pooled = 0;
+}
 
 static void exec_free(struct exec_sync *x)
 {
@@ -66,8 +99,7 @@ static void exec_free(struct exec_sync *x)
     free(x->argv);
     free(x->id);
     free(x->oci_root);
-    buf_free(&x->out.data);
-    buf_free(&x->errs.data);
+    output_release(x);
     if (x->pidfd >= 0)
         close(x->pidfd);
     free(x);
@@ -108,31 +140,79 @@ static void close_all(struct exec_sync *x)
         exec_free(x);
 }
 
+static void on_room(struct grpc_call *gc, void *data);
+
+/* Sends the answer; one the connection has no room for yet (its client is
+ * reading earlier answers) waits, its output still counted in the pool. */
+static void send_answer(struct exec_sync *x)
+{
+    Runtime__V1__ExecSyncResponse resp = RUNTIME__V1__EXEC_SYNC_RESPONSE__INIT;
+    resp.stdout.data = x->out.data.data;
+    resp.stdout.len = x->out.data.len;
+    resp.stderr.data = x->errs.data.data;
+    resp.stderr.len = x->errs.data.len;
+    resp.exit_code = x->status;
+    int r = cri_send(x->call, &resp.base);
+    x->waiting_room = r == -ENOBUFS && grpc_call_when_room(x->call->gc, on_room, x) == 0;
+    if (x->waiting_room)
+        return;
+    if (r < 0 && r != -ECANCELED)
+        cri_fail(x->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "cannot send the response: %s",
+                 strerror(-r));
+    else
+        cri_finish(x->call, GRPC_STATUS_OK, NULL);
+    output_release(x); /* the answer is the gRPC server's now */
+    if (--x->handles == 0)
+        exec_free(x);
+}
+
+static void on_room(struct grpc_call *gc, void *data)
+{
+    (void)gc;
+    send_answer(data);
+}
+
 static void reply(struct exec_sync *x)
 {
     if (x->replied)
         return;
     x->replied = true;
-    if (x->timed_out) {
-        cri_fail(x->call, GRPC_STATUS_DEADLINE_EXCEEDED,
-                 "ExecSync: the command timed out after %lld s and was killed",
-                 (long long)x->timeout_s);
-    } else {
-        Runtime__V1__ExecSyncResponse resp = RUNTIME__V1__EXEC_SYNC_RESPONSE__INIT;
-        resp.stdout.data = x->out.data.data;
-        resp.stdout.len = x->out.data.len;
-        resp.stderr.data = x->errs.data.data;
-        resp.stderr.len = x->errs.data.len;
-        resp.exit_code = x->status;
-        cri_reply(x->call, &resp.base);
-    }
+    x->handles++; /* held by the answer */
     close_all(x);
+    if (!x->timed_out) {
+        send_answer(x);
+        return;
+    }
+    cri_fail(x->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+             "ExecSync: the command timed out after %lld s and was killed",
+             (long long)x->timeout_s);
+    output_release(x);
+    if (--x->handles == 0)
+        exec_free(x);
+}
+
+/* Says at the end of stderr what was dropped (EXEC_NOTE_MAX is kept free
+ * for it). */
+static void note_dropped(struct exec_sync *x)
+{
+    if (!x->out.dropped && !x->errs.dropped)
+        return;
+    char note[EXEC_NOTE_MAX];
+    int n = snprintf(note, sizeof(note),
+                     "\nkinglet: ExecSync output cut: %llu bytes of stdout and %llu bytes of "
+                     "stderr dropped (the answer holds at most %u bytes of both)\n",
+                     (unsigned long long)x->out.dropped, (unsigned long long)x->errs.dropped,
+                     EXEC_ANSWER_MAX);
+    if (buf_append(&x->errs.data, note, (size_t)n) < 0)
+        log_warn("ExecSync: out of memory for the output-cut note");
 }
 
 static void maybe_done(struct exec_sync *x)
 {
-    if (x->exited && (!x->out.open || x->out.eof) && (!x->errs.open || x->errs.eof))
+    if (x->exited && (!x->out.open || x->out.eof) && (!x->errs.open || x->errs.eof)) {
+        note_dropped(x);
         reply(x);
+    }
 }
 
 /* ---- output ---- */
@@ -145,15 +225,44 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     *b = uv_buf_init(scratch, sizeof(scratch));
 }
 
+/* How many of n bytes st may keep: within the answer's bound, and with
+ * the buffer grown (as buf_reserve grows it, counted as allocated) only
+ * within the call's floor and what the pool has left. */
+static size_t output_room(struct exec_sync *x, struct exec_stream *st, size_t n)
+{
+    struct buf *b = &st->data;
+    const struct buf *other = st == &x->out ? &x->errs.data : &x->out.data;
+    /* the other stream's first EXEC_SHARE bytes have room whatever this one
+     * prints (an error line after a flood of stdout) */
+    size_t held = b->len + (other->len > EXEC_SHARE ? other->len : EXEC_SHARE);
+    size_t take = held < EXEC_ANSWER_MAX ? EXEC_ANSWER_MAX - held : 0;
+    if (take > n)
+        take = n;
+    if (b->cap - b->len >= take)
+        return take;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + take)
+        cap *= 2;
+    size_t charge = x->out.data.cap + x->errs.data.cap - b->cap + cap;
+    size_t pooled = charge > EXEC_FLOOR ? charge - EXEC_FLOOR : 0;
+    if ((pooled > x->pooled && pooled - x->pooled > EXEC_POOL - pool_used) ||
+        buf_reserve(b, take) < 0)
+        return b->cap - b->len; /* no growth: what fits now */
+    if (pooled > x->pooled) {
+        pool_used += pooled - x->pooled;
+        x->pooled = pooled;
+    }
+    return take;
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct exec_sync *x = s->data;
     struct exec_stream *st = (uv_pipe_t *)s == &x->out.pipe ? &x->out : &x->errs;
     if (n > 0) {
-        size_t room = EXEC_OUTPUT_MAX - st->data.len;
-        size_t take = (size_t)n < room ? (size_t)n : room;
-        if (take && buf_append(&st->data, b->base, take) < 0)
-            log_warn("ExecSync: out of memory for output; the rest is dropped");
+        size_t take = output_room(x, st, (size_t)n);
+        buf_append(&st->data, b->base, take); /* within the room reserved */
+        st->dropped += (size_t)n - take;
         return;
     }
     if (n < 0) {
@@ -186,6 +295,7 @@ static void on_drain_timeout(uv_timer_t *t)
     struct exec_sync *x = t->data;
     /* The command has exited; its children keep the pipes: done anyway. */
     x->out.eof = x->errs.eof = true;
+    note_dropped(x);
     reply(x);
 }
 
@@ -198,7 +308,7 @@ static void on_exit_(uv_poll_t *p, int status, int events)
         return;
     uv_poll_stop(p);
     x->exited = true;
-    if (x->timed_out) {
+    if (x->timed_out || x->cancelled) {
         reply(x);
         return;
     }
@@ -278,11 +388,9 @@ static void spawn_done(uv_work_t *req, int status)
 {
     struct exec_sync *x = req->data;
     struct cri *cri = x->cri;
-    if (status < 0 && x->r == 0) {
+    x->spawned = true;
+    if (status < 0 && x->r == 0) /* never started: uv_cancel */
         x->r = err_set(&x->err, -status, "cancelled");
-        if (x->pidfd >= 0)
-            syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-    }
     if (x->cannot_run) {
         const char *m = err_str(&x->err);
         if (buf_append(&x->errs.data, m, strlen(m)) < 0 || buf_append(&x->errs.data, "\n", 1) < 0)
@@ -310,6 +418,12 @@ static void spawn_done(uv_work_t *req, int status)
     x->exit_poll.data = x;
     x->poll_open = true;
     uv_poll_start(&x->exit_poll, UV_READABLE, on_exit_);
+    if (x->cancelled) {
+        /* The client went away while the command was being started: it is
+         * killed, and reaped (on_exit_) like any other. */
+        kill_command(x);
+        return;
+    }
     if (x->timeout_s > 0)
         uv_timer_start(&x->timer, on_timeout,
                        (uint64_t)x->timeout_s > UINT64_MAX / 1000 ? UINT64_MAX
@@ -321,8 +435,12 @@ static void on_cancel(struct grpc_call *gc, void *data)
 {
     (void)gc;
     struct exec_sync *x = data;
-    /* The client went away: the command goes too, as kubelet expects. */
-    if (x->pidfd >= 0 && !x->exited)
+    /* The client went away: the command goes too, as kubelet expects. Until
+     * spawn_done the worker owns pidfd: it acts on this then. */
+    x->cancelled = true;
+    if (x->waiting_room)
+        send_answer(x); /* finishes the call */
+    else if (x->spawned && x->pidfd >= 0 && !x->exited)
         kill_command(x);
 }
 

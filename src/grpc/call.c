@@ -507,6 +507,34 @@ void grpc_call_finish(struct grpc_call *call, int status, const char *message)
     respond(call, status, message);
     call->dispatched = false;
     call->cancel_fn = NULL;
+    if (call->room_fn) {
+        call->room_fn = NULL;
+        link_remove(&call->wait);
+    }
+    call_unref(call);
+}
+
+int grpc_call_when_room(struct grpc_call *call, grpc_cancel_fn fn, void *data)
+{
+    struct conn *c = call->conn;
+    if (call->responded || call->cancelled || !call->stream_open || !c || c->evicting)
+        return -ECANCELED;
+    /* Only the connection's own output draining wakes it. */
+    if (c->pending == 0 || !conn_over_budget(c))
+        return -EAGAIN;
+    call->room_fn = fn;
+    call->room_data = data;
+    link_append(&c->parked, &call->wait);
+    conn_timer_update(c);
+    return 0;
+}
+
+void call_room(struct grpc_call *call)
+{
+    grpc_cancel_fn fn = call->room_fn;
+    call->room_fn = NULL;
+    call->refs++;
+    fn(call, call->room_data);
     call_unref(call);
 }
 

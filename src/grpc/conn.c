@@ -308,7 +308,10 @@ void conn_dispatch_parked(struct conn *c)
     while (!c->closing && !c->evicting && !link_empty(&c->parked) && !conn_over_budget(c)) {
         struct grpc_call *call = container_of(c->parked.next, struct grpc_call, wait);
         link_remove(&call->wait);
-        call_dispatch(call);
+        if (call->room_fn)
+            call_room(call);
+        else
+            call_dispatch(call);
     }
     c->dispatching = false;
 }

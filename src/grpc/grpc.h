@@ -44,10 +44,9 @@ enum grpc_status {
 /* Largest request message accepted (RESOURCE_EXHAUSTED beyond). */
 #define GRPC_MAX_RECV_MESSAGE (16u * 1024 * 1024)
 /* Largest response message sent (grpc_call_send: -EMSGSIZE beyond), and what
- * one call may have queued and not yet taken by the client: ExecSync's two
- * outputs of 16 MiB each (capped as containerd caps them) and their framing;
- * every other response stays within the 16 MiB kubelet reads. */
-#define GRPC_MAX_SEND_MESSAGE (33u * 1024 * 1024)
+ * one call may have queued and not yet taken by the client: the 16 MiB
+ * kubelet reads (ExecSync keeps its answer within it). */
+#define GRPC_MAX_SEND_MESSAGE (16u * 1024 * 1024)
 /* A timeout option that never fires. */
 #define GRPC_NEVER UINT64_MAX
 
@@ -128,6 +127,13 @@ void grpc_server_usage(const struct grpc_server *srv, size_t *ret_request_bytes,
  * worth queued, or its connection its budget, or the daemon its budget
  * (the client is not reading), -ENOMEM. */
 int grpc_call_send(struct grpc_call *call, const void *msg, size_t len);
+/* After grpc_call_send's -ENOBUFS: fn runs once the call's connection is
+ * back under its budget (in order with the requests parked behind it), and
+ * may send again; if the client goes away first, the cancel callback runs
+ * instead. -ECANCELED once the call is cancelled or finished, -EAGAIN when
+ * nothing the connection holds would drain (the daemon's budget is held by
+ * other connections): give up then. */
+int grpc_call_when_room(struct grpc_call *call, grpc_cancel_fn fn, void *data);
 /* Ends the call: trailers with status and message (percent-encoded on the
  * wire), or a trailers-only response when nothing was sent. The call must
  * not be used afterwards. */

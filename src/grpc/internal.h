@@ -139,6 +139,8 @@ struct grpc_call {
     uv_timer_t *deadline; /* freed in its close callback */
     grpc_cancel_fn cancel_fn;
     void *cancel_data;
+    grpc_cancel_fn room_fn; /* parked until the connection has room */
+    void *room_data;
 };
 
 /* conn.c */
@@ -151,6 +153,8 @@ void conn_timer_update(struct conn *c);
 /* Dispatches parked calls while the connection is within its budget. */
 void conn_dispatch_parked(struct conn *c);
 bool conn_over_budget(const struct conn *c);
+/* call.c: a call parked by grpc_call_when_room is resumed. */
+void call_room(struct grpc_call *call);
 /* Frees c's queued output now and closes it at the next loop iteration
  * (safe from inside a handler of another connection). */
 void conn_evict(struct conn *c, const char *why);

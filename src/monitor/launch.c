@@ -45,10 +45,11 @@ int monitor_exec(const struct monitor_args *a)
     if (a->log_path) {
         argv[n++] = "--log-path";
         argv[n++] = (char *)a->log_path;
-        FD_ARG("--stdout-fd", out, a->stdout_fd);
-        FD_ARG("--stderr-fd", err, a->stderr_fd);
-        FD_ARG("--tty-fd", tty, a->tty_fd);
     }
+    /* also without a log: attached clients read the output */
+    FD_ARG("--stdout-fd", out, a->stdout_fd);
+    FD_ARG("--stderr-fd", err, a->stderr_fd);
+    FD_ARG("--tty-fd", tty, a->tty_fd);
     FD_ARG("--stdin-fd", in, a->stdin_fd);
     if (a->stdin_once)
         argv[n++] = "--stdin-once";

@@ -187,6 +187,9 @@ static void create_abort(struct create_ctx *c, const char *id)
         rm_rf_at(c->rootfd, id);
 }
 
+/* A CRI container's stdio goes through its monitor (see oci.h). */
+static bool cri_io(const struct oci_create_opts *o) { return o->cri_log || o->cri_stdin; }
+
 static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_create_opts *o,
                                     int init_sync, int fifo_fd, int console_fd, bool run)
 {
@@ -240,7 +243,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     }
     int cgfd = c->cg ? oci_cgroup_fd(c->cg) : -1;
     struct cri_io *io = &c->io;
-    if (o->cri_log) {
+    if (cri_io(o)) {
         /* The init's stdio: the pipes to the monitor (a tty replaces them
          * at execve), stdin a pipe or /dev/null. */
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -295,7 +298,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     /* A tty container's pty master comes from the init before it is
      * ready (EOF if it dies first); the monitor logs it and holds it. */
     int master = -1;
-    if (o->cri_log && io->con_mon >= 0 && oci_fd_recv(io->con_mon, false, &master) < 0)
+    if (cri_io(o) && io->con_mon >= 0 && oci_fd_recv(io->con_mon, false, &master) < 0)
         master = -1;
     /* The container has our stdio; we keep none of it. */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -508,7 +511,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     _cleanup_(oci_spec_freep) _unused_ struct oci_spec *spec_owner = c.spec;
     if (!c.spec->has_process)
         return err_set(err, EINVAL, "`process`: missing");
-    if (c.spec->process.terminal && !o->console_socket && console_in < 0 && !o->cri_log)
+    if (c.spec->process.terminal && !o->console_socket && console_in < 0 && !cri_io(o))
         return err_set(err, EINVAL, "`process.terminal`: true needs --console-socket");
     oci_process_clamp_oom(&c.spec->process);
     log_debug("create `%s`: spec loaded", o->id);
@@ -570,7 +573,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
         r = console_fd;
         goto fail;
     }
-    if (!o->console_socket && !o->cri_log && c.spec->process.terminal &&
+    if (!o->console_socket && !cri_io(o) && c.spec->process.terminal &&
         (console_fd = fcntl(console_in, F_DUPFD_CLOEXEC, 3)) < 0) {
         r = err_set(err, errno, "console");
         goto fail;
@@ -590,7 +593,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     mon_child = mp[1];
     c.sync_fd = sync_fd;
     c.mon_fd = mon_child;
-    if (o->cri_log && (r = cri_io_make(&c, o, dirfd, err)) < 0)
+    if (cri_io(o) && (r = cri_io_make(&c, o, dirfd, err)) < 0)
         goto fail;
     {
         int cp[2];

@@ -43,11 +43,13 @@ struct oci_create_opts {
     int preserve_fds;           /* fds 3..3+n-1 go to the container */
     bool no_pivot;              /* MS_MOVE + chroot instead of pivot_root */
     bool no_new_keyring;        /* keep the caller's session keyring */
-    /* A CRI container: its stdout and stderr (or its pty, when
-     * process.terminal is set: no console socket then) go to the monitor,
-     * which writes them to this log file in the CRI format; NULL: the
-     * container gets the caller's stdio. With cri_stdin the container's
-     * stdin is a pipe the monitor holds (else /dev/null). */
+    /* A CRI container (cri_log or cri_stdin): its stdout and stderr (or
+     * its pty, when process.terminal is set: no console socket then) go to
+     * the monitor, which writes them to cri_log in the CRI format (if
+     * given) and to attached clients. With cri_stdin the container's stdin
+     * is a pipe the monitor holds (else /dev/null); with cri_stdin_once the
+     * monitor closes it when the first client that attached stdin
+     * detaches. Neither: the container gets the caller's stdio. */
     const char *cri_log;
     bool cri_stdin, cri_stdin_once;
 };

@@ -203,9 +203,15 @@ class Env:
 
     def kill9_restart(self):
         """SIGKILL the daemon and start it again on the same directories."""
+        self.kill9()
+        self.restart()
+
+    def kill9(self):
         import signal as sig
         self.d.proc.send_signal(sig.SIGKILL)
         self.d.proc.wait()
+
+    def restart(self):
         self.d.log.close()
         self.d.start()
         self.rs = self.cri.grpc.RuntimeServiceStub(channel(self.d))

@@ -93,15 +93,105 @@ def test_timeout_kills(running):
     assert r.stdout.strip() == b"1"  # the container's own sleep only
 
 
+KUBELET_MAX_MESSAGE = 16 << 20  # what kubelet's gRPC client accepts
+
+
+def kubelet_stub(env):
+    from .conftest import channel
+    return env.cri.grpc.RuntimeServiceStub(channel(env.d, **{
+        "grpc.max_receive_message_length": KUBELET_MAX_MESSAGE}))
+
+
 def test_big_output_is_capped(running):
     env, cid = running
-    from .conftest import channel
-    rs = env.cri.grpc.RuntimeServiceStub(channel(env.d, **{
-        "grpc.max_receive_message_length": 64 << 20}))
-    r = rs.ExecSync(env.pb.ExecSyncRequest(
+    r = kubelet_stub(env).ExecSync(env.pb.ExecSyncRequest(
         container_id=cid, cmd=["/bin/sh", "-c", "head -c 17825792 /dev/zero; echo tail >&2"]),
         timeout=60)
-    assert len(r.stdout) == 16 << 20 and r.exit_code == 0 and r.stderr == b"tail\n"
+    # the whole answer fits what kubelet reads, and says what was cut
+    assert r.ByteSize() <= KUBELET_MAX_MESSAGE
+    assert len(r.stdout) >= (16 << 20) - (80 << 10) and r.stdout.count(b"\0") == len(r.stdout)
+    # stderr's last word has room after a flood of stdout
+    assert r.exit_code == 0 and r.stderr.startswith(b"tail\n"), r.stderr[:200]
+    cut = (17825792 - len(r.stdout))
+    assert f"output cut: {cut} bytes of stdout and 0 bytes of stderr dropped".encode() in r.stderr
+
+
+def test_output_is_bounded_across_calls(running):
+    """64 calls at once, each printing 16 MiB to stdout and 16 MiB to
+    stderr: every answer is one kubelet's client accepts and says it was
+    cut, and the daemon's peak RSS stays within 160 MiB of idle (the
+    buffers' 64 MiB pool and 64 KiB floors, the connection's queued
+    answers, one answer being encoded)."""
+    env, cid = running
+    rs = kubelet_stub(env)
+    cmd = ["/bin/sh", "-c", "head -c 16777216 /dev/zero & head -c 16777216 /dev/zero >&2; wait"]
+    exec_sync(env, cid, ["/bin/true"])
+    with open(f"/proc/{env.d.pid}/clear_refs", "w") as f:
+        f.write("5")  # VmHWM from now on
+    idle = env.d.rss_kb()
+    results, errors = [], []
+
+    def one():
+        try:
+            r = rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=cmd), timeout=300)
+            results.append((r.ByteSize(), r.exit_code, b"output cut" in r.stderr[-300:]))
+        except grpc.RpcError as e:
+            errors.append(f"{e.code()}: {e.details()}")
+    threads = [threading.Thread(target=one) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:4]
+    assert len(results) == 64
+    for size, code, cut in results:
+        assert size <= KUBELET_MAX_MESSAGE and code == 0 and cut, (size, code, cut)
+    with open(f"/proc/{env.d.pid}/status") as f:
+        peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+    if not env.d.sanitized():
+        assert peak - idle <= 160 << 10, (idle, peak)
+
+
+def sleepers(marker):
+    """pids of `sleep <marker>` processes, wherever they run."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if f.read() == b"/bin/sleep\0" + marker.encode() + b"\0":
+                    out.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def test_cancel_while_starting_kills_the_command(running):
+    """Clients that give up (short deadlines) while their commands are being
+    started, several at once so some wait for a worker: no command is left
+    running."""
+    env, cid = running
+    marker = str(900000 + os.getpid() % 99999)
+    codes = []
+
+    def one(ms):
+        try:
+            env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sleep", marker]),
+                            timeout=ms / 1000)
+            codes.append("OK")
+        except grpc.RpcError as e:
+            codes.append(e.code())
+    for burst in range(10):
+        threads = [threading.Thread(target=one, args=(2 + 3 * i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    # every client gave up (a loaded machine may fail one as UNAVAILABLE
+    # before its deadline; what counts is that none is left running)
+    assert len(codes) == 160 and grpc.StatusCode.DEADLINE_EXCEEDED in codes
+    assert set(codes) <= {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE}, set(codes)
+    wait_for(lambda: not sleepers(marker), timeout=30, what="every cancelled command to be gone")
+    assert exec_sync(env, cid, ["/bin/true"]).exit_code == 0
 
 
 def test_stopped_container_is_refused(env):

@@ -13,7 +13,8 @@ from .conftest import wait_for
 OUT, ERR, IN, CLOSE, RESIZE = 1, 2, 0, 3, 4
 
 
-def attach(env, cid, what="stdin stdout stderr"):
+def connect(env, cid, what):
+    """A client of the monitor's ctl.sock and the monitor's answer."""
     d = os.open(os.path.join(env.d.state, "oci", cid), os.O_PATH | os.O_DIRECTORY)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -22,7 +23,12 @@ def attach(env, cid, what="stdin stdout stderr"):
         os.close(d)
     s.send(b"attach " + what.encode())
     s.settimeout(10)
-    assert s.recv(100) == b"ok"
+    return s, s.recv(100)
+
+
+def attach(env, cid, what="stdin stdout stderr"):
+    s, answer = connect(env, cid, what)
+    assert answer == b"ok", answer
     return s
 
 
@@ -58,13 +64,21 @@ def test_attach_stdin_and_output(env):
 
 def test_stdin_once_closes_on_detach(env):
     pod = env.pod()
-    cid = env.run(pod, "once", ["/bin/sh", "-c", "cat; echo done"], stdin=True, stdin_once=True)
+    cid = env.run(pod, "once", ["/bin/sh", "-c", "cat; echo done; exec sleep 100000"],
+                  stdin=True, stdin_once=True)
+    watch = attach(env, cid, "stdout")  # sees the output, holds no stdin
     s = attach(env, cid)
     s.send(bytes([IN]) + b"x\n")
     read_until(s, b"x\n")
-    s.close()  # the first client's detach ends stdin
-    assert env.wait_exited(cid).exit_code == 0
-    # a later attach cannot have stdin any more (and the container is gone)
+    s.close()  # the first client's detach (no CLOSE sent) ends stdin: cat ends
+    read_until(watch, b"done\n")
+    # a later client cannot have stdin any more, while the container runs on
+    s2, answer = connect(env, cid, "stdin stdout")
+    assert answer == b"error stdin is closed", answer
+    s2.close()
+    assert env.status(cid).status.state == env.pb.CONTAINER_RUNNING
+    assert attach(env, cid, "stdout")  # output only is still served
+    watch.close()
 
 
 def test_tty_resize(env):

@@ -193,6 +193,65 @@ def test_attach(env, spdyclient):
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def reading_stdin(env, cid):
+    """The container's init is blocked reading its stdin (read of fd 0, or
+    the poll busybox's `read` makes first); fails at once if the container
+    is not running."""
+    st = env.status(cid, verbose=True)
+    assert st.status.state == env.pb.CONTAINER_RUNNING, (st.status.state, st.status.exit_code)
+    pid = json.loads(st.info["info"])["pid"]
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            call = f.read().split()
+        return call[:2] == ["0", "0x0"] or (len(call) > 2 and call[0] == "7" and call[2] == "0x1")
+    except OSError:
+        return False
+
+
+def read_line(f, timeout=60):
+    """A line from a pipe, or an error after timeout."""
+    import select
+    got = b""
+    while not got.endswith(b"\n"):
+        r, _, _ = select.select([f], [], [], timeout)
+        assert r, f"no line within {timeout}s; got {got!r}"
+        c = os.read(f.fileno(), 1)
+        assert c, f"EOF; got {got!r}"
+        got += c
+    return got
+
+
+def test_attach_stdin_once_shell(env, spdyclient):
+    """A shell with stdin and stdin_once, as the CRI validation suite creates
+    it (no log path) and `kubectl run -i --rm` does: its stdin stays open
+    until a client attaches, and closes when that first client detaches."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.create(pod, None, pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name="sh"), image=pb.ImageSpec(image=env.refs["busybox"]),
+        command=["/bin/sh"], linux=pb.LinuxContainerConfig(), stdin=True, stdin_once=True))
+    env.start(cid)
+    wait_for(lambda: reading_stdin(env, cid), what="the shell to wait for its stdin")
+    url = env.rs.Attach(pb.AttachRequest(container_id=cid, stdin=True, stdout=True, stderr=True),
+                        timeout=10).url
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url, "-stdin"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # `read` waits for more input: only the end of stdin lets it go on
+        proc.stdin.write(b"echo hi; read x; exit 3\n")
+        proc.stdin.flush()
+        assert read_line(proc.stdout) == b"hi\n"
+        wait_for(lambda: reading_stdin(env, cid), what="the shell's read")
+    finally:
+        proc.kill()  # the first client detaches, its stdin never closed
+        proc.wait()
+    st = env.wait_exited(cid)
+    assert st.exit_code == 3, (st.exit_code, st.reason)
+    with pytest.raises(grpc.RpcError) as e:
+        env.rs.Attach(pb.AttachRequest(container_id=cid, stdin=True, stdout=True), timeout=10)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
 def httpd(env, pod, script):
     """A container serving /www on port 8080 with busybox httpd, ready."""
     srv = env.run(pod, "httpd", ["/bin/sh", "-c", script + " && exec httpd -f -p 8080 -h /www"])

@@ -1,6 +1,7 @@
 """Containers with cgroup v2 controllers: an OOM kill reported as
-OOMKilled, the resources written into the container's cgroup, stats from
-it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
+OOMKilled (also after the daemon was SIGKILLed and started again, and for a
+kill that happened while it was down), the resources written into the
+container's cgroup, stats from it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
 controllers); kept small, as the VM's CPU is emulated."""
 import os
 
@@ -14,7 +15,7 @@ def read(cg, name):
         return f.read().strip()
 
 
-def test_oom_killed_limits_and_stats(env):
+def test_oom_killed_limits_and_stats(env, tmp_path):
     pb = env.pb
     pod = env.pod()
     res = pb.LinuxContainerResources(memory_limit_in_bytes=32 << 20, cpu_shares=512,
@@ -39,3 +40,23 @@ def test_oom_killed_limits_and_stats(env):
     env.stop(busy)
     # a plain SIGKILL under a limit is no OOM kill
     assert env.status(busy).status.reason != "OOMKilled"
+
+    # The same hog, set off only while the daemon is down (it waits for a
+    # file): its monitor alone sees the kill.
+    trig = tmp_path / "trig"
+    trig.mkdir()
+    late = env.run(pod, "late", ["/bin/sh", "-c", "until [ -e /trig/go ]; do sleep 0.05; done; "
+                                 "exec /bin/dd if=/dev/zero of=/dev/null bs=64M count=1"],
+                   mounts=[pb.Mount(container_path="/trig", host_path=str(trig))],
+                   linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
+                       memory_limit_in_bytes=32 << 20, memory_swap_limit_in_bytes=32 << 20)))
+    late_cg = env.cgroup_dir(late)
+    env.kill9()
+    (trig / "go").touch()
+    # the kill seen in the cgroup, and the monitor gone with the container
+    wait_for(lambda: not os.path.exists(late_cg) or "populated 0" in read(late_cg, "cgroup.events"),
+             what="the late hog to be killed", timeout=120)
+    env.restart()
+    for cid in (hog, late):
+        st = env.wait_exited(cid, timeout=120)
+        assert st.reason == "OOMKilled" and st.exit_code == 137, (cid[:12], st.reason, st.exit_code)
