@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include "stream/internal.h"
 
@@ -34,8 +35,10 @@ struct stream_server {
     int port;
     struct token *tokens;
     size_t n_tokens;
-    struct conn *conns;
-    size_t n_conns;
+    struct conn *conns; /* newest first */
+    size_t n_conns;     /* until their handles are closed */
+    size_t n_active;    /* not closed yet: against STREAM_SESSIONS_MAX */
+    size_t n_unauth;    /* of those, without a token: STREAM_UNAUTH_MAX */
     bool closing;
     int handles;
 };
@@ -60,70 +63,125 @@ uv_loop_t *conn_loop(struct conn *c) { return c->srv->loop; }
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
 
-void conn_read_pause(struct conn *c, bool pause)
+/* The client is read unless a reason in c->read_stop says otherwise. */
+static void read_stop_set(struct conn *c, unsigned bit, bool on)
 {
-    if (c->state == CONN_DONE || c->closing)
+    unsigned was = c->read_stop;
+    c->read_stop = on ? was | bit : was & ~bit;
+    if (c->state == CONN_DONE || c->closing || !was == !c->read_stop)
         return;
-    if (pause)
+    if (c->read_stop)
         uv_read_stop((uv_stream_t *)&c->tcp);
     else
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-/* ---- writing ---- */
+void conn_read_pause(struct conn *c, bool pause) { read_stop_set(c, READ_STOP_IN, pause); }
 
-struct wreq {
-    uv_write_t w;
-    struct conn *c;
-    size_t len;
-    char data[];
-};
+/* ---- writing ---- */
 
 static void conn_maybe_free(struct conn *c);
 static void conn_abort(struct conn *c);
+static void on_stall(uv_timer_t *t);
+
+/* Over the budget, or back under its low mark: the session's sources and
+ * the reading of the client stop or resume together, and the stall watch
+ * starts or stops. */
+static void budget_set(struct conn *c, bool over)
+{
+    if (c->paused == over)
+        return;
+    c->paused = over;
+    if (c->sess)
+        sess_pause(c, over);
+    read_stop_set(c, READ_STOP_OUT, over);
+    if (!c->stall_on)
+        return;
+    if (over) {
+        c->stall_mark = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+        c->stall_since = uv_now(c->srv->loop);
+        uv_timer_start(&c->stall, on_stall, STREAM_STALL_MS / 4, STREAM_STALL_MS / 4);
+    } else {
+        uv_timer_stop(&c->stall);
+    }
+}
+
+/* Over the budget: closed once the kernel has taken no byte of ours for
+ * STREAM_STALL_MS (a client that reads slowly is not one that never does). */
+static void on_stall(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    uint64_t mark = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    uint64_t now = uv_now(c->srv->loop);
+    if (mark != c->stall_mark) {
+        c->stall_mark = mark;
+        c->stall_since = now;
+    } else if (now - c->stall_since >= STREAM_STALL_MS && c->state != CONN_DONE) {
+        log_debug("streaming: a client took nothing of %zu bytes for %d s: closed", c->out_pending,
+                  STREAM_STALL_MS / 1000);
+        conn_abort(c);
+    }
+}
+
+static void write_next(struct conn *c);
 
 static void on_written(uv_write_t *w, int status)
 {
-    struct wreq *r = (struct wreq *)w;
-    struct conn *c = r->c;
-    c->out_pending -= r->len;
-    free(r);
+    struct conn *c = w->data;
+    c->out_pending -= c->outw.len;
+    buf_free(&c->outw); /* a drained connection holds no buffer */
+    if (c->state == CONN_DONE)
+        return; /* cancelled by the close */
     if (status < 0) {
-        if (!c->closing)
-            conn_abort(c);
+        conn_abort(c);
         return;
     }
-    if (c->paused && c->out_pending < STREAM_OUT_LOW) {
-        c->paused = false;
-        if (c->sess)
-            sess_pause(c, false);
-    }
+    write_next(c);
+    if (c->paused && c->out_pending < STREAM_OUT_LOW)
+        budget_set(c, false);
     if (c->closing && c->out_pending == 0)
         conn_maybe_free(c);
 }
 
+/* The queue becomes the write in flight. */
+static void write_next(struct conn *c)
+{
+    if (c->outw.len || !c->outq.len)
+        return;
+    c->outw = c->outq;
+    c->outq = (struct buf){0};
+    uv_buf_t b = uv_buf_init((char *)c->outw.data, (unsigned)c->outw.len);
+    c->w.data = c;
+    c->out_handed += c->outw.len;
+    if (uv_write(&c->w, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+        c->out_pending -= c->outw.len;
+        buf_free(&c->outw);
+        conn_abort(c);
+    }
+}
+
 static int sock_write(struct conn *c, const void *data, size_t len)
 {
-    if (c->state == CONN_DONE || !len)
+    if (c->state == CONN_DONE || c->aborted || !len)
         return 0;
-    struct wreq *r = malloc(sizeof(*r) + len);
-    if (!r)
+    if (!c->out_pending) {
+        /* nothing waits: straight to the kernel, no copy */
+        int n =
+            uv_try_write((uv_stream_t *)&c->tcp, &(uv_buf_t){.base = (char *)data, .len = len}, 1);
+        if (n > 0) {
+            c->out_handed += (size_t)n;
+            data = (const char *)data + n;
+            len -= (size_t)n;
+            if (!len)
+                return 0;
+        }
+    }
+    if (buf_append(&c->outq, data, len) < 0)
         return -ENOMEM;
-    r->c = c;
-    r->len = len;
-    memcpy(r->data, data, len);
-    uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
-    int e = uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, on_written);
-    if (e < 0) {
-        free(r);
-        return e;
-    }
     c->out_pending += len;
-    if (!c->paused && c->out_pending > STREAM_OUT_HIGH) {
-        c->paused = true;
-        if (c->sess)
-            sess_pause(c, true);
-    }
+    write_next(c);
+    if (c->out_pending > STREAM_OUT_HIGH)
+        budget_set(c, true);
     return 0;
 }
 
@@ -233,6 +291,8 @@ void conn_unref(struct conn *c)
         c->next->prev = c->prev;
     s->n_conns--;
     buf_free(&c->in);
+    buf_free(&c->outq);
+    buf_free(&c->outw);
     if (c->spdy_init)
         spdy_free(&c->spdy);
     if (c->ws_init)
@@ -252,12 +312,19 @@ static void conn_maybe_free(struct conn *c)
         return;
     if (c->closing && c->out_pending > 0 && !c->aborted)
         return;
+    if (!c->authed)
+        c->srv->n_unauth--;
+    c->srv->n_active--;
     c->state = CONN_DONE;
     if (c->sess)
         sess_end(c);
     if (c->timer_on) {
         c->timer_on = false;
         uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+    }
+    if (c->stall_on) {
+        c->stall_on = false;
+        uv_close((uv_handle_t *)&c->stall, on_conn_closed);
     }
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -580,8 +647,8 @@ static struct token *token_take(struct stream_server *s, const char *id)
 static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    if (c->state == CONN_WS && c->closing) {
-        conn_abort(c); /* our close frame was not read in time */
+    if ((c->state == CONN_WS || c->state == CONN_HTTP) && c->closing) {
+        conn_abort(c); /* our close frame or answer was not read in time */
         return;
     }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
@@ -610,6 +677,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
     }
     c->req = t->req;
     free(t);
+    c->authed = true;
+    c->srv->n_unauth--;
     c->pf = c->req->kind == STREAM_PORTFORWARD;
     char head[1024];
     int n;
@@ -827,13 +896,51 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         conn_finish(c);
 }
 
+/* Reads what a connection without a token has sent, now: a request head
+ * already in the socket is served before the connection could be evicted. */
+static void read_now(struct conn *c)
+{
+    static char scratch[65536];
+    int fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
+        return;
+    while (c->state == CONN_HTTP && !c->closing) {
+        ssize_t n = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        on_read((uv_stream_t *)&c->tcp, n < 0 ? -errno : (n == 0 ? UV_EOF : n),
+                &(uv_buf_t){.base = scratch, .len = n > 0 ? (size_t)n : 0});
+    }
+}
+
+/* Room for a new connection: connections without a token have a budget of
+ * their own (STREAM_UNAUTH_MAX), under the whole (STREAM_SESSIONS_MAX), and
+ * when either is full the oldest of them goes first; a connection that
+ * presented a valid token is never evicted for one that has not. Whether
+ * there is room now. */
+static bool make_room(struct stream_server *s)
+{
+    while (s->n_unauth >= STREAM_UNAUTH_MAX || s->n_active >= STREAM_SESSIONS_MAX) {
+        struct conn *old = NULL;
+        for (struct conn *c = s->conns; c; c = c->next)
+            if (!c->authed && c->state != CONN_DONE)
+                old = c;
+        if (!old)
+            return false;
+        read_now(old);
+        if (!old->authed && old->state != CONN_DONE)
+            conn_abort(old);
+    }
+    return true;
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
     struct stream_server *s = l->data;
     if (status < 0)
         return;
     struct conn *c = calloc(1, sizeof(*c));
-    if (!c || s->n_conns >= STREAM_SESSIONS_MAX) {
+    if (!c || !make_room(s)) {
         /* accept and drop, so the backlog does not fill */
         uv_tcp_t *t = malloc(sizeof(*t));
         free(c);
@@ -852,6 +959,8 @@ static void on_connection(uv_stream_t *l, int status)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
+    s->n_active++;
+    s->n_unauth++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
         conn_abort(c);
         return;
@@ -859,6 +968,10 @@ static void on_connection(uv_stream_t *l, int status)
     uv_timer_init(s->loop, &c->timer);
     c->timer.data = c;
     c->timer_on = true;
+    c->handles++;
+    uv_timer_init(s->loop, &c->stall);
+    c->stall.data = c;
+    c->stall_on = true;
     c->handles++;
     uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
     if (s->tls && !(c->tls = tls_conn_new(s->tls))) {

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -552,3 +553,98 @@ def test_exec_helpers_run_sealed(running, spdyclient):
     finally:
         proc.kill()
         proc.wait()
+
+
+class Flood:
+    """tests/stream/flood.py in the daemon's network namespace: a client
+    that sends and never reads its socket."""
+
+    def __init__(self, env, url, case, *args):
+        self.p = subprocess.Popen(
+            in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "flood.py"), url, case]
+                     + list(args)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.case = case
+        self.port = int(self.line("port", 60))
+        self.t = None
+
+    def line(self, want, timeout):
+        """The value of the next line, which must start with one of want's
+        words; waits for it (the client prints it when it happens)."""
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        assert r, f"{self.case}: no `{want}` line in {timeout} s"
+        words = self.p.stdout.readline().split()
+        assert words and words[0] in want.split(), (self.case, want, words,
+                                                    self.p.stderr.read() if not words else "")
+        self.t = time.monotonic()
+        return words[-1]
+
+    def sent(self):
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+        return int(self.line("sent", 30))
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def test_floods_from_a_client_that_never_reads(running, spdyclient):
+    """SPDY PINGs, WebSocket pings, and WebSocket data with pings, from
+    clients that never read (16 MiB each): every byte queued for a client
+    counts against one budget (STREAM_OUT_HIGH), past which the client is
+    no longer read, so the daemon's RSS stays within 8 MiB of idle; a client
+    that takes nothing for STREAM_STALL_MS (30 s) is dropped, not earlier;
+    a well-behaved client is served meanwhile. WebSocket pings get one pong
+    per read (the last ping's): their flood is read whole and queues next
+    to nothing."""
+    env, _, cid = running
+    spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/true"]))  # warm the paths
+    rss0 = env.d.rss_kb()
+    peak = [rss0]
+
+    def sample():
+        peak[0] = max(peak[0], env.d.rss_kb())
+
+    floods = []
+    try:
+        sleeper = ["/bin/sleep", "4245"]
+        floods.append(Flood(env, exec_url(env, cid, sleeper, stderr=False), "spdy-ping"))
+        floods.append(Flood(env, exec_url(env, cid, sleeper, stderr=False), "ws-ping"))
+        floods.append(Flood(env, exec_url(env, cid, ["/bin/cat"], stdin=True, stderr=False),
+                            "ws-mixed"))
+        first = {f.case: (f.line("stalled capped", 120), f.t, sample())[:2] for f in floods}
+        # the daemon stopped reading the SPDY and mixed floods: far less than
+        # the 16 MiB offered reached it (its socket buffers, the budget)
+        for case in ("spdy-ping", "ws-mixed"):
+            assert int(first[case][0]) < 12 << 20, (case, first[case])
+        assert int(first["ws-ping"][0]) == 16 << 20, first["ws-ping"]
+        # another client is served meanwhile, over both protocols
+        p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", "served"]))
+        assert p.stdout == b"served\n", p.stderr
+        out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/echo", "ws"])))
+        assert out["1"] == "ws\n", out
+        sample()
+        for f in floods:
+            if f.case == "ws-ping":
+                continue
+            while True:  # the drop, sampling the RSS until it comes
+                r, _, _ = select.select([f.p.stdout], [], [], 0.5)
+                sample()
+                if r:
+                    break
+                assert time.monotonic() - first[f.case][1] < 120, f"{f.case} never dropped"
+            f.line("closed", 1)
+            # STREAM_STALL_MS after the budget was passed (a little before
+            # the client saw its sends stall)
+            assert f.t - first[f.case][1] > 25, (f.case, f.t - first[f.case][1])
+        assert floods[1].p.poll() is None and floods[1].sent() == 16 << 20
+    finally:
+        for f in floods:
+            f.close()
+    if not env.d.sanitized():
+        assert peak[0] - rss0 < 8 * 1024, f"RSS {rss0} kB idle, {peak[0]} kB in the floods"
+    wait_for(lambda: "sleep 4245" not in env.rs.ExecSync(env.pb.ExecSyncRequest(
+        container_id=cid, cmd=["ps", "-o", "args"]), timeout=30).stdout.decode(),
+        what="the floods' commands to be killed")
