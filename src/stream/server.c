@@ -9,6 +9,8 @@
  * what the kernel has not taken yet: past STREAM_OUT_HIGH the session's
  * sources are paused, below STREAM_OUT_LOW resumed. */
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -980,6 +982,10 @@ static void on_connection(uv_stream_t *l, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    /* the kernel hands us a connection once its first bytes are in
+     * (TCP_DEFER_ACCEPT): a request head in one segment authenticates it
+     * now, before any later connection could evict it */
+    read_now(c);
 }
 
 /* ---- the server ---- */
@@ -1040,6 +1046,11 @@ int stream_server_start(uv_loop_t *loop, const char *address, const char *tls_ce
     s->tcp.data = s;
     s->handles = 1;
     int e = uv_tcp_bind(&s->tcp, (struct sockaddr *)&sa, 0);
+    int fd, defer = STREAM_HEAD_MS / 1000;
+    /* a connection that sends nothing waits in the kernel, not in a slot
+     * of ours, for about as long as a request head may take */
+    if (e == 0 && uv_fileno((uv_handle_t *)&s->tcp, &fd) == 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer));
     if (e == 0)
         e = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection);
     if (e < 0) {

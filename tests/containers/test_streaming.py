@@ -648,3 +648,103 @@ def test_floods_from_a_client_that_never_reads(running, spdyclient):
     wait_for(lambda: "sleep 4245" not in env.rs.ExecSync(env.pb.ExecSyncRequest(
         container_id=cid, cmd=["ps", "-o", "args"]), timeout=30).stdout.decode(),
         what="the floods' commands to be killed")
+
+
+IDLE = r"""
+import socket, sys, select
+host, port = sys.argv[1].rsplit(":", 1)
+
+def dial():
+    # half send nothing (the kernel holds them: TCP_DEFER_ACCEPT), half a
+    # byte of a request head, which the server must take and then wait on
+    global n
+    n += 1
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect((host, int(port)))
+    if n % 2:
+        s.send(b"G")
+    s.setblocking(False)
+    return s
+
+n = 0
+
+def gone(s):
+    # a connection the server closed (or reset): no longer ESTABLISHED
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
+
+idle = [dial() for _ in range(256)]
+reopened = 0
+said = False
+while True:
+    r, _, _ = select.select([sys.stdin], [], [], 0.01)
+    if r:
+        sys.stdin.readline()
+        print("reopened", reopened, flush=True)
+        break
+    for i, s in enumerate(idle):
+        if gone(s):
+            s.close()
+            idle[i] = dial()
+            reopened += 1
+    if not said:
+        said = True
+        print("ready", flush=True)
+"""
+
+
+def test_idle_connections_never_starve_a_valid_token(env, spdyclient):
+    """256 connections that send nothing, reopened as soon as the server
+    closes them: a request with a valid token is still served (exec over
+    SPDY and WebSocket, port-forward, attach), and an upgraded session is
+    never evicted for them."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "x", ["/bin/sleep", "100000"])
+    httpd(env, pod, "mkdir -p /www && echo small > /www/s")
+    counter = env.run(pod, "counter", ["/bin/sh", "-c",
+                                       "i=0; while :; do echo n$i; i=$((i+1)); sleep 0.1; done"])
+    hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
+    # a session upgraded before the flood
+    held = subprocess.Popen(in_netns(env, [spdyclient, "exec", exec_url(env, cid, ["/bin/cat"],
+                                                                       stdin=True), "-stdin"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    held.stdin.write(b"before\n")
+    held.stdin.flush()
+    assert held.stdout.readline() == b"before\n"
+    attacker = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", IDLE, hostport]),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout.readline() == "ready\n"
+        for i in range(5):
+            p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", f"spdy{i}"]))
+            assert p.stdout == f"spdy{i}\n".encode(), (i, p.stdout, p.stderr)
+            out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/echo", f"ws{i}"])))
+            assert out["1"] == f"ws{i}\n", (i, out)
+        url = env.rs.PortForward(pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                                 timeout=10).url
+        p = spdy(env, spdyclient, "portforward", url, "8080", "-body", "-request",
+                 r"GET /s HTTP/1.0\r\n\r\n")
+        assert p.stdout.decode().split() == ["6", hashlib.sha256(b"small\n").hexdigest()], p
+        url = env.rs.Attach(pb.AttachRequest(container_id=counter, stdout=True, stderr=True),
+                            timeout=10).url
+        proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = proc.stdout.readline()
+        proc.kill()
+        proc.wait()
+        assert line.startswith(b"n"), (line, proc.stderr.read())
+        held.stdin.write(b"after\n")
+        held.stdin.flush()
+        assert held.stdout.readline() == b"after\n"
+        attacker.stdin.write("\n")
+        attacker.stdin.flush()
+        reopened = int(attacker.stdout.readline().split()[1])
+        # the idle connections were evicted (oldest first), not left alone
+        assert reopened >= 192, reopened
+    finally:
+        attacker.kill()
+        attacker.wait()
+        held.stdin.close()
+        held.wait(timeout=60)
+    assert status_of(held.stderr.read())["status"] == "Success"
