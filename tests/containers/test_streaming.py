@@ -128,19 +128,49 @@ def test_exec_tty_and_resize(running, spdyclient):
     assert status_of(p.stderr)["status"] == "Success"
 
 
+def warm_rss(env, spdyclient, cid):
+    """The daemon's RSS once an exec has run (its thread pool started, its
+    allocator warm): what a stalled stream's growth is measured from."""
+    if spdyclient:
+        spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/true"]))
+    else:
+        ws(env, "exec", exec_url(env, cid, ["/bin/true"]))
+    return env.d.rss_kb()
+
+
+# What a stalled stream may add to the daemon's RSS: the connection's queue
+# (STREAM_OUT_HIGH, 256 KiB, passed by at most one 64 KiB read of a source
+# and its framing), the queue's buffer and the write in flight (each grown
+# by doubling: at most twice what it holds), the session's pipes and their
+# 64 KiB read buffer, and 256 KiB for the allocator's and the kernel's pages
+# (page tables, a thread's stack touched once more). 16 MiB, the bound
+# before, held 64 times the pause point.
+STALLED_KB = (2 * (256 + 64) + 64 + 256)
+
+
+def stalled_rss_bound(env, rss0):
+    """While a client reads nothing for two seconds, the daemon's RSS stays
+    within STALLED_KB of rss0."""
+    if env.d.sanitized():
+        return
+    deadline, peak = time.monotonic() + 2, rss0
+    while time.monotonic() < deadline:
+        peak = max(peak, env.d.rss_kb())
+        time.sleep(0.05)
+    print(f"stalled stream: RSS {rss0} kB -> {peak} kB")
+    assert peak - rss0 <= STALLED_KB, f"the daemon buffers a stalled stream: {rss0} -> {peak} kB"
+
+
 def test_exec_big_output_slow_reader(running, spdyclient):
     env, _, cid = running
     url = exec_url(env, cid, ["/bin/sh", "-c", "head -c 104857600 /dev/zero"], stderr=False)
-    rss0 = env.d.rss_kb()
+    rss0 = warm_rss(env, spdyclient, cid)
     proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url, "-stderr=false"]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # nobody reads for a while: the daemon must not buffer what waits (an
     # ASan build keeps freed memory in quarantine: its RSS says nothing)
     first = proc.stdout.read(1 << 20)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and not env.d.sanitized():
-        assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
-        time.sleep(0.2)
+    stalled_rss_bound(env, rss0)
     total = len(first)
     while chunk := proc.stdout.read(1 << 20):
         total += len(chunk)
@@ -298,17 +328,14 @@ def test_websocket_slow_reader(running):
     env, _, cid = running
     size = 32 << 20
     url = exec_url(env, cid, ["/bin/sh", "-c", f"head -c {size} /dev/zero"], stderr=False)
-    rss0 = env.d.rss_kb()
+    rss0 = warm_rss(env, None, cid)
     proc = subprocess.Popen(in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "wsattack.py"),
                                            url, "slowread"]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout.readline() == "stalled\n", proc.stderr.read()
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and not env.d.sanitized():
-            assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
-            time.sleep(0.2)
+        stalled_rss_bound(env, rss0)
         out, err = proc.communicate("go\n", timeout=120)
     finally:
         if proc.poll() is None:
@@ -364,11 +391,21 @@ print(ask(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n"))
 
 @pytest.mark.slow
 def test_token_expires(running, spdyclient):
+    """A URL lives STREAM_TOKEN_TTL_MS (60 s, as kubelet's): one used 55 s
+    after it was asked for is served, one used 61 s after is refused; a
+    lifetime cut short or made longer fails one of the two."""
     env, _, cid = running
-    url = exec_url(env, cid, ["/bin/true"])
-    time.sleep(61)  # the token's lifetime is one minute
-    p = spdy(env, spdyclient, "exec", url)
-    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
+    before = time.monotonic()
+    early = exec_url(env, cid, ["/bin/echo", "still"])
+    late = exec_url(env, cid, ["/bin/echo", "expired"])
+    after = time.monotonic()
+    # the token is made during the call: it expires in [before, after] + 60 s
+    time.sleep(max(0, before + 55 - time.monotonic()))
+    p = spdy(env, spdyclient, "exec", early)
+    assert p.stdout == b"still\n", (p.stdout, p.stderr)
+    time.sleep(max(0, after + 61 - time.monotonic()))
+    p = spdy(env, spdyclient, "exec", late)
+    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404"), (p.stdout, p.stderr)
 
 
 def self_signed(tmp_path):
@@ -748,3 +785,87 @@ def test_idle_connections_never_starve_a_valid_token(env, spdyclient):
         held.stdin.close()
         held.wait(timeout=60)
     assert status_of(held.stderr.read())["status"] == "Success"
+
+
+def tcp_queues(text):
+    """/proc/net/tcp: {(local port, remote port): (tx_queue, rx_queue)}
+    of the established connections (tx: written and not acknowledged by the
+    peer; rx: received and not read)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if f[3] != "01":
+            continue
+        tx, rx = (int(x, 16) for x in f[4].split(":"))
+        out[(int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16))] = (tx, rx)
+    return out
+
+
+def daemon_took(env, flood, server_port, sent):
+    """What the daemon read of a flood's bytes: those sent, less what waits
+    in the client's socket and in the daemon's own."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        q = tcp_queues(f.read())
+    return sent - q[(flood.port, server_port)][0] - q[(server_port, flood.port)][1]
+
+
+# Input backpressure (docs/architecture.md): the client is no longer read
+# once a destination holds more than STREAM_OUT_HIGH (256 KiB) unwritten;
+# the read that passes it (at most 64 KiB) is finished.
+def test_stdin_to_a_command_that_does_not_read(running):
+    """An exec's stdin over SPDY, to a command that never reads it: the
+    daemon takes its pipe's 64 KiB and 256 KiB more (plus the read that
+    passed it), then stops reading the client, whose sends stall; its RSS
+    grows by no more than that."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sleep", "4246"], stdin=True, stderr=False)
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "spdy-upload", "--stdin")
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+    finally:
+        f.close()
+    # the pipe, the queue past 256 KiB, and the last read (with SPDY frame
+    # heads of 8 bytes per 64 KiB)
+    assert (256 << 10) < took <= (64 << 10) + (256 << 10) + (64 << 10) + 64, took
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_upload_the_pod_does_not_read(env):
+    """A WebSocket port-forward to a pod that accepts and never reads: what
+    the daemon took of the client, less what waits in the pod's sockets, is
+    at most 256 KiB, one read and a message being reassembled; the client's
+    sends stall."""
+    pod = env.pod()
+    srv = env.run(pod, "sink", ["/bin/sh", "-c", "exec nc -l -p 8080 -e /bin/sleep 100000"])
+
+    def netstat():
+        # nc listens on IPv6's any address: its side is in tcp6
+        return env.rs.ExecSync(env.pb.ExecSyncRequest(
+            container_id=srv, cmd=["sh", "-c", "cat /proc/net/tcp; tail -n +2 /proc/net/tcp6"]),
+            timeout=30).stdout.decode()
+    wait_for(lambda: re.search(r":1F90 0+:0000 0A", netstat()), what="nc to listen", timeout=60)
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                             timeout=10).url
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "pf-upload")
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+        # the pod's side: the daemon's socket to nc, and nc's
+        in_pod = sum(tx + rx for (lp, rp), (tx, rx) in tcp_queues(netstat()).items()
+                     if 8080 in (lp, rp))
+    finally:
+        f.close()
+    # the queue past 256 KiB, the read that passed it, and the part of a
+    # 64 KiB message the WebSocket codec holds until the message is whole
+    held = took - in_pod
+    assert in_pod > 0 and 0 < held <= (256 << 10) + (64 << 10) + (64 << 10) + 256, (took, in_pod)
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
