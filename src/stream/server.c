@@ -279,6 +279,7 @@ void conn_close_ch(struct conn *c, int ch)
 /* ---- closing ---- */
 
 static void server_maybe_free(struct stream_server *s);
+static void on_conn_timeout(uv_timer_t *t);
 
 void conn_unref(struct conn *c)
 {
@@ -347,6 +348,9 @@ void conn_finish(struct conn *c)
     }
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
+    /* what is queued has STREAM_HEAD_MS to go out */
+    if (c->timer_on && c->out_pending)
+        uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
     conn_maybe_free(c);
 }
 
@@ -454,11 +458,12 @@ static int on_syn_stream(void *ud, uint32_t id, uint8_t flags, const struct spdy
         }
     }
     if (r < 0) {
-        /* a stream we do not know: refused, the rest goes on */
+        /* a stream we do not know, or a port-forward pair past
+         * STREAM_PF_STREAMS_MAX: refused, the rest goes on */
         spdy_rst(&b, id, SPDY_RST_REFUSED);
         write_buf(c, &b);
         buf_free(&b);
-        return r == -E2BIG || r == -EIO ? r : 0;
+        return r == -EIO ? r : 0;
     }
     spdy_syn_reply(&c->spdy, &b, id, NULL, 0, false);
     write_buf(c, &b);
@@ -569,12 +574,11 @@ static int ws_on_message(void *ud, uint8_t op, const uint8_t *m, size_t len)
 
 static const struct ws_callbacks ws_cb = {.on_message = ws_on_message};
 
-static void on_conn_timeout(uv_timer_t *t);
 
 /* Bytes from the client: what the codec answers (pong, close) goes out;
  * once the client closed or broke the protocol, our close frame is
- * flushed and the connection closed, within STREAM_HEAD_MS even if the
- * client does not read. */
+ * flushed and the connection closed (within STREAM_HEAD_MS even if the
+ * client does not read: conn_finish). */
 static void ws_input(struct conn *c, const uint8_t *data, size_t n)
 {
     struct buf out = {0};
@@ -584,11 +588,8 @@ static void ws_input(struct conn *c, const uint8_t *data, size_t n)
     if (out.len)
         write_buf(c, &out);
     buf_free(&out);
-    if (r != 0 && c->state != CONN_DONE) {
+    if (r != 0 && c->state != CONN_DONE)
         conn_finish(c);
-        if (c->state != CONN_DONE && c->timer_on)
-            uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
-    }
 }
 
 /* ---- the upgrade ---- */
@@ -649,8 +650,8 @@ static struct token *token_take(struct stream_server *s, const char *id)
 static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    if ((c->state == CONN_WS || c->state == CONN_HTTP) && c->closing) {
-        conn_abort(c); /* our close frame or answer was not read in time */
+    if (c->closing) {
+        conn_abort(c); /* what we queued last was not read in time */
         return;
     }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||

@@ -869,3 +869,67 @@ def test_upload_the_pod_does_not_read(env):
     assert in_pod > 0 and 0 < held <= (256 << 10) + (64 << 10) + (64 << 10) + 256, (took, in_pod)
     if not env.d.sanitized():
         assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_waiting_urls_are_bounded(running, spdyclient):
+    """At most 4096 URLs wait to be used (TOKENS_MAX): the next Exec is
+    refused with UNAVAILABLE, and using one makes room for one."""
+    env, _, cid = running
+    urls = [exec_url(env, cid, ["/bin/echo", "used"]) for _ in range(4096)]
+    with pytest.raises(grpc.RpcError) as e:
+        exec_url(env, cid, ["/bin/true"])
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "4096 streaming URLs wait" in e.value.details()
+    p = spdy(env, spdyclient, "exec", urls[0])
+    assert p.stdout == b"used\n", p.stderr
+    exec_url(env, cid, ["/bin/true"])
+    with pytest.raises(grpc.RpcError):
+        exec_url(env, cid, ["/bin/true"])
+
+
+def test_port_forward_connections_per_session(env, spdyclient):
+    """A SPDY port-forward session carries at most 128 connections
+    (STREAM_PF_STREAMS_MAX): the 129th pair of streams is refused, the
+    other 128 are taken (each told that nothing listens on its port) and
+    the session goes on."""
+    pod = env.pod()
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[9]),
+                             timeout=10).url
+    p = spdy(env, spdyclient, "portforward", url, "9", "-n", "129", "-request", "x")
+    lines = p.stdout.decode().split("\n")[:129]
+    assert lines.count("REFUSED") == 1, (p.stdout[:1000], p.stderr)
+    errors = [l for l in lines if l.startswith("ERROR error forwarding port 9 to pod")]
+    assert len(errors) == 128, (p.stdout[:1000], p.stderr)
+
+
+NO_STREAMS = r"""
+import socket, sys, time
+sys.path.insert(0, sys.argv[2])
+from flood import Spdy
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port), timeout=120)
+s.sendall((f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: Upgrade\r\n"
+           "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n").encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = time.monotonic()
+s.sendall(Spdy().syn_stream(1, {"streamtype": "error"}))  # stdout never comes
+while s.recv(65536):
+    pass
+print("closed", time.monotonic() - t)
+"""
+
+
+def test_streams_must_arrive_in_time(running):
+    """After a SPDY upgrade the client's streams must all be there within
+    30 s (STREAM_CREATION_MS, as kubelet): an exec whose stdout stream
+    never comes is closed then, and not much earlier."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sleep", "4247"], stderr=False)
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", NO_STREAMS, url, STREAM]),
+                       capture_output=True, text=True, timeout=150)
+    words = p.stdout.split()
+    assert words[:1] == ["closed"], (p.stdout, p.stderr)
+    assert 28 < float(words[1]) < 90, words
