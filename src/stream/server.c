@@ -5,9 +5,13 @@
  * A connection's life: CONN_HTTP reads one request head (HTTP_HEAD_MAX),
  * consumes its token (single use, so a replayed URL gets 404), negotiates
  * the subprotocol and answers 101; then CONN_SPDY or CONN_WS until either
- * side ends it. Every byte we send goes through write_raw, which counts
- * what the kernel has not taken yet: past STREAM_OUT_HIGH the session's
- * sources are paused, below STREAM_OUT_LOW resumed. */
+ * side ends it. Every byte we send goes through write_raw into one queue
+ * per connection behind at most one write in flight, and counts against
+ * one budget: past STREAM_OUT_HIGH the session's sources and the reading
+ * of the client stop, below STREAM_OUT_LOW they resume, and a connection
+ * that stays over it with no byte taken for STREAM_STALL_MS is reset.
+ * Connections without a token have a budget of their own
+ * (STREAM_UNAUTH_MAX), the oldest evicted first. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -84,6 +88,7 @@ void conn_read_pause(struct conn *c, bool pause) { read_stop_set(c, READ_STOP_IN
 
 static void conn_maybe_free(struct conn *c);
 static void conn_abort(struct conn *c);
+static void conn_drop(struct conn *c);
 static void on_stall(uv_timer_t *t);
 
 /* Over the budget, or back under its low mark: the session's sources and
@@ -121,7 +126,7 @@ static void on_stall(uv_timer_t *t)
     } else if (now - c->stall_since >= STREAM_STALL_MS && c->state != CONN_DONE) {
         log_debug("streaming: a client took nothing of %zu bytes for %d s: closed", c->out_pending,
                   STREAM_STALL_MS / 1000);
-        conn_abort(c);
+        conn_drop(c);
     }
 }
 
@@ -362,6 +367,18 @@ static void conn_abort(struct conn *c)
     conn_maybe_free(c);
 }
 
+/* We end a client that does not read (or sent no head in time): reset, so
+ * that what the kernel still holds for it goes at once, not after minutes
+ * of probing a closed window. */
+static void conn_drop(struct conn *c)
+{
+    int fd;
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    if (c->state != CONN_DONE && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    conn_abort(c);
+}
+
 /* ---- SPDY ---- */
 
 static const char *hget(const struct spdy_header *h, size_t n, const char *name)
@@ -574,7 +591,6 @@ static int ws_on_message(void *ud, uint8_t op, const uint8_t *m, size_t len)
 
 static const struct ws_callbacks ws_cb = {.on_message = ws_on_message};
 
-
 /* Bytes from the client: what the codec answers (pong, close) goes out;
  * once the client closed or broke the protocol, our close frame is
  * flushed and the connection closed (within STREAM_HEAD_MS even if the
@@ -651,7 +667,7 @@ static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
     if (c->closing) {
-        conn_abort(c); /* what we queued last was not read in time */
+        conn_drop(c); /* what we queued last was not read in time */
         return;
     }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
@@ -932,7 +948,7 @@ static bool make_room(struct stream_server *s)
             return false;
         read_now(old);
         if (!old->authed && old->state != CONN_DONE)
-            conn_abort(old);
+            conn_drop(old);
     }
     return true;
 }

@@ -12,6 +12,7 @@ the server queues stays queued.
         CASE ws-upload / spdy-upload / pf-upload: data only (64 KiB
             messages: stdin of an exec, or port 8080 of a WebSocket
             port-forward), no ping.
+        CASE ws-idle: a WebSocket exec session; sends nothing.
     Prints "port P" (our local port) once connected; "stalled SENT" once
     the kernel has taken no byte of ours for a second (or "capped SENT"
     at --max); then "closed SENT" when the server ended the connection
@@ -129,7 +130,9 @@ def main():
                    ).encode())
         read_head(s)
         ping = ws_frame(9, b"")
-        if a.case == "ws-ping":
+        if a.case == "ws-idle":
+            unit, a.max = b"", 0
+        elif a.case == "ws-ping":
             unit = ping * 10000
         else:
             data = ws_frame(2, b"\x00" + bytes(65535))
@@ -159,7 +162,7 @@ def main():
                 sent += n
                 pending = pending[n:]
                 last = time.monotonic()
-        if not said and (sent >= a.max or time.monotonic() - last > 1):
+        if not said and a.max and (sent >= a.max or time.monotonic() - last > 1):
             said = True
             print("capped" if sent >= a.max else "stalled", sent, flush=True)
 
