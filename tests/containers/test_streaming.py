@@ -682,11 +682,13 @@ def test_floods_from_a_client_that_never_reads(running, spdyclient):
             f.line("closed", 1)
             # STREAM_STALL_MS after the budget was passed (a little before
             # the client saw its sends stall)
+            print(f"{f.case}: dropped {f.t - first[f.case][1]:.1f} s after its sends stalled")
             assert f.t - first[f.case][1] > 25, (f.case, f.t - first[f.case][1])
         assert floods[1].p.poll() is None and floods[1].sent() == 16 << 20
     finally:
         for f in floods:
             f.close()
+    print(f"floods: RSS {rss0} kB idle, {peak[0]} kB at most; first lines {first}")
     if not env.d.sanitized():
         assert peak[0] - rss0 < 8 * 1024, f"RSS {rss0} kB idle, {peak[0]} kB in the floods"
     wait_for(lambda: "sleep 4245" not in env.rs.ExecSync(env.pb.ExecSyncRequest(
