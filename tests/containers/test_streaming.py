@@ -634,6 +634,7 @@ class Flood:
         self.p.wait()
 
 
+@pytest.mark.slow
 def test_floods_from_a_client_that_never_reads(running, spdyclient):
     """SPDY PINGs, WebSocket pings, and WebSocket data with pings, from
     clients that never read (16 MiB each): every byte queued for a client
@@ -931,6 +932,7 @@ print("closed", time.monotonic() - t)
 """
 
 
+@pytest.mark.slow
 def test_streams_must_arrive_in_time(running):
     """After a SPDY upgrade the client's streams must all be there within
     30 s (STREAM_CREATION_MS, as kubelet): an exec whose stdout stream
