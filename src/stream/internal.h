@@ -183,7 +183,7 @@ bool ws_utf8_valid(const uint8_t *s, size_t len);
 /* One budget per connection for every byte queued to its client (data,
  * control replies, TLS records): past it the sources and the reading of the
  * client stop; below STREAM_OUT_LOW both resume; a connection over it whose
- * client takes no byte for STREAM_STALL_MS is closed. */
+ * client acknowledges no byte for STREAM_STALL_MS is reset. */
 #define STREAM_OUT_HIGH (256u << 10)
 #define STREAM_OUT_LOW  (64u << 10)
 #define STREAM_STALL_MS 30000
@@ -229,8 +229,8 @@ struct conn {
     struct buf outw, outq;
     size_t out_pending;   /* outw.len + outq.len */
     uint64_t out_handed;  /* bytes handed to the kernel or to libuv, ever */
-    uint64_t stall_mark;  /* out_handed minus libuv's queue at the last look */
-    uint64_t stall_since; /* when the kernel last took a byte, while paused */
+    uint64_t stall_mark;  /* what the client had acknowledged at the last look */
+    uint64_t stall_since; /* when it last acknowledged a byte, while paused */
     uv_timer_t stall;
     bool stall_on;
     bool paused;        /* over the budget: sources and client reading stopped */

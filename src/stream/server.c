@@ -19,6 +19,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "stream/internal.h"
@@ -91,6 +93,20 @@ static void conn_abort(struct conn *c);
 static void conn_drop(struct conn *c);
 static void on_stall(uv_timer_t *t);
 
+/* The bytes of ours the client's TCP has acknowledged, ever: handed to
+ * libuv, less what libuv still holds, less what the kernel holds unsent or
+ * unacknowledged (SIOCOUTQ). A client that reads, however slowly, moves it;
+ * what libuv alone sees moves only when a third of a (megabytes) send
+ * buffer is free. */
+static uint64_t client_took(struct conn *c)
+{
+    int fd, outq = 0;
+    uint64_t n = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+        n -= (uint64_t)outq;
+    return n;
+}
+
 /* Over the budget, or back under its low mark: the session's sources and
  * the reading of the client stop or resume together, and the stall watch
  * starts or stops. */
@@ -105,7 +121,7 @@ static void budget_set(struct conn *c, bool over)
     if (!c->stall_on)
         return;
     if (over) {
-        c->stall_mark = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+        c->stall_mark = client_took(c);
         c->stall_since = uv_now(c->srv->loop);
         uv_timer_start(&c->stall, on_stall, STREAM_STALL_MS / 4, STREAM_STALL_MS / 4);
     } else {
@@ -113,12 +129,13 @@ static void budget_set(struct conn *c, bool over)
     }
 }
 
-/* Over the budget: closed once the kernel has taken no byte of ours for
- * STREAM_STALL_MS (a client that reads slowly is not one that never does). */
+/* Over the budget: reset once the client has acknowledged no byte of ours
+ * for STREAM_STALL_MS (a client that reads slowly is not one that never
+ * does). */
 static void on_stall(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    uint64_t mark = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    uint64_t mark = client_took(c);
     uint64_t now = uv_now(c->srv->loop);
     if (mark != c->stall_mark) {
         c->stall_mark = mark;

@@ -978,3 +978,18 @@ def test_closing_connection_not_read_is_dropped(running):
     finally:
         f.close()
     assert 8 < f.t - t0 < 25, (full, f.t - t0)
+
+
+@pytest.mark.slow
+def test_a_slow_reader_is_not_dropped(running):
+    """A client that reads 8 KiB/s of a big output keeps the daemon over its
+    budget for longer than STREAM_STALL_MS, but acknowledges bytes all the
+    while: it is not dropped."""
+    env, _, cid = running
+    f = Flood(env, exec_url(env, cid, ["/bin/sh", "-c", "head -c 67108864 /dev/zero"],
+                            stderr=False), "ws-trickle", "--seconds", "45")
+    try:
+        got = int(f.line("alive", 120))
+    finally:
+        f.close()
+    assert got > 45 * 4096 // 2, got

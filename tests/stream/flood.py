@@ -13,6 +13,9 @@ the server queues stays queued.
             messages: stdin of an exec, or port 8080 of a WebSocket
             port-forward), no ping.
         CASE ws-idle: a WebSocket exec session; sends nothing.
+        CASE ws-trickle: a WebSocket exec session that reads 4 KiB every
+            half second for --seconds, then prints "alive READ" if the
+            server has not ended the connection (else "closed READ").
     Prints "port P" (our local port) once connected; "stalled SENT" once
     the kernel has taken no byte of ours for a second (or "capped SENT"
     at --max); then "closed SENT" when the server ended the connection
@@ -104,6 +107,7 @@ def main():
     ap.add_argument("case")
     ap.add_argument("--max", type=int, default=16 << 20)
     ap.add_argument("--stdin", action="store_true", help="the exec has a stdin stream")
+    ap.add_argument("--seconds", type=float, default=40)
     a = ap.parse_args()
     s, u = connect(a.url)
     print("port", s.getsockname()[1], flush=True)
@@ -130,6 +134,20 @@ def main():
                    ).encode())
         read_head(s)
         ping = ws_frame(9, b"")
+        if a.case == "ws-trickle":
+            got, end = 0, time.monotonic() + a.seconds
+            while time.monotonic() < end:
+                time.sleep(0.5)  # the slow reader this case is
+                try:
+                    c = s.recv(4096)
+                except OSError:
+                    c = b""
+                if not c:
+                    print("closed", got, flush=True)
+                    return
+                got += len(c)
+            print("alive" if state(s) == 1 else "closed", got, flush=True)
+            return
         if a.case == "ws-idle":
             unit, a.max = b"", 0
         elif a.case == "ws-ping":
