@@ -136,8 +136,11 @@ struct ws {
     uint8_t op;
     uint8_t mask[4];
     uint64_t len, got;
-    uint8_t ctl[WS_CONTROL_MAX]; /* a control frame's payload */
-    uint8_t msg_op;              /* the message being reassembled: WS_TEXT/WS_BINARY, 0: none */
+    uint8_t ctl[WS_CONTROL_MAX];  /* a control frame's payload */
+    uint8_t pong[WS_CONTROL_MAX]; /* the last ping's payload, answered at the feed's end */
+    uint8_t pong_len;
+    bool pong_due;
+    uint8_t msg_op; /* the message being reassembled: WS_TEXT/WS_BINARY, 0: none */
     struct buf msg;
     bool close_sent;
     int result; /* != 0: the connection is over (WS_CLOSED or an error) */
@@ -146,8 +149,8 @@ struct ws {
 void ws_init(struct ws *w, const struct ws_callbacks *cb, void *ud);
 void ws_free(struct ws *w);
 /* Consumes len bytes a client sent; frames to send back (pong, close) are
- * appended to out. 0: read on. WS_CLOSED: the client closed and our close
- * is in out: flush it and close the connection. Negative: a close frame
+ * appended to out: one pong per call, for the last ping among the bytes. 0: read on. WS_CLOSED: the
+ * client closed and our close is in out: flush it and close the connection. Negative: a close frame
  * saying why is in out (if out could grow), flush it and close: -EPROTO
  * (a protocol error: RSV bits, an unknown opcode, an unmasked frame, a
  * non-minimal or 2^63+ length, a control frame over 125 bytes or
@@ -176,16 +179,25 @@ bool ws_utf8_valid(const uint8_t *s, size_t len);
 
 #include "stream/stream.h"
 
-#define STREAM_CHANNELS    (2 * STREAM_PF_STREAMS_MAX)
-#define STREAM_OUT_HIGH    (256u << 10) /* pending output that pauses sources */
-#define STREAM_OUT_LOW     (64u << 10)  /* ... and resumes them */
-#define STREAM_CREATION_MS 30000        /* for the client's streams, as kubelet */
-#define STREAM_HEAD_MS     10000        /* for the request head (and TLS handshake) */
+#define STREAM_CHANNELS (2 * STREAM_PF_STREAMS_MAX)
+/* One budget per connection for every byte queued to its client (data,
+ * control replies, TLS records): past it the sources and the reading of the
+ * client stop; below STREAM_OUT_LOW both resume; a connection over it whose
+ * client acknowledges no byte for STREAM_STALL_MS is reset. */
+#define STREAM_OUT_HIGH (256u << 10)
+#define STREAM_OUT_LOW  (64u << 10)
+#define STREAM_STALL_MS 30000
+/* Connections that have not presented a token (their request head is not
+ * in): at most this many, the oldest evicted first for a new one. */
+#define STREAM_UNAUTH_MAX  64
+#define STREAM_CREATION_MS 30000 /* for the client's streams, as kubelet */
+#define STREAM_HEAD_MS     10000 /* for the request head (and TLS handshake) */
 
 /* exec/attach channels (the WebSocket channel bytes) */
 enum { CH_STDIN, CH_STDOUT, CH_STDERR, CH_ERROR, CH_RESIZE };
 
 enum conn_state { CONN_HTTP, CONN_SPDY, CONN_WS, CONN_DONE };
+enum { READ_STOP_OUT = 1, READ_STOP_IN = 2 };
 
 struct chan {
     uint32_t spdy_id; /* 0: the client has not opened it (SPDY) */
@@ -211,8 +223,19 @@ struct conn {
     int version; /* channel protocol 1..5 (exec/attach) */
     bool base64; /* base64.channel.k8s.io */
     bool pf;     /* port forwarding */
-    size_t out_pending;
-    bool paused; /* sources paused by out_pending */
+    /* output: at most one write in flight (outw), the rest queued behind
+     * it in one buffer (outq), so a frame costs its bytes, not a request */
+    uv_write_t w;
+    struct buf outw, outq;
+    size_t out_pending;   /* outw.len + outq.len */
+    uint64_t out_handed;  /* bytes handed to the kernel or to libuv, ever */
+    uint64_t stall_mark;  /* what the client had acknowledged at the last look */
+    uint64_t stall_since; /* when it last acknowledged a byte, while paused */
+    uv_timer_t stall;
+    bool stall_on;
+    bool paused;        /* over the budget: sources and client reading stopped */
+    unsigned read_stop; /* READ_STOP_* bits: the client is not read */
+    bool authed;        /* a valid token came: never evicted */
     bool closing;
     bool aborted; /* the client is gone: nothing more is written */
     struct spdy spdy;

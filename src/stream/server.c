@@ -5,14 +5,23 @@
  * A connection's life: CONN_HTTP reads one request head (HTTP_HEAD_MAX),
  * consumes its token (single use, so a replayed URL gets 404), negotiates
  * the subprotocol and answers 101; then CONN_SPDY or CONN_WS until either
- * side ends it. Every byte we send goes through write_raw, which counts
- * what the kernel has not taken yet: past STREAM_OUT_HIGH the session's
- * sources are paused, below STREAM_OUT_LOW resumed. */
+ * side ends it. Every byte we send goes through write_raw into one queue
+ * per connection behind at most one write in flight, and counts against
+ * one budget: past STREAM_OUT_HIGH the session's sources and the reading
+ * of the client stop, below STREAM_OUT_LOW they resume, and a connection
+ * that stays over it with no byte taken for STREAM_STALL_MS is reset.
+ * Connections without a token have a budget of their own
+ * (STREAM_UNAUTH_MAX), the oldest evicted first. */
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "stream/internal.h"
 
@@ -34,8 +43,10 @@ struct stream_server {
     int port;
     struct token *tokens;
     size_t n_tokens;
-    struct conn *conns;
-    size_t n_conns;
+    struct conn *conns; /* newest first */
+    size_t n_conns;     /* until their handles are closed */
+    size_t n_active;    /* not closed yet: against STREAM_SESSIONS_MAX */
+    size_t n_unauth;    /* of those, without a token: STREAM_UNAUTH_MAX */
     bool closing;
     int handles;
 };
@@ -60,70 +71,141 @@ uv_loop_t *conn_loop(struct conn *c) { return c->srv->loop; }
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
 
-void conn_read_pause(struct conn *c, bool pause)
+/* The client is read unless a reason in c->read_stop says otherwise. */
+static void read_stop_set(struct conn *c, unsigned bit, bool on)
 {
-    if (c->state == CONN_DONE || c->closing)
+    unsigned was = c->read_stop;
+    c->read_stop = on ? was | bit : was & ~bit;
+    if (c->state == CONN_DONE || c->closing || !was == !c->read_stop)
         return;
-    if (pause)
+    if (c->read_stop)
         uv_read_stop((uv_stream_t *)&c->tcp);
     else
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-/* ---- writing ---- */
+void conn_read_pause(struct conn *c, bool pause) { read_stop_set(c, READ_STOP_IN, pause); }
 
-struct wreq {
-    uv_write_t w;
-    struct conn *c;
-    size_t len;
-    char data[];
-};
+/* ---- writing ---- */
 
 static void conn_maybe_free(struct conn *c);
 static void conn_abort(struct conn *c);
+static void conn_drop(struct conn *c);
+static void on_stall(uv_timer_t *t);
+
+/* The bytes of ours the client's TCP has acknowledged, ever: handed to
+ * libuv, less what libuv still holds, less what the kernel holds unsent or
+ * unacknowledged (SIOCOUTQ). A client that reads, however slowly, moves it;
+ * what libuv alone sees moves only when a third of a (megabytes) send
+ * buffer is free. */
+static uint64_t client_took(struct conn *c)
+{
+    int fd, outq = 0;
+    uint64_t n = c->out_handed - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+        n -= (uint64_t)outq;
+    return n;
+}
+
+/* Over the budget, or back under its low mark: the session's sources and
+ * the reading of the client stop or resume together, and the stall watch
+ * starts or stops. */
+static void budget_set(struct conn *c, bool over)
+{
+    if (c->paused == over)
+        return;
+    c->paused = over;
+    if (c->sess)
+        sess_pause(c, over);
+    read_stop_set(c, READ_STOP_OUT, over);
+    if (!c->stall_on)
+        return;
+    if (over) {
+        c->stall_mark = client_took(c);
+        c->stall_since = uv_now(c->srv->loop);
+        uv_timer_start(&c->stall, on_stall, STREAM_STALL_MS / 4, STREAM_STALL_MS / 4);
+    } else {
+        uv_timer_stop(&c->stall);
+    }
+}
+
+/* Over the budget: reset once the client has acknowledged no byte of ours
+ * for STREAM_STALL_MS (a client that reads slowly is not one that never
+ * does). */
+static void on_stall(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    uint64_t mark = client_took(c);
+    uint64_t now = uv_now(c->srv->loop);
+    if (mark != c->stall_mark) {
+        c->stall_mark = mark;
+        c->stall_since = now;
+    } else if (now - c->stall_since >= STREAM_STALL_MS && c->state != CONN_DONE) {
+        log_debug("streaming: a client took nothing of %zu bytes for %d s: closed", c->out_pending,
+                  STREAM_STALL_MS / 1000);
+        conn_drop(c);
+    }
+}
+
+static void write_next(struct conn *c);
 
 static void on_written(uv_write_t *w, int status)
 {
-    struct wreq *r = (struct wreq *)w;
-    struct conn *c = r->c;
-    c->out_pending -= r->len;
-    free(r);
+    struct conn *c = w->data;
+    c->out_pending -= c->outw.len;
+    buf_free(&c->outw); /* a drained connection holds no buffer */
+    if (c->state == CONN_DONE)
+        return; /* cancelled by the close */
     if (status < 0) {
-        if (!c->closing)
-            conn_abort(c);
+        conn_abort(c);
         return;
     }
-    if (c->paused && c->out_pending < STREAM_OUT_LOW) {
-        c->paused = false;
-        if (c->sess)
-            sess_pause(c, false);
-    }
+    write_next(c);
+    if (c->paused && c->out_pending < STREAM_OUT_LOW)
+        budget_set(c, false);
     if (c->closing && c->out_pending == 0)
         conn_maybe_free(c);
 }
 
+/* The queue becomes the write in flight. */
+static void write_next(struct conn *c)
+{
+    if (c->outw.len || !c->outq.len)
+        return;
+    c->outw = c->outq;
+    c->outq = (struct buf){0};
+    uv_buf_t b = uv_buf_init((char *)c->outw.data, (unsigned)c->outw.len);
+    c->w.data = c;
+    c->out_handed += c->outw.len;
+    if (uv_write(&c->w, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+        c->out_pending -= c->outw.len;
+        buf_free(&c->outw);
+        conn_abort(c);
+    }
+}
+
 static int sock_write(struct conn *c, const void *data, size_t len)
 {
-    if (c->state == CONN_DONE || !len)
+    if (c->state == CONN_DONE || c->aborted || !len)
         return 0;
-    struct wreq *r = malloc(sizeof(*r) + len);
-    if (!r)
+    if (!c->out_pending) {
+        /* nothing waits: straight to the kernel, no copy */
+        int n =
+            uv_try_write((uv_stream_t *)&c->tcp, &(uv_buf_t){.base = (char *)data, .len = len}, 1);
+        if (n > 0) {
+            c->out_handed += (size_t)n;
+            data = (const char *)data + n;
+            len -= (size_t)n;
+            if (!len)
+                return 0;
+        }
+    }
+    if (buf_append(&c->outq, data, len) < 0)
         return -ENOMEM;
-    r->c = c;
-    r->len = len;
-    memcpy(r->data, data, len);
-    uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
-    int e = uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, on_written);
-    if (e < 0) {
-        free(r);
-        return e;
-    }
     c->out_pending += len;
-    if (!c->paused && c->out_pending > STREAM_OUT_HIGH) {
-        c->paused = true;
-        if (c->sess)
-            sess_pause(c, true);
-    }
+    write_next(c);
+    if (c->out_pending > STREAM_OUT_HIGH)
+        budget_set(c, true);
     return 0;
 }
 
@@ -219,6 +301,7 @@ void conn_close_ch(struct conn *c, int ch)
 /* ---- closing ---- */
 
 static void server_maybe_free(struct stream_server *s);
+static void on_conn_timeout(uv_timer_t *t);
 
 void conn_unref(struct conn *c)
 {
@@ -233,6 +316,8 @@ void conn_unref(struct conn *c)
         c->next->prev = c->prev;
     s->n_conns--;
     buf_free(&c->in);
+    buf_free(&c->outq);
+    buf_free(&c->outw);
     if (c->spdy_init)
         spdy_free(&c->spdy);
     if (c->ws_init)
@@ -252,12 +337,19 @@ static void conn_maybe_free(struct conn *c)
         return;
     if (c->closing && c->out_pending > 0 && !c->aborted)
         return;
+    if (!c->authed)
+        c->srv->n_unauth--;
+    c->srv->n_active--;
     c->state = CONN_DONE;
     if (c->sess)
         sess_end(c);
     if (c->timer_on) {
         c->timer_on = false;
         uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+    }
+    if (c->stall_on) {
+        c->stall_on = false;
+        uv_close((uv_handle_t *)&c->stall, on_conn_closed);
     }
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -278,6 +370,9 @@ void conn_finish(struct conn *c)
     }
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
+    /* what is queued has STREAM_HEAD_MS to go out */
+    if (c->timer_on && c->out_pending)
+        uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
     conn_maybe_free(c);
 }
 
@@ -287,6 +382,18 @@ static void conn_abort(struct conn *c)
     c->closing = true;
     c->aborted = true; /* queued writes fail with the close */
     conn_maybe_free(c);
+}
+
+/* We end a client that does not read (or sent no head in time): reset, so
+ * that what the kernel still holds for it goes at once, not after minutes
+ * of probing a closed window. */
+static void conn_drop(struct conn *c)
+{
+    int fd;
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    if (c->state != CONN_DONE && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    conn_abort(c);
 }
 
 /* ---- SPDY ---- */
@@ -385,11 +492,12 @@ static int on_syn_stream(void *ud, uint32_t id, uint8_t flags, const struct spdy
         }
     }
     if (r < 0) {
-        /* a stream we do not know: refused, the rest goes on */
+        /* a stream we do not know, or a port-forward pair past
+         * STREAM_PF_STREAMS_MAX: refused, the rest goes on */
         spdy_rst(&b, id, SPDY_RST_REFUSED);
         write_buf(c, &b);
         buf_free(&b);
-        return r == -E2BIG || r == -EIO ? r : 0;
+        return r == -EIO ? r : 0;
     }
     spdy_syn_reply(&c->spdy, &b, id, NULL, 0, false);
     write_buf(c, &b);
@@ -500,12 +608,10 @@ static int ws_on_message(void *ud, uint8_t op, const uint8_t *m, size_t len)
 
 static const struct ws_callbacks ws_cb = {.on_message = ws_on_message};
 
-static void on_conn_timeout(uv_timer_t *t);
-
 /* Bytes from the client: what the codec answers (pong, close) goes out;
  * once the client closed or broke the protocol, our close frame is
- * flushed and the connection closed, within STREAM_HEAD_MS even if the
- * client does not read. */
+ * flushed and the connection closed (within STREAM_HEAD_MS even if the
+ * client does not read: conn_finish). */
 static void ws_input(struct conn *c, const uint8_t *data, size_t n)
 {
     struct buf out = {0};
@@ -515,11 +621,8 @@ static void ws_input(struct conn *c, const uint8_t *data, size_t n)
     if (out.len)
         write_buf(c, &out);
     buf_free(&out);
-    if (r != 0 && c->state != CONN_DONE) {
+    if (r != 0 && c->state != CONN_DONE)
         conn_finish(c);
-        if (c->state != CONN_DONE && c->timer_on)
-            uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
-    }
 }
 
 /* ---- the upgrade ---- */
@@ -580,8 +683,8 @@ static struct token *token_take(struct stream_server *s, const char *id)
 static void on_conn_timeout(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    if (c->state == CONN_WS && c->closing) {
-        conn_abort(c); /* our close frame was not read in time */
+    if (c->closing) {
+        conn_drop(c); /* what we queued last was not read in time */
         return;
     }
     if (c->state == CONN_HTTP || (c->state == CONN_SPDY && !c->sess) ||
@@ -610,6 +713,8 @@ static void upgrade(struct conn *c, const struct http_request *r, size_t used)
     }
     c->req = t->req;
     free(t);
+    c->authed = true;
+    c->srv->n_unauth--;
     c->pf = c->req->kind == STREAM_PORTFORWARD;
     char head[1024];
     int n;
@@ -827,13 +932,51 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         conn_finish(c);
 }
 
+/* Reads what a connection without a token has sent, now: a request head
+ * already in the socket is served before the connection could be evicted. */
+static void read_now(struct conn *c)
+{
+    static char scratch[65536];
+    int fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
+        return;
+    while (c->state == CONN_HTTP && !c->closing) {
+        ssize_t n = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        on_read((uv_stream_t *)&c->tcp, n < 0 ? -errno : (n == 0 ? UV_EOF : n),
+                &(uv_buf_t){.base = scratch, .len = n > 0 ? (size_t)n : 0});
+    }
+}
+
+/* Room for a new connection: connections without a token have a budget of
+ * their own (STREAM_UNAUTH_MAX), under the whole (STREAM_SESSIONS_MAX), and
+ * when either is full the oldest of them goes first; a connection that
+ * presented a valid token is never evicted for one that has not. Whether
+ * there is room now. */
+static bool make_room(struct stream_server *s)
+{
+    while (s->n_unauth >= STREAM_UNAUTH_MAX || s->n_active >= STREAM_SESSIONS_MAX) {
+        struct conn *old = NULL;
+        for (struct conn *c = s->conns; c; c = c->next)
+            if (!c->authed && c->state != CONN_DONE)
+                old = c;
+        if (!old)
+            return false;
+        read_now(old);
+        if (!old->authed && old->state != CONN_DONE)
+            conn_drop(old);
+    }
+    return true;
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
     struct stream_server *s = l->data;
     if (status < 0)
         return;
     struct conn *c = calloc(1, sizeof(*c));
-    if (!c || s->n_conns >= STREAM_SESSIONS_MAX) {
+    if (!c || !make_room(s)) {
         /* accept and drop, so the backlog does not fill */
         uv_tcp_t *t = malloc(sizeof(*t));
         free(c);
@@ -852,6 +995,8 @@ static void on_connection(uv_stream_t *l, int status)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
+    s->n_active++;
+    s->n_unauth++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
         conn_abort(c);
         return;
@@ -860,6 +1005,10 @@ static void on_connection(uv_stream_t *l, int status)
     c->timer.data = c;
     c->timer_on = true;
     c->handles++;
+    uv_timer_init(s->loop, &c->stall);
+    c->stall.data = c;
+    c->stall_on = true;
+    c->handles++;
     uv_timer_start(&c->timer, on_conn_timeout, STREAM_HEAD_MS, 0);
     if (s->tls && !(c->tls = tls_conn_new(s->tls))) {
         conn_abort(c);
@@ -867,6 +1016,10 @@ static void on_connection(uv_stream_t *l, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    /* the kernel hands us a connection once its first bytes are in
+     * (TCP_DEFER_ACCEPT): a request head in one segment authenticates it
+     * now, before any later connection could evict it */
+    read_now(c);
 }
 
 /* ---- the server ---- */
@@ -927,6 +1080,11 @@ int stream_server_start(uv_loop_t *loop, const char *address, const char *tls_ce
     s->tcp.data = s;
     s->handles = 1;
     int e = uv_tcp_bind(&s->tcp, (struct sockaddr *)&sa, 0);
+    int fd, defer = STREAM_HEAD_MS / 1000;
+    /* a connection that sends nothing waits in the kernel, not in a slot
+     * of ours, for about as long as a request head may take */
+    if (e == 0 && uv_fileno((uv_handle_t *)&s->tcp, &fd) == 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer));
     if (e == 0)
         e = uv_listen((uv_stream_t *)&s->tcp, 128, on_connection);
     if (e < 0) {

@@ -35,10 +35,18 @@
 
 #define DRAIN_MS 2000
 
+/* What waits to be written to a destination (the command's stdin or
+ * terminal, the monitor, a pod's connection): past STREAM_OUT_HIGH it is
+ * full, and while any destination is full the client is not read. */
+struct dstq {
+    size_t pending;
+    bool full;
+};
+
 struct pipe_h {
     uv_pipe_t p;
     bool open, eof;
-    size_t pending; /* bytes we queued to write */
+    struct dstq q;
 };
 
 struct pf_conn {
@@ -49,7 +57,7 @@ struct pf_conn {
     uv_tcp_t tcp; /* .data: the session */
     uv_connect_t cr;
     bool open, connected, eof;
-    size_t pending;
+    struct dstq q;
     struct buf early; /* what the client sent before the connection was up */
     bool early_fin;
 };
@@ -79,6 +87,8 @@ struct sess {
     bool ready;
     struct buf early;
     bool early_fin;
+    struct dstq early_q; /* full: the early input passed STREAM_OUT_HIGH */
+    unsigned n_full;     /* destinations full: the client is not read */
     uv_timer_t drain;
     bool drain_open;
     struct pf_conn *pf[STREAM_PF_STREAMS_MAX];
@@ -305,10 +315,23 @@ void sess_pause(struct conn *c, bool pause)
 
 /* ---- writing to the destinations ---- */
 
+/* Input backpressure: the client is read while no destination is full. */
+static void dstq_update(struct sess *s, struct dstq *q, size_t pending)
+{
+    q->pending = pending;
+    bool full = pending > STREAM_OUT_HIGH;
+    if (full == q->full)
+        return;
+    q->full = full;
+    s->n_full = full ? s->n_full + 1 : s->n_full - 1;
+    if (!s->ended)
+        conn_read_pause(s->c, s->n_full > 0);
+}
+
 struct wr {
     uv_write_t w;
     struct sess *s;
-    size_t *pending;
+    struct dstq *q;
     size_t len;
     char data[];
 };
@@ -318,17 +341,14 @@ static void on_dst_written(uv_write_t *w, int status)
     (void)status;
     struct wr *r = (struct wr *)w;
     struct sess *s = r->s;
-    *r->pending -= r->len;
-    bool was_high = *r->pending + r->len > STREAM_OUT_HIGH;
-    if (was_high && *r->pending <= STREAM_OUT_HIGH && !s->ended)
-        conn_read_pause(s->c, false);
+    dstq_update(s, r->q, r->q->pending - r->len);
     free(r);
     unref(s);
 }
 
 /* Queues a copy of data on stream dst; prefix (if any) is one byte
  * written first in the same write (a monitor packet's type). */
-static void dst_write(struct sess *s, uv_stream_t *dst, size_t *pending, int prefix,
+static void dst_write(struct sess *s, uv_stream_t *dst, struct dstq *q, int prefix,
                       const void *data, size_t len)
 {
     size_t extra = prefix >= 0;
@@ -336,7 +356,7 @@ static void dst_write(struct sess *s, uv_stream_t *dst, size_t *pending, int pre
     if (!r)
         return;
     r->s = s;
-    r->pending = pending;
+    r->q = q;
     r->len = len + extra;
     if (extra)
         r->data[0] = (char)prefix;
@@ -347,9 +367,7 @@ static void dst_write(struct sess *s, uv_stream_t *dst, size_t *pending, int pre
         return;
     }
     s->refs++;
-    *pending += r->len;
-    if (*pending > STREAM_OUT_HIGH)
-        conn_read_pause(s->c, true);
+    dstq_update(s, q, q->pending + r->len);
 }
 
 /* {"Width":W,"Height":H} objects, one after another. */
@@ -385,8 +403,7 @@ static void resize(struct sess *s, const uint8_t *data, size_t len)
         } else if (s->mon.open) {
             char msg[32];
             int n = snprintf(msg, sizeof(msg), "%d %d", (int)w, (int)h);
-            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.pending, MONITOR_ATT_RESIZE, msg,
-                      (size_t)n);
+            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.q, MONITOR_ATT_RESIZE, msg, (size_t)n);
         }
     }
 }
@@ -420,14 +437,13 @@ void sess_input(struct conn *c, int ch, const uint8_t *data, size_t len, bool fi
             if (len && buf_append(&p->early, data, len) < 0)
                 return;
             p->early_fin |= fin;
-            if (p->early.len > STREAM_OUT_HIGH)
-                conn_read_pause(c, true);
+            dstq_update(s, &p->q, p->early.len);
             return;
         }
         if (!p->open)
             return;
         if (len)
-            dst_write(s, (uv_stream_t *)&p->tcp, &p->pending, -1, data, len);
+            dst_write(s, (uv_stream_t *)&p->tcp, &p->q, -1, data, len);
         if (fin) {
             uv_shutdown_t *sh = calloc(1, sizeof(*sh));
             if (sh && uv_shutdown(sh, (uv_stream_t *)&p->tcp, on_shut_free) < 0)
@@ -445,24 +461,23 @@ void sess_input(struct conn *c, int ch, const uint8_t *data, size_t len, bool fi
         if (len && buf_append(&s->early, data, len) < 0)
             return;
         s->early_fin |= fin;
-        if (s->early.len > STREAM_OUT_HIGH)
-            conn_read_pause(c, true);
+        dstq_update(s, &s->early_q, s->early.len);
         return;
     }
     if (s->mon.open) {
         for (size_t off = 0; off < len; off += 32768)
-            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.pending, MONITOR_ATT_IN, data + off,
+            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.q, MONITOR_ATT_IN, data + off,
                       len - off < 32768 ? len - off : 32768);
         if (fin)
-            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.pending, MONITOR_ATT_CLOSE, "", 0);
+            dst_write(s, (uv_stream_t *)&s->mon.p, &s->mon.q, MONITOR_ATT_CLOSE, "", 0);
     } else if (s->master.open) {
         if (len)
-            dst_write(s, (uv_stream_t *)&s->master.p, &s->master.pending, -1, data, len);
+            dst_write(s, (uv_stream_t *)&s->master.p, &s->master.q, -1, data, len);
         if (fin)
-            dst_write(s, (uv_stream_t *)&s->master.p, &s->master.pending, -1, "\x04", 1);
+            dst_write(s, (uv_stream_t *)&s->master.p, &s->master.q, -1, "\x04", 1);
     } else if (s->in.open) {
         if (len)
-            dst_write(s, (uv_stream_t *)&s->in.p, &s->in.pending, -1, data, len);
+            dst_write(s, (uv_stream_t *)&s->in.p, &s->in.q, -1, data, len);
         if (fin) {
             uv_shutdown_t *sh = calloc(1, sizeof(*sh));
             if (sh) {
@@ -485,10 +500,10 @@ static void became_ready(struct sess *s)
         return;
     struct buf e = s->early;
     s->early = (struct buf){0};
+    dstq_update(s, &s->early_q, 0);
     if (e.len || s->early_fin)
         sess_input(s->c, CH_STDIN, e.data, e.len, s->early_fin);
     buf_free(&e);
-    conn_read_pause(s->c, false);
     resize(s, NULL, 0);
 }
 
@@ -704,6 +719,9 @@ static void pf_error(struct pf_conn *p, int e)
     conn_close_ch(c, (int)(2 * p->k + 1));
     conn_close_ch(c, (int)(2 * p->k));
     p->eof = true;
+    /* never connected: what the client sent for it is dropped */
+    buf_free(&p->early);
+    dstq_update(p->s, &p->q, 0);
     pf_maybe_done(p->s);
 }
 
@@ -763,13 +781,13 @@ static void on_pf_connected(uv_connect_t *cr, int status)
         return;
     }
     p->connected = true;
+    dstq_update(s, &p->q, 0); /* the early input now waits as writes */
     if (p->early.len || p->early_fin) {
         struct buf e = p->early;
         p->early = (struct buf){0};
         sess_input(s->c, (int)(2 * p->k), e.data, e.len, p->early_fin);
         buf_free(&e);
     }
-    conn_read_pause(s->c, false);
     if (!s->c->paused)
         uv_read_start((uv_stream_t *)&p->tcp, on_alloc, on_pf_read);
     unref(s);

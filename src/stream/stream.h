@@ -15,7 +15,8 @@
  * rest on the loop (process spawns and namespace switches in the thread
  * pool). Backpressure: a client that does not read stops the reading of
  * its source (the exec's pipes, the monitor's socket, the pod's TCP
- * connection); a client that goes away ends the exec's command. */
+ * connection) and of the client itself, whatever it queued (data or
+ * answers to its pings); a client that goes away ends the exec's command. */
 #pragma once
 
 #include <stdbool.h>

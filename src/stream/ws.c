@@ -220,10 +220,20 @@ int ws_message(struct buf *out, uint8_t op, const void *head, size_t head_len, c
     return 0;
 }
 
+static int flush_pong(struct ws *w, struct buf *out)
+{
+    if (!w->pong_due || w->close_sent)
+        return 0;
+    w->pong_due = false;
+    return ws_frame(out, WS_PONG, true, w->pong, w->pong_len, NULL);
+}
+
 int ws_close(struct ws *w, struct buf *out, uint16_t code)
 {
     if (w->close_sent)
         return 0;
+    if (flush_pong(w, out) < 0)
+        return -ENOMEM;
     uint8_t p[2] = {(uint8_t)(code >> 8), (uint8_t)code};
     int r = ws_frame(out, WS_CLOSE, true, p, code ? 2 : 0, NULL);
     if (r == 0)
@@ -308,8 +318,15 @@ static int check_length(struct ws *w)
 /* A whole frame is in. */
 static int frame_done(struct ws *w, struct buf *out)
 {
-    if (w->op == WS_PING) /* nothing goes after our close */
-        return w->close_sent ? 0 : ws_frame(out, WS_PONG, true, w->ctl, (size_t)w->len, NULL);
+    if (w->op == WS_PING) {
+        /* answered once the bytes at hand are consumed, and only the last
+         * of the pings among them (RFC 6455 5.5.3 allows it): a flood of
+         * pings costs one pong per read, not one per ping */
+        memcpy(w->pong, w->ctl, (size_t)w->len);
+        w->pong_len = (uint8_t)w->len;
+        w->pong_due = !w->close_sent; /* nothing goes after our close */
+        return 0;
+    }
     if (w->op == WS_PONG)
         return 0;
     if (w->op == WS_CLOSE) {
@@ -405,5 +422,7 @@ int ws_feed(struct ws *w, const uint8_t *data, size_t len, struct buf *out)
                 return fail(w, out, r, close_code_of(r));
         }
     }
+    if (w->result == 0 && flush_pong(w, out) < 0)
+        return fail(w, out, -ENOMEM, WS_CLOSE_INTERNAL);
     return w->result;
 }

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -127,19 +128,49 @@ def test_exec_tty_and_resize(running, spdyclient):
     assert status_of(p.stderr)["status"] == "Success"
 
 
+def warm_rss(env, spdyclient, cid):
+    """The daemon's RSS once an exec has run (its thread pool started, its
+    allocator warm): what a stalled stream's growth is measured from."""
+    if spdyclient:
+        spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/true"]))
+    else:
+        ws(env, "exec", exec_url(env, cid, ["/bin/true"]))
+    return env.d.rss_kb()
+
+
+# What a stalled stream may add to the daemon's RSS: the connection's queue
+# (STREAM_OUT_HIGH, 256 KiB, passed by at most one 64 KiB read of a source
+# and its framing), the queue's buffer and the write in flight (each grown
+# by doubling: at most twice what it holds), the session's pipes and their
+# 64 KiB read buffer, and 256 KiB for the allocator's and the kernel's pages
+# (page tables, a thread's stack touched once more). 16 MiB, the bound
+# before, held 64 times the pause point.
+STALLED_KB = (2 * (256 + 64) + 64 + 256)
+
+
+def stalled_rss_bound(env, rss0):
+    """While a client reads nothing for two seconds, the daemon's RSS stays
+    within STALLED_KB of rss0."""
+    if env.d.sanitized():
+        return
+    deadline, peak = time.monotonic() + 2, rss0
+    while time.monotonic() < deadline:
+        peak = max(peak, env.d.rss_kb())
+        time.sleep(0.05)
+    print(f"stalled stream: RSS {rss0} kB -> {peak} kB")
+    assert peak - rss0 <= STALLED_KB, f"the daemon buffers a stalled stream: {rss0} -> {peak} kB"
+
+
 def test_exec_big_output_slow_reader(running, spdyclient):
     env, _, cid = running
     url = exec_url(env, cid, ["/bin/sh", "-c", "head -c 104857600 /dev/zero"], stderr=False)
-    rss0 = env.d.rss_kb()
+    rss0 = warm_rss(env, spdyclient, cid)
     proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url, "-stderr=false"]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # nobody reads for a while: the daemon must not buffer what waits (an
     # ASan build keeps freed memory in quarantine: its RSS says nothing)
     first = proc.stdout.read(1 << 20)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and not env.d.sanitized():
-        assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
-        time.sleep(0.2)
+    stalled_rss_bound(env, rss0)
     total = len(first)
     while chunk := proc.stdout.read(1 << 20):
         total += len(chunk)
@@ -356,17 +387,14 @@ def test_websocket_slow_reader(running):
     env, _, cid = running
     size = 32 << 20
     url = exec_url(env, cid, ["/bin/sh", "-c", f"head -c {size} /dev/zero"], stderr=False)
-    rss0 = env.d.rss_kb()
+    rss0 = warm_rss(env, None, cid)
     proc = subprocess.Popen(in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "wsattack.py"),
                                            url, "slowread"]),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout.readline() == "stalled\n", proc.stderr.read()
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline and not env.d.sanitized():
-            assert env.d.rss_kb() < rss0 + 16 * 1024, "the daemon buffers a stalled stream"
-            time.sleep(0.2)
+        stalled_rss_bound(env, rss0)
         out, err = proc.communicate("go\n", timeout=120)
     finally:
         if proc.poll() is None:
@@ -422,11 +450,21 @@ print(ask(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n"))
 
 @pytest.mark.slow
 def test_token_expires(running, spdyclient):
+    """A URL lives STREAM_TOKEN_TTL_MS (60 s, as kubelet's): one used 55 s
+    after it was asked for is served, one used 61 s after is refused; a
+    lifetime cut short or made longer fails one of the two."""
     env, _, cid = running
-    url = exec_url(env, cid, ["/bin/true"])
-    time.sleep(61)  # the token's lifetime is one minute
-    p = spdy(env, spdyclient, "exec", url)
-    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404")
+    before = time.monotonic()
+    early = exec_url(env, cid, ["/bin/echo", "still"])
+    late = exec_url(env, cid, ["/bin/echo", "expired"])
+    after = time.monotonic()
+    # the token is made during the call: it expires in [before, after] + 60 s
+    time.sleep(max(0, before + 55 - time.monotonic()))
+    p = spdy(env, spdyclient, "exec", early)
+    assert p.stdout == b"still\n", (p.stdout, p.stderr)
+    time.sleep(max(0, after + 61 - time.monotonic()))
+    p = spdy(env, spdyclient, "exec", late)
+    assert p.returncode == 98 and p.stdout.startswith(b"HTTP 404"), (p.stdout, p.stderr)
 
 
 def self_signed(tmp_path):
@@ -555,25 +593,31 @@ def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
 LIMITS = r"""
 import socket, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
-idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(256)]
-extra = socket.create_connection((host, int(port)), timeout=30)
-# past 256 connections: accepted and closed at once
-print("extra", extra.recv(10) == b"")
-for s in idle:
+
+def gone(s):
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
+
+def dial():
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.send(b"G")  # a byte of a head: the kernel hands it over (TCP_DEFER_ACCEPT)
+    return s
+
+# 64 connections without a token are held; the 65th evicts the oldest
+held = [dial() for _ in range(64)]
+print("held", sum(gone(s) for s in held))
+extra = dial()
+t = time.monotonic()
+while not gone(held[0]) and time.monotonic() - t < 30:
+    time.sleep(0.01)
+print("evicted", [i for i, s in enumerate(held) if gone(s)], gone(extra))
+for s in held + [extra]:
     s.close()
-# a connection that sends no request head is closed (after 10 s); until the
-# server has seen the others go, a new one is still dropped at once
-for _ in range(50):
-    t = time.monotonic()
-    lone = socket.create_connection((host, int(port)), timeout=1)
-    try:
-        if lone.recv(10) == b"":
-            lone.close()
-            continue
-    except socket.timeout:
-        break
-lone.settimeout(30)
-print("head-timeout", lone.recv(10) == b"", 8 < time.monotonic() - t < 20)
+# a connection that sends no complete head is closed after 10 s
+t = time.monotonic()
+lone = dial()
+while not gone(lone) and time.monotonic() - t < 60:
+    time.sleep(0.05)
+print("head-timeout", 8 < time.monotonic() - t < 20)
 """
 
 
@@ -583,7 +627,8 @@ def test_server_limits_and_timeouts(running, spdyclient):
     hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
     p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", LIMITS, hostport]),
                        capture_output=True, text=True, timeout=120)
-    assert p.stdout.split("\n")[:2] == ["extra True", "head-timeout True True"], p.stderr
+    assert p.stdout.split("\n")[:3] == ["held 0", "evicted [0] False", "head-timeout True"], (
+        p.stdout, p.stderr)
     # a port-forward outlives the 30 s its streams had to arrive in
     httpd(env, pod, "mkdir -p /www && echo small > /www/s")
     url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
@@ -611,3 +656,399 @@ def test_exec_helpers_run_sealed(running, spdyclient):
     finally:
         proc.kill()
         proc.wait()
+
+
+class Flood:
+    """tests/stream/flood.py in the daemon's network namespace: a client
+    that sends and never reads its socket."""
+
+    def __init__(self, env, url, case, *args):
+        self.p = subprocess.Popen(
+            in_netns(env, ["/usr/bin/python3", os.path.join(STREAM, "flood.py"), url, case]
+                     + list(args)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.case = case
+        self.port = int(self.line("port", 60))
+        self.t = None
+
+    def line(self, want, timeout):
+        """The value of the next line, which must start with one of want's
+        words; waits for it (the client prints it when it happens)."""
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        assert r, f"{self.case}: no `{want}` line in {timeout} s"
+        words = self.p.stdout.readline().split()
+        assert words and words[0] in want.split(), (self.case, want, words,
+                                                    self.p.stderr.read() if not words else "")
+        self.t = time.monotonic()
+        return words[-1]
+
+    def sent(self):
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+        return int(self.line("sent", 30))
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+@pytest.mark.slow
+def test_floods_from_a_client_that_never_reads(running, spdyclient):
+    """SPDY PINGs, WebSocket pings, and WebSocket data with pings, from
+    clients that never read (16 MiB each): every byte queued for a client
+    counts against one budget (STREAM_OUT_HIGH), past which the client is
+    no longer read, so the daemon's RSS stays within 8 MiB of idle; a client
+    that takes nothing for STREAM_STALL_MS (30 s) is dropped, not earlier;
+    a well-behaved client is served meanwhile. WebSocket pings get one pong
+    per read (the last ping's): their flood is read whole and queues next
+    to nothing."""
+    env, _, cid = running
+    spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/true"]))  # warm the paths
+    rss0 = env.d.rss_kb()
+    peak = [rss0]
+
+    def sample():
+        peak[0] = max(peak[0], env.d.rss_kb())
+
+    floods = []
+    try:
+        sleeper = ["/bin/sleep", "4245"]
+        floods.append(Flood(env, exec_url(env, cid, sleeper, stderr=False), "spdy-ping"))
+        floods.append(Flood(env, exec_url(env, cid, sleeper, stderr=False), "ws-ping"))
+        floods.append(Flood(env, exec_url(env, cid, ["/bin/cat"], stdin=True, stderr=False),
+                            "ws-mixed"))
+        first = {f.case: (f.line("stalled capped", 120), f.t, sample())[:2] for f in floods}
+        # the daemon stopped reading the SPDY and mixed floods: far less than
+        # the 16 MiB offered reached it (its socket buffers, the budget)
+        for case in ("spdy-ping", "ws-mixed"):
+            assert int(first[case][0]) < 12 << 20, (case, first[case])
+        assert int(first["ws-ping"][0]) == 16 << 20, first["ws-ping"]
+        # another client is served meanwhile, over both protocols
+        p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", "served"]))
+        assert p.stdout == b"served\n", p.stderr
+        out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/echo", "ws"])))
+        assert out["1"] == "ws\n", out
+        sample()
+        for f in floods:
+            if f.case == "ws-ping":
+                continue
+            while True:  # the drop, sampling the RSS until it comes
+                r, _, _ = select.select([f.p.stdout], [], [], 0.5)
+                sample()
+                if r:
+                    break
+                assert time.monotonic() - first[f.case][1] < 120, f"{f.case} never dropped"
+            f.line("closed", 1)
+            # STREAM_STALL_MS after the budget was passed (a little before
+            # the client saw its sends stall)
+            print(f"{f.case}: dropped {f.t - first[f.case][1]:.1f} s after its sends stalled")
+            assert f.t - first[f.case][1] > 25, (f.case, f.t - first[f.case][1])
+        assert floods[1].p.poll() is None and floods[1].sent() == 16 << 20
+    finally:
+        for f in floods:
+            f.close()
+    print(f"floods: RSS {rss0} kB idle, {peak[0]} kB at most; first lines {first}")
+    if not env.d.sanitized():
+        assert peak[0] - rss0 < 8 * 1024, f"RSS {rss0} kB idle, {peak[0]} kB in the floods"
+    wait_for(lambda: "sleep 4245" not in env.rs.ExecSync(env.pb.ExecSyncRequest(
+        container_id=cid, cmd=["ps", "-o", "args"]), timeout=30).stdout.decode(),
+        what="the floods' commands to be killed")
+
+
+IDLE = r"""
+import socket, sys, select
+host, port = sys.argv[1].rsplit(":", 1)
+
+def dial():
+    # half send nothing (the kernel holds them: TCP_DEFER_ACCEPT), half a
+    # byte of a request head, which the server must take and then wait on
+    global n
+    n += 1
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect((host, int(port)))
+    if n % 2:
+        s.send(b"G")
+    s.setblocking(False)
+    return s
+
+n = 0
+
+def gone(s):
+    # a connection the server closed (or reset): no longer ESTABLISHED
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
+
+idle = [dial() for _ in range(256)]
+reopened = 0
+said = False
+while True:
+    r, _, _ = select.select([sys.stdin], [], [], 0.01)
+    if r:
+        sys.stdin.readline()
+        print("reopened", reopened, flush=True)
+        break
+    for i, s in enumerate(idle):
+        if gone(s):
+            s.close()
+            idle[i] = dial()
+            reopened += 1
+    if not said:
+        said = True
+        print("ready", flush=True)
+"""
+
+
+def test_idle_connections_never_starve_a_valid_token(env, spdyclient):
+    """256 connections that send nothing, reopened as soon as the server
+    closes them: a request with a valid token is still served (exec over
+    SPDY and WebSocket, port-forward, attach), and an upgraded session is
+    never evicted for them."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "x", ["/bin/sleep", "100000"])
+    httpd(env, pod, "mkdir -p /www && echo small > /www/s")
+    counter = env.run(pod, "counter", ["/bin/sh", "-c",
+                                       "i=0; while :; do echo n$i; i=$((i+1)); sleep 0.1; done"])
+    hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
+    # a session upgraded before the flood
+    held = subprocess.Popen(in_netns(env, [spdyclient, "exec", exec_url(env, cid, ["/bin/cat"],
+                                                                       stdin=True), "-stdin"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    held.stdin.write(b"before\n")
+    held.stdin.flush()
+    assert held.stdout.readline() == b"before\n"
+    attacker = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", IDLE, hostport]),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout.readline() == "ready\n"
+        for i in range(5):
+            p = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", f"spdy{i}"]))
+            assert p.stdout == f"spdy{i}\n".encode(), (i, p.stdout, p.stderr)
+            out = json.loads(ws(env, "exec", exec_url(env, cid, ["/bin/echo", f"ws{i}"])))
+            assert out["1"] == f"ws{i}\n", (i, out)
+        url = env.rs.PortForward(pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                                 timeout=10).url
+        p = spdy(env, spdyclient, "portforward", url, "8080", "-body", "-request",
+                 r"GET /s HTTP/1.0\r\n\r\n")
+        assert p.stdout.decode().split() == ["6", hashlib.sha256(b"small\n").hexdigest()], p
+        url = env.rs.Attach(pb.AttachRequest(container_id=counter, stdout=True, stderr=True),
+                            timeout=10).url
+        proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = proc.stdout.readline()
+        proc.kill()
+        proc.wait()
+        assert line.startswith(b"n"), (line, proc.stderr.read())
+        held.stdin.write(b"after\n")
+        held.stdin.flush()
+        assert held.stdout.readline() == b"after\n"
+        attacker.stdin.write("\n")
+        attacker.stdin.flush()
+        reopened = int(attacker.stdout.readline().split()[1])
+        # the idle connections were evicted (oldest first), not left alone
+        assert reopened >= 192, reopened
+    finally:
+        attacker.kill()
+        attacker.wait()
+        held.stdin.close()
+        held.wait(timeout=60)
+    assert status_of(held.stderr.read())["status"] == "Success"
+
+
+def tcp_queues(text):
+    """/proc/net/tcp: {(local port, remote port): (tx_queue, rx_queue)}
+    of the established connections (tx: written and not acknowledged by the
+    peer; rx: received and not read)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if f[3] != "01":
+            continue
+        tx, rx = (int(x, 16) for x in f[4].split(":"))
+        out[(int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16))] = (tx, rx)
+    return out
+
+
+def daemon_took(env, flood, server_port, sent):
+    """What the daemon read of a flood's bytes: those sent, less what waits
+    in the client's socket and in the daemon's own."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        q = tcp_queues(f.read())
+    return sent - q[(flood.port, server_port)][0] - q[(server_port, flood.port)][1]
+
+
+# Input backpressure (docs/architecture.md): the client is no longer read
+# once a destination holds more than STREAM_OUT_HIGH (256 KiB) unwritten;
+# the read that passes it (at most 64 KiB) is finished.
+def test_stdin_to_a_command_that_does_not_read(running):
+    """An exec's stdin over SPDY, to a command that never reads it: the
+    daemon takes its pipe's 64 KiB and 256 KiB more (plus the read that
+    passed it), then stops reading the client, whose sends stall; its RSS
+    grows by no more than that."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sleep", "4246"], stdin=True, stderr=False)
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "spdy-upload", "--stdin")
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+    finally:
+        f.close()
+    # the pipe, the queue past 256 KiB, and the last read (with SPDY frame
+    # heads of 8 bytes per 64 KiB)
+    assert (256 << 10) < took <= (64 << 10) + (256 << 10) + (64 << 10) + 64, took
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_upload_the_pod_does_not_read(env):
+    """A WebSocket port-forward to a pod that accepts and never reads: what
+    the daemon took of the client, less what waits in the pod's sockets, is
+    at most 256 KiB, one read and a message being reassembled; the client's
+    sends stall."""
+    pod = env.pod()
+    srv = env.run(pod, "sink", ["/bin/sh", "-c", "exec nc -l -p 8080 -e /bin/sleep 100000"])
+
+    def netstat():
+        # nc listens on IPv6's any address: its side is in tcp6
+        return env.rs.ExecSync(env.pb.ExecSyncRequest(
+            container_id=srv, cmd=["sh", "-c", "cat /proc/net/tcp; tail -n +2 /proc/net/tcp6"]),
+            timeout=30).stdout.decode()
+    wait_for(lambda: re.search(r":1F90 0+:0000 0A", netstat()), what="nc to listen", timeout=60)
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                             timeout=10).url
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "pf-upload")
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+        # the pod's side: the daemon's socket to nc, and nc's
+        in_pod = sum(tx + rx for (lp, rp), (tx, rx) in tcp_queues(netstat()).items()
+                     if 8080 in (lp, rp))
+    finally:
+        f.close()
+    # the queue past 256 KiB, the read that passed it, and the part of a
+    # 64 KiB message the WebSocket codec holds until the message is whole
+    held = took - in_pod
+    assert in_pod > 0 and 0 < held <= (256 << 10) + (64 << 10) + (64 << 10) + 256, (took, in_pod)
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_waiting_urls_are_bounded(running, spdyclient):
+    """At most 4096 URLs wait to be used (TOKENS_MAX): the next Exec is
+    refused with UNAVAILABLE, and using one makes room for one."""
+    env, _, cid = running
+    urls = [exec_url(env, cid, ["/bin/echo", "used"]) for _ in range(4096)]
+    with pytest.raises(grpc.RpcError) as e:
+        exec_url(env, cid, ["/bin/true"])
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "4096 streaming URLs wait" in e.value.details()
+    p = spdy(env, spdyclient, "exec", urls[0])
+    assert p.stdout == b"used\n", p.stderr
+    exec_url(env, cid, ["/bin/true"])
+    with pytest.raises(grpc.RpcError):
+        exec_url(env, cid, ["/bin/true"])
+
+
+def test_port_forward_connections_per_session(env, spdyclient):
+    """A SPDY port-forward session carries at most 128 connections
+    (STREAM_PF_STREAMS_MAX): the 129th pair of streams is refused, the
+    other 128 are taken (each told that nothing listens on its port) and
+    the session goes on."""
+    pod = env.pod()
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[9]),
+                             timeout=10).url
+    p = spdy(env, spdyclient, "portforward", url, "9", "-n", "129", "-request", "x")
+    lines = p.stdout.decode().split("\n")[:129]
+    assert lines.count("REFUSED") == 1, (p.stdout[:1000], p.stderr)
+    errors = [l for l in lines if l.startswith("ERROR error forwarding port 9 to pod")]
+    assert len(errors) == 128, (p.stdout[:1000], p.stderr)
+
+
+NO_STREAMS = r"""
+import socket, sys, time
+sys.path.insert(0, sys.argv[2])
+from flood import Spdy
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port), timeout=120)
+s.sendall((f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: Upgrade\r\n"
+           "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n").encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = time.monotonic()
+s.sendall(Spdy().syn_stream(1, {"streamtype": "error"}))  # stdout never comes
+while s.recv(65536):
+    pass
+print("closed", time.monotonic() - t)
+"""
+
+
+@pytest.mark.slow
+def test_streams_must_arrive_in_time(running):
+    """After a SPDY upgrade the client's streams must all be there within
+    30 s (STREAM_CREATION_MS, as kubelet): an exec whose stdout stream
+    never comes is closed then, and not much earlier."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sleep", "4247"], stderr=False)
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", NO_STREAMS, url, STREAM]),
+                       capture_output=True, text=True, timeout=150)
+    words = p.stdout.split()
+    assert words[:1] == ["closed"], (p.stdout, p.stderr)
+    assert 28 < float(words[1]) < 90, words
+
+
+def test_closing_connection_not_read_is_dropped(running):
+    """A session that ends while its client reads nothing: its last output
+    and close frame wait for the client STREAM_HEAD_MS (10 s), then the
+    connection is dropped. The output is sized (by a first connection that
+    fills the kernel's buffers) to leave the daemon's queue under its
+    budget, so that the stall timer (30 s) is not what ends it."""
+    env, _, cid = running
+    url = exec_url(env, cid, ["/bin/sh", "-c", "head -c 16777216 /dev/zero"], stderr=False)
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    f = Flood(env, url, "ws-idle")
+
+    def kernel_held():
+        with open(f"/proc/{env.d.pid}/net/tcp") as t:
+            q = tcp_queues(t.read())
+        return q.get((port, f.port), (0, 0))[0] + q.get((f.port, port), (0, 0))[1]
+    try:
+        seen = []
+        wait_for(lambda: (seen.append(kernel_held()), len(seen) > 5 and seen[-1] > 0
+                          and len(set(seen[-5:])) == 1)[1], interval=0.2, timeout=60,
+                 what="the kernel's buffers to fill")
+        full = seen[-1]
+    finally:
+        f.close()
+    size = full + (128 << 10)  # 128 KiB for the daemon's queue: under 256 KiB
+    t0 = time.monotonic()
+    f = Flood(env, exec_url(env, cid, ["/bin/sh", "-c", f"head -c {size} /dev/zero"],
+                            stderr=False), "ws-idle")
+    try:
+        f.line("closed", 60)  # a reset
+    finally:
+        f.close()
+    assert 8 < f.t - t0 < 25, (full, f.t - t0)
+
+
+@pytest.mark.slow
+def test_a_slow_reader_is_not_dropped(running):
+    """A client that reads 8 KiB/s of a big output keeps the daemon over its
+    budget for longer than STREAM_STALL_MS, but acknowledges bytes all the
+    while: it is not dropped."""
+    env, _, cid = running
+    f = Flood(env, exec_url(env, cid, ["/bin/sh", "-c", "head -c 67108864 /dev/zero"],
+                            stderr=False), "ws-trickle", "--seconds", "45")
+    try:
+        got = int(f.line("alive", 120))
+    finally:
+        f.close()
+    assert got > 45 * 4096 // 2, got

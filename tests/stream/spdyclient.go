@@ -8,8 +8,9 @@
 //	    stderr as "STATUS <text>" at the end.
 //	spdyclient portforward URL PORT [-n N] [-request TEXT] [-body]
 //	    N concurrent connections to PORT; each sends TEXT, reads to EOF and
-//	    prints "<bytes> <sha256>" (one line per connection, in order), or
-//	    "ERROR <text>" from the error stream.
+//	    prints "<bytes> <sha256>" (one line per connection, in order),
+//	    "ERROR <text>" from the error stream, or "REFUSED" if the server
+//	    reset its streams.
 //	spdyclient upgrade URL [-proto P,...]
 //	    prints the HTTP status line and the negotiated protocol, then quits.
 //
@@ -121,14 +122,24 @@ func fail(f string, a ...interface{}) {
 }
 
 func stream(sc *spdystream.Connection, h http.Header) *spdystream.Stream {
-	s, err := sc.CreateStream(h, nil, false)
+	s, err := tryStream(sc, h)
 	if err != nil {
-		fail("create stream %v: %v", h, err)
-	}
-	if err := s.WaitTimeout(30 * time.Second); err != nil {
-		fail("stream %v not answered: %v", h, err)
+		fail("%v", err)
 	}
 	return s
+}
+
+// tryStream creates a stream; an error if it was refused (reset) or not
+// answered in 30 s.
+func tryStream(sc *spdystream.Connection, h http.Header) (*spdystream.Stream, error) {
+	s, err := sc.CreateStream(h, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("create stream %v: %v", h, err)
+	}
+	if err := s.WaitTimeout(30 * time.Second); err != nil {
+		return nil, fmt.Errorf("stream %v not answered: %v", h, err)
+	}
+	return s, nil
 }
 
 func exec(args []string) {
@@ -216,9 +227,18 @@ func portforward(args []string) {
 			h.Set("streamType", "error")
 			h.Set("port", args[1])
 			h.Set("requestID", fmt.Sprint(i))
-			es := stream(sc, h)
-			h.Set("streamType", "data")
-			ds := stream(sc, h)
+			es, err := tryStream(sc, h)
+			var ds *spdystream.Stream
+			if err == nil {
+				h.Set("streamType", "data")
+				ds, err = tryStream(sc, h)
+			}
+			if err == spdystream.ErrReset || (err != nil && strings.Contains(err.Error(), spdystream.ErrReset.Error())) {
+				results[i] = "REFUSED"
+				return
+			} else if err != nil {
+				fail("%v", err)
+			}
 			var emsg []byte
 			done := make(chan struct{})
 			go func() {

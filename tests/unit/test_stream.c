@@ -145,6 +145,34 @@ static void fragmented_text_with_ping(void **state)
     buf_free(&rec.last);
 }
 
+/* A feed answers only the last of its pings (RFC 6455 5.5.3): a flood of
+ * pings costs one pong per read; and a pong due goes before our close. */
+static void pings_answered_once_per_feed(void **state)
+{
+    (void)state;
+    struct buf b = {0}, out = {0};
+    struct rec rec = {0};
+    for (int i = 0; i < 1000; i++)
+        client_frame(&b, WS_PING, true, i == 999 ? "last" : "ping", 4);
+    struct ws w;
+    ws_init(&w, &cb, &rec);
+    assert_int_equal(ws_feed(&w, b.data, b.len, &out), 0);
+    static const uint8_t pong[] = {0x8a, 0x04, 'l', 'a', 's', 't'};
+    assert_int_equal(out.len, sizeof(pong));
+    assert_memory_equal(out.data, pong, sizeof(pong));
+    /* a ping then a close in one feed: the pong, then the echoed close */
+    b.len = out.len = 0;
+    client_frame(&b, WS_PING, true, "p", 1);
+    client_frame(&b, WS_CLOSE, true, "\x03\xe8", 2);
+    assert_int_equal(ws_feed(&w, b.data, b.len, &out), WS_CLOSED);
+    static const uint8_t want[] = {0x8a, 0x01, 'p', 0x88, 0x02, 0x03, 0xe8};
+    assert_int_equal(out.len, sizeof(want));
+    assert_memory_equal(out.data, want, sizeof(want));
+    ws_free(&w);
+    buf_free(&b);
+    buf_free(&out);
+}
+
 static void lengths_16_and_64_bits(void **state)
 {
     (void)state;
@@ -479,6 +507,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(rfc_masked_hello),
     cmocka_unit_test(rfc_unmasked_hello_fails),
     cmocka_unit_test(fragmented_text_with_ping),
+    cmocka_unit_test(pings_answered_once_per_feed),
     cmocka_unit_test(lengths_16_and_64_bits),
     cmocka_unit_test(bad_lengths),
     cmocka_unit_test(endless_fragments_hit_the_limit),
