@@ -184,7 +184,7 @@ class Env:
         return self.rs.ContainerStatus(self.pb.ContainerStatusRequest(
             container_id=cid, verbose=verbose), timeout=10)
 
-    def wait_exited(self, cid, timeout=20):
+    def wait_exited(self, cid, timeout=60):
         pb = self.pb
         return wait_for(lambda: (lambda s: s if s.state == pb.CONTAINER_EXITED else None)(
             self.status(cid).status), timeout=timeout, what=f"container {cid[:12]} to exit")
@@ -233,7 +233,7 @@ class Env:
         assert path.endswith(self.cgroup_parent + "/" + cid), path
         return path
 
-    def wait_procs(self, cid, n, timeout=10):
+    def wait_procs(self, cid, n, timeout=60):
         """Waits until the container's cgroup holds at least n processes (a
         script has reached its second command)."""
         path = self.cgroup_dir(cid) + "/cgroup.procs"

@@ -46,10 +46,6 @@ def test_sigkill_keeps_containers(env):
     assert not env.list()
 
 
-def mounts_of(env):
-    return env.d.run("cat", "/proc/self/mountinfo").stdout
-
-
 def held_by_strace(env, syscall, how):
     """Traces every thread of the daemon (not its children) and holds the
     next `syscall` (delay_enter or delay_exit) for 30 s."""
@@ -79,7 +75,7 @@ def test_sigkill_during_create(env, point):
     import threading
     pb = env.pb
     pod = env.pod()
-    before = mounts_of(env)
+    before = env.d.own_mounts("overlay")
     how = "delay_enter" if point == "mount" else "delay_exit"
     tracer = held_by_strace(env, point, how)
     errors = []
@@ -120,7 +116,7 @@ def test_sigkill_during_create(env, point):
     assert not ls(os.path.join(env.d.state, "oci"))
     assert not ls(os.path.join(env.d.root, "containers"))
     assert not env.monitors()
-    assert mounts_of(env).count("overlay") == before.count("overlay")
+    assert env.d.own_mounts("overlay") == before
     # and it works as before
     cid = env.run(pod, "after", ["/bin/true"])
     assert env.wait_exited(cid).exit_code == 0

@@ -19,7 +19,7 @@ import pytest
 SRCDIR = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
-def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
+def wait_for(cond, timeout=60.0, interval=0.01, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
@@ -143,6 +143,13 @@ class Daemon:
                     return int(line.split()[1])
         return 0
 
+    def cpu_seconds(self):
+        """The CPU time (user + system) the daemon has used: what a call
+        costs it, whatever else the machine runs (unlike wall time)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def private_kb(self):
         """Memory this process has written (heap, stacks, library data and
         relocations): its own cost, unlike the clean text of the libraries it
@@ -242,6 +249,20 @@ class PodDaemon(Daemon):
             args += ["nsenter", "--net=" + net, "--"]
         return subprocess.run(args + list(cmd), check=check, capture_output=True, text=True,
                               timeout=timeout)
+
+    def own_mounts(self, fstype=None):
+        """The mount points (of fstype, or any) in the daemon's mount
+        namespace below its own directory. Never count every mount there:
+        the namespace starts with a copy of the machine's mounts, and the
+        kernel detaches such a copy when its mount point is removed on the
+        machine (by another test run, say), so the count drops under us."""
+        out = []
+        for line in self.run("cat", "/proc/self/mountinfo").stdout.splitlines():
+            f = line.split()
+            where, kind = f[4], f[f.index("-") + 1]
+            if (where + "/").startswith(str(self.dir) + "/") and fstype in (None, kind):
+                out.append(where)
+        return sorted(out)
 
     def close(self):
         if self.holder and self.holder.poll() is None:

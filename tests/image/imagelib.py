@@ -463,6 +463,9 @@ class FakeRegistry:
         self.fail_status = fail_status
         self.throttle = throttle  # seconds of sleep per MiB of blob sent
         self.flaky = flaky  # the first `flaky` blob GETs answer 503
+        # when set, blob GETs wait until it is set: a pull held mid-way for
+        # as long as a test needs, however slow the machine
+        self.gate = None
         self.token = "tok-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.refresh_token = "refresh-" + hashlib.sha256(os.urandom(8)).hexdigest()[:16]
         self.requests = []
@@ -554,6 +557,8 @@ class FakeRegistry:
                 b = fake.blobs.get(d)
                 if b is None:
                     return self._send(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
+                if fake.gate is not None:
+                    fake.gate.wait(300)
                 if d in fake.corrupt:
                     b = bytearray(b)
                     b[len(b) // 2] ^= 0xFF
@@ -624,5 +629,7 @@ class FakeRegistry:
         return self
 
     def stop(self):
+        if self.gate is not None:
+            self.gate.set()
         self.server.shutdown()
         self.server.server_close()

@@ -131,7 +131,7 @@ class Runtime:
         r = self("state", cid, check=True)
         return json.loads(r.stdout)
 
-    def wait_status(self, cid, status, timeout=10):
+    def wait_status(self, cid, status, timeout=60):
         deadline = time.monotonic() + timeout
         while True:
             st = self.state(cid)

@@ -13,7 +13,7 @@ import pytest
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
 
 
-def wait_for(cond, what, timeout=10):
+def wait_for(cond, what, timeout=60):
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -215,7 +215,7 @@ def test_run_stops_creating_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         wait_for(lambda: os.path.exists(f"{parent}/{cid}/cgroup.procs") and
                  open(f"{parent}/{cid}/cgroup.procs").read().strip(), "the init in its cgroup")
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) != 0
+        assert p.wait(timeout=60) != 0
         out = (tmp_path / "run.out").read_text()
         assert "interrupted" in out, out
         assert not (kinglet.root / cid).exists()
@@ -259,7 +259,7 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         wait_for(lambda: hook_pid.exists() and hook_pid.read_text().strip(), "the hook")
         pid = int(hook_pid.read_text())
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) != 0
+        assert p.wait(timeout=60) != 0
         out = (tmp_path / "run.out").read_text()
         assert "interrupted" in out and "hooks.prestart[0]" in out, out
         assert not (kinglet.root / cid).exists()
