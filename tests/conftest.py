@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+import uuid
 
 import pytest
 
@@ -18,18 +19,34 @@ def _cgroup2_roots():
             if os.path.exists(r + "/cgroup.procs")]
 
 
-def _kinglet_parents():
-    """The parent cgroups the executor makes for containers whose
-    cgroupsPath names none of its own ("kinglet") and those the tests name
-    ("kinglet-test", ...), at the cgroup2 roots."""
-    out = set()
+# This run's own cgroup parent: every cgroup the tests name (the pods'
+# parents, the OCI bundles' cgroupsPath) goes below it, and the run removes
+# it and nothing else at its end. Another run on the same machine has its
+# own: neither removes the other's cgroups (an empty pod cgroup, just made
+# and not yet holding its first process, included). Tests read it from the
+# environment (run_cgroup(), or the fixture of that name).
+RUN_CGROUP_ENV = "KINGLET_TEST_CGROUP"
+os.environ.setdefault(RUN_CGROUP_ENV, f"kinglet-test-run-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+
+
+def run_cgroup():
+    """This run's cgroup parent, as a cgroupsPath: "/kinglet-test-run-..."."""
+    return "/" + os.environ[RUN_CGROUP_ENV]
+
+
+def _remove_run_cgroups():
     for r in _cgroup2_roots():
-        try:
-            out |= {os.path.join(r, n) for n in os.listdir(r)
-                    if n.startswith("kinglet") and os.path.isdir(os.path.join(r, n))}
-        except OSError:
-            pass
-    return out
+        top = r + run_cgroup()
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+@pytest.fixture(name="run_cgroup")
+def run_cgroup_fixture():
+    return run_cgroup()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -42,19 +59,13 @@ def pytest_configure(config):
     if config.option.basetemp is None:
         config._kinglet_basetemp = tempfile.mkdtemp(prefix="kinglet-pytest-")
         config.option.basetemp = config._kinglet_basetemp
-    config._kinglet_parents = _kinglet_parents()
 
 
 def pytest_unconfigure(config):
     # Parent cgroups that containers of this run left (the executor, like
     # runc, removes a container's own cgroup, not the parents it made):
-    # removed when empty and not there before the run.
-    for parent in _kinglet_parents() - getattr(config, "_kinglet_parents", set()):
-        for dirpath, _, _ in sorted(os.walk(parent), key=lambda w: -w[0].count("/")):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
+    # this run's own, removed when empty.
+    _remove_run_cgroups()
     d = getattr(config, "_kinglet_basetemp", None)
     if d:
         shutil.rmtree(d, ignore_errors=True)

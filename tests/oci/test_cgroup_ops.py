@@ -35,15 +35,15 @@ def test_container_gets_its_own_cgroup(kinglet, make_bundle, cid, tmp_path):
     if not root:
         pytest.skip("no cgroup2 hierarchy mounted")
     b = make_bundle(["sleep", "1000"],
-                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"/kinglet-test/{cid}"))
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"{RUN_CGROUP}/{cid}"))
     with open(tmp_path / "out", "w") as out:
         kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
     pid = kinglet.state(cid)["pid"]
-    assert proc_cgroup(pid) == f"/kinglet-test/{cid}"
-    procs = open(f"{root}/kinglet-test/{cid}/cgroup.procs").read().split()
+    assert proc_cgroup(pid) == f"{RUN_CGROUP}/{cid}"
+    procs = open(f"{root}{RUN_CGROUP}/{cid}/cgroup.procs").read().split()
     assert str(pid) in procs
     kinglet("delete", "--force", cid, check=True)
-    assert not os.path.exists(f"{root}/kinglet-test/{cid}")
+    assert not os.path.exists(f"{root}{RUN_CGROUP}/{cid}")
 
 
 def test_pause_resume(runtime, running, cid):
@@ -203,14 +203,14 @@ def test_run_stops_creating_on_sigterm(kinglet, make_bundle, cid, tmp_path):
     # setup and create waits. SIGTERM to run ends the wait promptly and
     # undoes the create.
     root = cgroup2_root()
-    parent = f"{root}/kinglet-frozen-{cid}"
-    os.mkdir(parent)
+    parent = f"{root}{RUN_CGROUP}/frozen-{cid}"
+    os.makedirs(parent)
     p = None
     try:
         with open(f"{parent}/cgroup.freeze", "w") as f:
             f.write("1")
         b = make_bundle(["true"], edit=lambda c: c["linux"].__setitem__(
-            "cgroupsPath", f"/kinglet-frozen-{cid}/{cid}"))
+            "cgroupsPath", f"{RUN_CGROUP}/frozen-{cid}/{cid}"))
         p = run_in_background(kinglet, b, cid, tmp_path)
         wait_for(lambda: os.path.exists(f"{parent}/{cid}/cgroup.procs") and
                  open(f"{parent}/{cid}/cgroup.procs").read().strip(), "the init in its cgroup")
