@@ -49,6 +49,44 @@ def run_cgroup_fixture():
     return run_cgroup()
 
 
+# Sanitizer reports that a process's stderr would not show write here: a
+# sanitizer build's monitor (src/monitor/local.mk; its stderr is /dev/null)
+# and a ThreadSanitizer build's daemon, helpers and CLI (a report from a
+# daemon the test then kills, too). Plain builds ignore these variables.
+# Each test fails on a report that appeared (or grew) while it ran.
+SANITIZER_REPORTS = tempfile.mkdtemp(prefix="kinglet-sanitizer-reports-")
+os.environ["KINGLET_MONITOR_REPORT"] = f"{SANITIZER_REPORTS}/monitor"
+os.environ["KINGLET_MONITOR_ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+os.environ["KINGLET_MONITOR_UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+os.environ["TSAN_OPTIONS"] = (
+    f"log_path={SANITIZER_REPORTS}/tsan:halt_on_error=0:second_deadlock_stack=1:"
+    f"suppressions={SRCDIR}/tests/tsan.supp " + os.environ.get("TSAN_OPTIONS", ""))
+
+
+def _report_sizes():
+    out = {}
+    for f in os.listdir(SANITIZER_REPORTS):
+        try:
+            out[f] = os.path.getsize(os.path.join(SANITIZER_REPORTS, f))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_report():
+    before = _report_sizes()
+    yield
+    grew = sorted(f for f, n in _report_sizes().items() if n > before.get(f, 0))
+    if grew:
+        text = ""
+        for f in grew:
+            with open(os.path.join(SANITIZER_REPORTS, f), errors="replace") as fh:
+                fh.seek(before.get(f, 0))
+                text += f"--- {f}\n" + fh.read()[-6000:]
+        pytest.fail(f"a sanitizer reported:\n{text}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """tmp_path and tmp_path_factory under a directory of this run's own,
@@ -66,6 +104,7 @@ def pytest_unconfigure(config):
     # runc, removes a container's own cgroup, not the parents it made):
     # this run's own, removed when empty.
     _remove_run_cgroups()
+    shutil.rmtree(SANITIZER_REPORTS, ignore_errors=True)
     d = getattr(config, "_kinglet_basetemp", None)
     if d:
         shutil.rmtree(d, ignore_errors=True)
