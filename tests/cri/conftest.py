@@ -40,6 +40,17 @@ def cri(tmp_path_factory):
     return types.SimpleNamespace(pb=api_pb2, grpc=api_pb2_grpc)
 
 
+_tsan = {}
+
+
+def tsan_build(binary):
+    """Whether binary is a ThreadSanitizer build (configure --enable-tsan)."""
+    if binary not in _tsan:
+        with open(binary, "rb") as f:
+            _tsan[binary] = b"ThreadSanitizer" in f.read()
+    return _tsan[binary]
+
+
 class Daemon:
     # Daemons of these tests run in the machine's own network namespace: they
     # must not build pod networking there (bridge, nftables, sysctls). Tests
@@ -132,9 +143,10 @@ class Daemon:
 
     def sanitized(self):
         """A sanitizer build: its shadow memory and quarantine count in
-        VmRSS, so RSS is measured on the plain build only."""
+        VmRSS, so RSS is measured on the plain build only. ASan is a
+        library the daemon maps; ThreadSanitizer is linked in."""
         with open(f"/proc/{self.pid}/maps") as f:
-            return "libasan" in f.read()
+            return "libasan" in f.read() or tsan_build(self.binary)
 
     def rss_kb(self):
         with open(f"/proc/{self.pid}/status") as f:

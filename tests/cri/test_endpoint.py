@@ -496,7 +496,7 @@ def test_help_documents_every_flag(kinglet_bin):
 
 
 def test_idle_rss_is_small(daemon):
-    if "libasan" in open(f"/proc/{daemon.pid}/maps").read():
+    if daemon.sanitized():
         pytest.skip("sanitizer builds carry shadow memory: RSS is measured on the plain build")
     # The target is 4 MB of VmRSS, shared library text included: libcurl,
     # libarchive, libcrypto and libnftnl are loaded only on first use
