@@ -223,7 +223,29 @@ int exe_reexec_sealed(char **argv)
 
 static int children_fd = -1;
 static char children_path[64];
-static char *children_env[] = {MARK_ENV "=overlay", NULL};
+static char *children_env[8] = {MARK_ENV "=overlay", NULL};
+
+#ifdef KINGLET_SANITIZERS
+/* A sanitizer build hands the sanitizers' options on to its children (and
+ * they to their monitors, monitor/launch.c), so that the test run's
+ * settings and report paths reach every process of ours; a plain build
+ * passes nothing of its environment. */
+__attribute__((constructor)) static void children_env_sanitizers(void)
+{
+    static const char *const names[] = {"ASAN_OPTIONS",
+                                        "UBSAN_OPTIONS",
+                                        "TSAN_OPTIONS",
+                                        "KINGLET_MONITOR_ASAN_OPTIONS",
+                                        "KINGLET_MONITOR_UBSAN_OPTIONS",
+                                        "KINGLET_MONITOR_REPORT"};
+    size_t n = 1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v && asprintf(&children_env[n], "%s=%s", names[i], v) > 0)
+            n++;
+    }
+}
+#endif
 
 int exe_seal_for_children(void)
 {
@@ -241,5 +263,9 @@ const char *exe_children_path(void) { return children_fd >= 0 ? children_path : 
 
 char *const *exe_children_env(void)
 {
+#ifdef KINGLET_SANITIZERS
+    return children_fd >= 0 || self_sealed ? children_env : children_env + 1;
+#else
     return children_fd >= 0 || self_sealed ? children_env : NULL;
+#endif
 }

@@ -1,4 +1,4 @@
-/* The monitor program (main.c, built static against musl), embedded. */
+/* The monitor program (main.c, built as src/monitor/local.mk says), embedded. */
         .section .rodata
         .balign 16
         .global monitor_program

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -21,6 +22,26 @@ static int keep(int fd)
     int fl = fcntl(fd, F_GETFD);
     return fl < 0 ? -errno : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ? -errno : 0;
 }
+
+#ifdef KINGLET_SANITIZERS
+/* A sanitizer build's monitor (local.mk) gets the test run's sanitizer
+ * options and the file for its reports (its stderr is /dev/null). They are
+ * taken at start, as the paths that create containers clear their
+ * environment; nothing else of it is passed, as in a plain build. */
+static char san_env[3][512];
+
+__attribute__((constructor)) static void san_env_take(void)
+{
+    static const char *const from[] = {"KINGLET_MONITOR_ASAN_OPTIONS",
+                                       "KINGLET_MONITOR_UBSAN_OPTIONS", "KINGLET_MONITOR_REPORT"};
+    static const char *const to[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "KINGLET_MONITOR_REPORT"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = getenv(from[i]);
+        if (v)
+            snprintf(san_env[i], sizeof(san_env[i]), "%s=%s", to[i], v);
+    }
+}
+#endif
 
 int monitor_exec(const struct monitor_args *a)
 {
@@ -71,7 +92,13 @@ int monitor_exec(const struct monitor_args *a)
                           (size_t)(monitor_program_end - monitor_program));
     if (fd < 0)
         return fd;
-    char *envp[] = {NULL};
+    char *envp[4] = {NULL};
+#ifdef KINGLET_SANITIZERS
+    size_t ne = 0;
+    for (size_t i = 0; i < 3; i++)
+        if (san_env[i][0])
+            envp[ne++] = san_env[i];
+#endif
     syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
     int e = errno;
     close(fd);

@@ -189,7 +189,7 @@ class Env:
         return self.rs.ContainerStatus(self.pb.ContainerStatusRequest(
             container_id=cid, verbose=verbose), timeout=10)
 
-    def wait_exited(self, cid, timeout=20):
+    def wait_exited(self, cid, timeout=60):
         pb = self.pb
         return wait_for(lambda: (lambda s: s if s.state == pb.CONTAINER_EXITED else None)(
             self.status(cid).status), timeout=timeout, what=f"container {cid[:12]} to exit")
@@ -244,7 +244,7 @@ class Env:
         assert path.endswith(self.cgroup_parent + "/" + cid), path
         return path
 
-    def wait_procs(self, cid, n, timeout=10):
+    def wait_procs(self, cid, n, timeout=60):
         """Waits until the container's cgroup holds at least n processes (a
         script has reached its second command)."""
         path = self.cgroup_dir(cid) + "/cgroup.procs"
@@ -262,7 +262,7 @@ def cgroup_parent():
     root = "/sys/fs/cgroup/unified"
     if not os.path.exists(root + "/cgroup.procs"):
         root = "/sys/fs/cgroup"
-    name = "kinglet-test-" + uuid.uuid4().hex[:8]
+    name = os.environ["KINGLET_TEST_CGROUP"] + "/kinglet-test-" + uuid.uuid4().hex[:8]
     path = os.path.join(root, name)
     yield "/" + name
     if os.path.isdir(path):

@@ -88,7 +88,7 @@ def test_timeout_kills(running):
     with pytest.raises(grpc.RpcError) as e:
         exec_sync(env, cid, ["/bin/sleep", "1000"], timeout=1)
     assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 100  # not the command's 1000 s: it was killed
     r = exec_sync(env, cid, ["/bin/sh", "-c", "ps -o comm | grep -c '^sleep$' || true"])
     assert r.stdout.strip() == b"1"  # the container's own sleep only
 
@@ -272,12 +272,11 @@ def test_commands_that_cannot_run_leave_no_zombie(running):
 
     def zombies():
         return [p for p, (st, _, _) in children_of(env.d.proc.pid).items() if st == "Z"]
-    wait_for(lambda: not zombies(), timeout=5, what="the daemon's zombies to be reaped")
-    t0 = time.monotonic()
-    env.stop(cid, timeout=0)  # SIGKILL: done once the namespace is empty
-    assert time.monotonic() - t0 < 5
-
-
+    wait_for(lambda: not zombies(), timeout=30, what="the daemon's zombies to be reaped")
+    # SIGKILL: done once the namespace is empty, which a zombie would keep
+    # from happening (the call's own 30 s deadline bounds the wait)
+    env.stop(cid, timeout=0)
+    assert env.status(cid).status.state == env.pb.CONTAINER_EXITED
 
 
 def test_a_ptrace_container_finds_nothing_of_the_daemon(env_factory, exec_racer, tmp_path,

@@ -48,7 +48,7 @@ def settled_rss(d, bound_kb):
     """VmRSS once it has come down to bound_kb (freed memory goes back to
     the kernel asynchronously after a burst of calls), else its last value."""
     try:
-        wait_for(lambda: d.rss_kb() < bound_kb, timeout=5, what="RSS to settle")
+        wait_for(lambda: d.rss_kb() < bound_kb, timeout=30, what="RSS to settle")
     except AssertionError:
         pass
     return d.rss_kb()

@@ -46,13 +46,10 @@ def test_sigkill_keeps_containers(env):
     assert not env.list()
 
 
-def mounts_of(env):
-    return env.d.run("cat", "/proc/self/mountinfo").stdout
-
-
-def held_by_strace(env, syscall, how):
+def held_by_strace(env, syscall, how, path=None):
     """Traces every thread of the daemon (not its children) and holds the
-    next `syscall` (delay_enter or delay_exit) for 30 s."""
+    next `syscall` (delay_enter or delay_exit) for 30 s; with path, the
+    next one on that path (a directory fd argument resolved to it counts)."""
     import shutil
     import subprocess
     if shutil.which("strace") is None:
@@ -60,6 +57,8 @@ def held_by_strace(env, syscall, how):
     tids = os.listdir(f"/proc/{env.d.pid}/task")
     args = ["strace", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
             "-e", f"inject={syscall}:{how}=30000000:when=1"]
+    if path:
+        args += ["-P", path]
     for t in tids:
         args += ["-p", t]
     p = subprocess.Popen(args, stderr=subprocess.DEVNULL)
@@ -70,18 +69,30 @@ def held_by_strace(env, syscall, how):
     return p
 
 
-@pytest.mark.parametrize("point", ["mount", "wait4", "rename"])
+@pytest.mark.parametrize("point", ["mount", "wait4", "record-unnamed", "record-renamed"])
 def test_sigkill_during_create(env, point):
     """SIGKILL while CreateContainer is (a) mounting the rootfs, (b) done
-    with the executor but not with the record, (c) writing the record: after
-    a restart nothing of (a) and (b) is left, and (c) is a created container
-    that can be started or removed."""
+    with the executor but not with the record, (c) writing the record, its
+    temporary complete but not renamed into place, (d) done with the record
+    (renamed) but not with the call: after a restart nothing of (a), (b) and
+    (c) is left, and (d) is a created container that can be started or
+    removed. The daemon is held at each point (strace) and killed there: the
+    call never returns."""
     import threading
+    import grpc
     pb = env.pb
     pod = env.pod()
-    before = mounts_of(env)
-    how = "delay_enter" if point == "mount" else "delay_exit"
-    tracer = held_by_strace(env, point, how)
+    before = env.d.own_mounts("overlay")
+    syscall, how = {"mount": ("mount", "delay_enter"), "wait4": ("wait4", "delay_exit"),
+                    "record-unnamed": ("renameat", "delay_enter"),
+                    "record-renamed": ("renameat", "delay_exit")}[point]
+    bundles = os.path.join(env.d.state, "containers")
+    recs = os.path.join(env.d.root, "containers")
+    path = None
+    if syscall == "renameat":
+        os.makedirs(recs, 0o700, exist_ok=True)
+        path = recs  # not the bundle's or another file's rename
+    tracer = held_by_strace(env, syscall, how, path)
     errors = []
 
     def create():
@@ -91,24 +102,34 @@ def test_sigkill_during_create(env, point):
             errors.append(e)
     t = threading.Thread(target=create, daemon=True)
     t.start()
-    bundles = os.path.join(env.d.state, "containers")
+
+    def records(tmp):
+        names = os.listdir(recs) if os.path.isdir(recs) else []
+        return [f for f in names if (".json.tmp." in f) == tmp and ".json" in f]
     if point == "mount":
         wait_for(lambda: os.path.isdir(bundles) and os.listdir(bundles), what="the bundle")
     elif point == "wait4":
         wait_for(env.monitors, what="the container's monitor")
+    elif point == "record-unnamed":
+        # held before its rename: the whole record is there, by its
+        # temporary name only
+        wait_for(lambda: records(tmp=True), what="the record's temporary")
+        assert not records(tmp=False)
     else:
-        recs = os.path.join(env.d.root, "containers")
-        wait_for(lambda: [f for f in os.listdir(recs) if f.endswith(".json")],
-                 what="the record")
+        wait_for(lambda: records(tmp=False), what="the record")
+        assert not records(tmp=True)
+    assert t.is_alive() and not errors, "the call ended before the daemon was killed"
     env.d.proc.send_signal(signal.SIGKILL)
     env.d.proc.wait()
     tracer.wait(30)
     t.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], grpc.RpcError), errors
+    assert errors[0].code() == grpc.StatusCode.UNAVAILABLE, errors[0]
     env.d.log.close()
     env.d.start()
     env.rs = env.cri.grpc.RuntimeServiceStub(channel(env.d))
     cs = env.list()
-    if point == "rename":
+    if point == "record-renamed":
         assert [c.state for c in cs] == [pb.CONTAINER_CREATED]
         env.start(cs[0].id)
         assert env.status(cs[0].id).status.state == pb.CONTAINER_RUNNING
@@ -120,7 +141,7 @@ def test_sigkill_during_create(env, point):
     assert not ls(os.path.join(env.d.state, "oci"))
     assert not ls(os.path.join(env.d.root, "containers"))
     assert not env.monitors()
-    assert mounts_of(env).count("overlay") == before.count("overlay")
+    assert env.d.own_mounts("overlay") == before
     # and it works as before
     cid = env.run(pod, "after", ["/bin/true"])
     assert env.wait_exited(cid).exit_code == 0
@@ -158,7 +179,10 @@ def test_reboot(env):
     env.rs = env.cri.grpc.RuntimeServiceStub(channel(env.d))
     st = env.status(run).status
     assert st.state == pb.CONTAINER_EXITED
-    assert st.exit_code != 0 and st.reason
+    # what containerd reports for a container whose task is gone after a
+    # restart (unknownExitCode, unknownExitReason)
+    assert (st.exit_code, st.reason) == (255, "Unknown")
+    assert st.finished_at >= st.started_at > 0
     assert env.status(done).status.exit_code == 4
     ps = env.rs.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod[0]),
                                  timeout=10).status

@@ -1,5 +1,6 @@
 """Stats and metrics as kubelet reads them: non-zero and sane for a busy
 container, writable layer usage, pod network counters, cAdvisor names."""
+import os
 import time
 
 import pytest
@@ -9,6 +10,31 @@ from .conftest import wait_for
 
 def cstats(env, cid):
     return env.rs.ContainerStats(env.pb.ContainerStatsRequest(container_id=cid), timeout=30).stats
+
+
+def procs_cpu_ns(env, cid):
+    """The CPU time of the container's processes, from /proc (utime, stime
+    and that of the children they reaped): a reading independent of the
+    cgroup's that the daemon reports. Whole clock ticks each."""
+    tick = 1e9 / os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in open(env.cgroup_dir(cid) + "/cgroup.procs").read().split():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone: its time is its parent's cutime now, or was counted
+        total += sum(int(x) for x in fields[11:15])
+    return total * tick
+
+
+def bracketed(env, cid):
+    """ContainerStats with the container's CPU time read from /proc and the
+    wall clock just before and just after it."""
+    t0, p0 = time.time_ns(), procs_cpu_ns(env, cid)
+    st = cstats(env, cid)
+    p1, t1 = procs_cpu_ns(env, cid), time.time_ns()
+    return st, (p0, p1), (t0, t1)
 
 
 def test_busy_container(env):
@@ -23,13 +49,26 @@ def test_busy_container(env):
     env.wait_procs(cid, 3)
     wait_for(lambda: cstats(env, cid).memory.working_set_bytes.value >= 64 << 20, timeout=30,
              what="the 64 MiB to show in the working set")
-    a = cstats(env, cid)
-    time.sleep(0.5)  # two samples apart: the rate needs an interval
-    b = cstats(env, cid)
+    a, (pa0, pa1), (ta0, ta1) = bracketed(env, cid)
+    # two samples apart by 0.3 s of the container's CPU, however busy the
+    # machine is
+    wait_for(lambda: procs_cpu_ns(env, cid) > pa1 + 0.3e9, timeout=60,
+             what="the container to use 0.3 s of CPU")
+    b, (pb0, pb1), (tb0, tb1) = bracketed(env, cid)
     assert a.attributes.id == cid and a.attributes.metadata.name == "busy"
-    assert b.cpu.usage_core_nano_seconds.value > a.cpu.usage_core_nano_seconds.value > 0
-    # one core spinning: between 0.2 and 2.5 cores on a noisy 2-core machine
-    assert 0.2e9 < b.cpu.usage_nano_cores.value < 2.5e9
+    # the cumulative CPU time is the processes' own, not twice it: within
+    # the readings around it (a tick per process and field of slack)
+    slack = 4 * 1e9 / os.sysconf("SC_CLK_TCK") * 8
+    for st, lo, hi in ((a, pa0, pa1), (b, pb0, pb1)):
+        assert lo - slack <= st.cpu.usage_core_nano_seconds.value <= hi + slack, (lo, st, hi)
+    assert pa0 > 0.1e9, "the container used no CPU to compare"
+    # the rate is the CPU time used between the two samples over the time
+    # between them (which the timestamps place right)
+    assert ta0 <= a.cpu.timestamp <= ta1 and tb0 <= b.cpu.timestamp <= tb1
+    used = b.cpu.usage_core_nano_seconds.value - a.cpu.usage_core_nano_seconds.value
+    rate = used / ((b.cpu.timestamp - a.cpu.timestamp) / 1e9)
+    assert abs(b.cpu.usage_nano_cores.value - rate) <= 0.01 * rate + 1, (b.cpu, rate)
+    assert pb0 - pa1 - slack <= used <= pb1 - pa0 + slack
     assert b.memory.working_set_bytes.value >= 64 << 20
     assert b.memory.working_set_bytes.value < 512 << 20
     assert b.writable_layer.used_bytes.value >= 8 << 20

@@ -559,7 +559,7 @@ def test_tls_refuses_hostile_and_outdated_clients(pod_daemon_factory, tmp_path):
     assert re.fullmatch(r"ECDHE-RSA-(AES\d+-GCM-SHA\d+|CHACHA20-POLY1305)", good["cipher"]), good
     if not is_static_binary(d.binary):  # the static binary has mbedTLS linked in
         assert any("libmbedtls" in l for l in tls_maps()), tls_maps()
-    wait_for(lambda: len(d.fds()) == fds, timeout=15,
+    wait_for(lambda: len(d.fds()) == fds, timeout=60,
              what=f"the daemon to close every probe's connection ({fds} fds)")
     rc = d.stop()
     assert rc == 0, f"daemon exited with {rc}:\n{d.logtext()[-4000:]}"

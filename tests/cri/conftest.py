@@ -19,7 +19,7 @@ import pytest
 SRCDIR = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
-def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
+def wait_for(cond, timeout=60.0, interval=0.01, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
@@ -38,6 +38,17 @@ def cri(tmp_path_factory):
     import api_pb2
     import api_pb2_grpc
     return types.SimpleNamespace(pb=api_pb2, grpc=api_pb2_grpc)
+
+
+_tsan = {}
+
+
+def tsan_build(binary):
+    """Whether binary is a ThreadSanitizer build (configure --enable-tsan)."""
+    if binary not in _tsan:
+        with open(binary, "rb") as f:
+            _tsan[binary] = b"ThreadSanitizer" in f.read()
+    return _tsan[binary]
 
 
 class Daemon:
@@ -132,9 +143,10 @@ class Daemon:
 
     def sanitized(self):
         """A sanitizer build: its shadow memory and quarantine count in
-        VmRSS, so RSS is measured on the plain build only."""
+        VmRSS, so RSS is measured on the plain build only. ASan is a
+        library the daemon maps; ThreadSanitizer is linked in."""
         with open(f"/proc/{self.pid}/maps") as f:
-            return "libasan" in f.read()
+            return "libasan" in f.read() or tsan_build(self.binary)
 
     def rss_kb(self):
         with open(f"/proc/{self.pid}/status") as f:
@@ -142,6 +154,13 @@ class Daemon:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return 0
+
+    def cpu_seconds(self):
+        """The CPU time (user + system) the daemon has used: what a call
+        costs it, whatever else the machine runs (unlike wall time)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def private_kb(self):
         """Memory this process has written (heap, stacks, library data and
@@ -242,6 +261,20 @@ class PodDaemon(Daemon):
             args += ["nsenter", "--net=" + net, "--"]
         return subprocess.run(args + list(cmd), check=check, capture_output=True, text=True,
                               timeout=timeout)
+
+    def own_mounts(self, fstype=None):
+        """The mount points (of fstype, or any) in the daemon's mount
+        namespace below its own directory. Never count every mount there:
+        the namespace starts with a copy of the machine's mounts, and the
+        kernel detaches such a copy when its mount point is removed on the
+        machine (by another test run, say), so the count drops under us."""
+        out = []
+        for line in self.run("cat", "/proc/self/mountinfo").stdout.splitlines():
+            f = line.split()
+            where, kind = f[4], f[f.index("-") + 1]
+            if (where + "/").startswith(str(self.dir) + "/") and fstype in (None, kind):
+                out.append(where)
+        return sorted(out)
 
     def close(self):
         if self.holder and self.holder.poll() is None:

@@ -43,7 +43,7 @@ class Raw:
                              "reset": None}
         return sid
 
-    def pump(self, until, timeout=10.0):
+    def pump(self, until, timeout=60.0):
         deadline = time.monotonic() + timeout
         while not until():
             if time.monotonic() > deadline:
@@ -96,7 +96,7 @@ class Raw:
                     st["ended"] = True
         self.flush()
 
-    def response(self, sid, timeout=10.0):
+    def response(self, sid, timeout=60.0):
         st = self.streams[sid]
         self.pump(lambda: st["ended"], timeout)
         return st
@@ -271,7 +271,7 @@ class Frames:
         self.inbuf = buf[off:]
         return True
 
-    def pump(self, until, timeout=10.0):
+    def pump(self, until, timeout=60.0):
         deadline = time.monotonic() + timeout
         while not until():
             if time.monotonic() > deadline:
@@ -281,7 +281,7 @@ class Frames:
                     return
                 raise ConnectionError("server closed the connection")
 
-    def wait_closed(self, timeout=10.0):
+    def wait_closed(self, timeout=60.0):
         deadline = time.monotonic() + timeout
         while not self.closed:
             if time.monotonic() > deadline:

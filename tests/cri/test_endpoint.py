@@ -231,11 +231,12 @@ def test_server_enforces_deadline(daemon):
     no client-side deadline can produce this status)."""
     raw = Raw(daemon.sock)
     t0 = time.monotonic()
+    # an event stream never ends by itself: only the deadline ends it
     st = raw.response(raw.start(RS + "GetContainerEvents", frame(b""),
-                                headers=[("grpc-timeout", "200m")]), timeout=5)
+                                headers=[("grpc-timeout", "200m")]), timeout=60)
     took = time.monotonic() - t0
     assert Raw.status(st) == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
-    assert 0.15 <= took < 3
+    assert took >= 0.15
     st = raw.response(raw.start(RS + "Version", frame(b""), headers=[("grpc-timeout", "1x")]))
     assert Raw.status(st) == grpc.StatusCode.INTERNAL.value[0]
     raw.close()
@@ -250,7 +251,7 @@ def test_expired_deadline_through_grpcio(cri, daemon):
     assert rs.Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
 
 
-def fds_back_to(daemon, n, timeout=10):
+def fds_back_to(daemon, n, timeout=60):
     wait_for(lambda: len(daemon.fds()) <= n, timeout=timeout,
              what=f"the daemon's fds to return to {n}")
 
@@ -287,12 +288,12 @@ def test_silent_connection_is_dropped(daemon_factory, cri):
     d = daemon_factory()
     base = d.settled_fds()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    t0 = time.monotonic()  # before the connection: a lower bound
     s.connect(d.sock)
     s.sendall(b"PRI * HTTP/2.0\r\n")
     wait_for(lambda: len(d.fds()) > base, what="the connection to be accepted")
-    t0 = time.monotonic()
-    fds_back_to(d, base, timeout=20)
-    assert time.monotonic() - t0 > 5  # the handshake allowance is 10 s
+    fds_back_to(d, base, timeout=60)
+    assert time.monotonic() - t0 > 8  # the handshake allowance is 10 s
     s.settimeout(5)
     data = b""
     while True:
@@ -347,7 +348,9 @@ def test_many_streams_on_one_connection(daemon):
 
 
 def test_sigterm_with_calls_in_flight(cri, daemon_factory):
-    d = daemon_factory()
+    # a grace period longer than any wait below: the daemon exits because it
+    # ends the event streams itself, not because the grace period ran out
+    d = daemon_factory(["--shutdown-timeout", "600"])
     rs = runtime(cri, d)
     streams = [rs.GetContainerEvents(cri.pb.GetEventsRequest(), timeout=60) for _ in range(3)]
     outcome = {}
@@ -366,10 +369,9 @@ def test_sigterm_with_calls_in_flight(cri, daemon_factory):
     wait_for(lambda: d.logtext().count("event subscriber added") >= 3, what="subscribers")
     futures = [rs.Version.future(cri.pb.VersionRequest(), timeout=30) for _ in range(200)]
     d.signal(signal.SIGTERM)
-    t0 = time.monotonic()
-    rc = d.proc.wait(20)
+    # well before the streams' own deadline (60 s): ended by the daemon
+    rc = d.proc.wait(45)
     assert rc == 0, d.logtext()
-    assert time.monotonic() - t0 < 10
     for t in threads:
         t.join(10)
     assert outcome == {0: grpc.StatusCode.UNAVAILABLE, 1: grpc.StatusCode.UNAVAILABLE,
@@ -494,7 +496,7 @@ def test_help_documents_every_flag(kinglet_bin):
 
 
 def test_idle_rss_is_small(daemon):
-    if "libasan" in open(f"/proc/{daemon.pid}/maps").read():
+    if daemon.sanitized():
         pytest.skip("sanitizer builds carry shadow memory: RSS is measured on the plain build")
     # The target is 4 MB of VmRSS, shared library text included: libcurl,
     # libarchive, libcrypto and libnftnl are loaded only on first use

@@ -43,7 +43,7 @@ class Rss:
         return True
 
 
-def ping(f, timeout=10.0):
+def ping(f, timeout=60.0):
     """A PING round trip: the server has handled every frame sent before."""
     before = f.pings_acked
     f.send(h2frame(PING, 0, 0, b"syncsync"))
@@ -123,11 +123,13 @@ def test_unread_responses_are_bounded_per_connection(cri, big_pods):
         assert Frames.status(f.streams[s]) == OK and f.streams[s]["data"] == size + 5
     f.close()
 
-    # A connection that never takes its answers is closed once it stalls.
-    f, sids = unread_calls(cri, d, 60)
+    # A connection that never takes its answers is closed once it stalls
+    # (3 s): not before, counted from before the connection was opened, and
+    # at all (wait_closed's own bound is generous: a busy machine).
     t0 = time.monotonic()
-    f.wait_closed(timeout=20)
-    assert 2.5 < time.monotonic() - t0 < 10
+    f, sids = unread_calls(cri, d, 60)
+    f.wait_closed(timeout=60)
+    assert time.monotonic() - t0 > 2.5
     assert f.goaway and f.goaway[1] == ENHANCE_YOUR_CALM
     assert "took none of its" in d.logtext()
     f.close()
@@ -173,7 +175,7 @@ def test_unfinished_requests_time_out_and_are_capped(cri, daemon_factory):
     assert runtime(cri, d).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
     # Every unfinished request ends once its time is up.
     for f in conns:
-        f.pump(lambda: all(st["ended"] for st in f.streams.values()), timeout=15)
+        f.pump(lambda: all(st["ended"] for st in f.streams.values()), timeout=60)
     assert time.monotonic() - t0 > 2.5
     ended = [st for f in conns for st in f.streams.values() if st not in refused]
     assert ended and all(Frames.status(st) == DEADLINE_EXCEEDED for st in ended)
@@ -193,7 +195,7 @@ def test_full_connection_table_still_serves_a_new_client(cri, daemon_factory):
     # longest, and so does a real client.
     assert runtime(cri, d).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
     for f in idle[:6]:
-        f.wait_closed(timeout=5)
+        f.wait_closed(timeout=60)
         assert f.goaway == (0, 0)
     for f in idle[6:]:
         ping(f)  # still served
@@ -209,7 +211,7 @@ def test_full_table_of_busy_connections_refuses_new_ones(cri, daemon_factory):
         ping(f)
         busy.append(f)
     late = Frames(d.sock)
-    late.wait_closed(timeout=5)
+    late.wait_closed(timeout=60)
     assert late.goaway is None and not late.inbuf  # refused before any frame
     assert "every connection has calls" in d.logtext()
     for f in busy:
@@ -224,10 +226,10 @@ def test_full_table_of_busy_connections_refuses_new_ones(cri, daemon_factory):
 
 def test_idle_connection_is_closed(daemon_factory):
     d = daemon_factory(["--grpc-idle-timeout", "1"])
+    t0 = time.monotonic()  # before the idle connection opens: a lower bound
     idle, busy = Frames(d.sock), Frames(d.sock)
     busy.request(RS + "Version", None, end=False)
-    t0 = time.monotonic()
-    idle.wait_closed(timeout=10)
+    idle.wait_closed(timeout=30)
     assert time.monotonic() - t0 > 0.8
     assert idle.goaway == (0, 0)  # GOAWAY NO_ERROR: a gRPC client reconnects
     ping(busy)  # a connection with a call is not idle
@@ -325,7 +327,7 @@ def test_connections_are_capped_at_1024(cri, daemon_factory):
         for f in busy:
             ping(f)
         late = Frames(d.sock)
-        late.wait_closed(timeout=5)
+        late.wait_closed(timeout=60)
         assert late.goaway is None and not late.inbuf
         n = len(d.fds())
         busy.pop().close()
@@ -375,7 +377,7 @@ def test_reads_pause_past_256_kib_unread(cri, daemon):
         sleeping = loop_sleeping(daemon)
         q2 = unread_bytes(ino)
         return q1 and q1 == q2 and sleeping and sender.is_alive()
-    wait_for(paused, timeout=20, what="the daemon to stop reading")
+    wait_for(paused, timeout=60, what="the daemon to stop reading")
     assert rpc_count(daemon, "Version") < n
     rss.below(8 * 1024)
     f.sock.settimeout(30)
@@ -387,21 +389,40 @@ def test_reads_pause_past_256_kib_unread(cri, daemon):
 
 # ---- HTTP/2 floods --------------------------------------------------------
 
-def test_rapid_reset_flood_ends_the_connection(cri, daemon):
-    """CVE-2023-44487: streams opened and reset at once, thousands of them."""
-    f = Frames(daemon.sock)
+def reset_burst(f, n):
+    """n streams opened and reset at once (CVE-2023-44487), in one write;
+    False if the server closed the connection while we were sending."""
     blob = b""
-    for _ in range(5000):
+    for _ in range(n):
         sid, out = f.request(RS + "GetContainerEvents", frame(b""), send=False)
         blob += out + h2frame(RST_STREAM, 0, sid, struct.pack(">I", 8))
     try:
         f.send(blob)
+        return True
     except OSError:
-        pass  # closed while we were still sending
-    f.wait_closed(timeout=10)
-    assert f.goaway is not None and f.goaway[0] < 2 * 5000 - 1
-    assert daemon.logtext().count("event subscriber added") < 5000
-    assert runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
+        return False
+
+
+def test_rapid_reset_flood_ends_the_connection(cri, daemon):
+    """CVE-2023-44487: streams opened and reset at once. The documented
+    burst is 1000 resets (then 33 a second): 900 are served, 1200 end the
+    connection, with a GOAWAY naming a stream within the burst."""
+    burst, rate = 1000, 33
+    under = Frames(daemon.sock)
+    assert reset_burst(under, burst - 100)
+    ping(under)  # every reset handled, and the connection still up
+    assert under.goaway is None and not under.closed
+    under.close()
+    over = Frames(daemon.sock)
+    t0 = time.monotonic()
+    reset_burst(over, burst + 200)
+    over.wait_closed(timeout=60)
+    # what the rate adds while the burst is read (the tokens it refills)
+    allowed = burst + rate * (time.monotonic() - t0)
+    assert over.goaway is not None, "closed without a GOAWAY"
+    assert over.goaway[1] == 2, over.goaway  # INTERNAL_ERROR, as nghttp2 says it
+    assert over.goaway[0] <= 2 * allowed + 1, (over.goaway, allowed)
+    assert runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=10).runtime_name == "kinglet"
 
 
 def test_continuation_flood_ends_the_connection(cri, daemon):
@@ -415,7 +436,7 @@ def test_continuation_flood_ends_the_connection(cri, daemon):
         f.send(blob)
     except OSError:
         pass
-    f.wait_closed(timeout=10)
+    f.wait_closed(timeout=60)
     assert f.goaway is not None and f.goaway[1] != 0
     rss.below(4 * 1024)
     assert runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"

@@ -131,8 +131,8 @@ def test_pod_init_reaps_orphans(pod, pd):
     pd.run("nsenter", "--pid=" + inf["pidNamespace"], "--", "sh", "-c",
            "sleep 1 >/dev/null 2>&1 & echo started")
     children = f"/proc/{init}/task/{init}/children"
-    wait_for(lambda: open(children).read().split() != [], timeout=5,
+    wait_for(lambda: open(children).read().split() != [], timeout=60,
              what="the orphan reparented to the pod init")
-    wait_for(lambda: open(children).read().split() == [], timeout=10,
+    wait_for(lambda: open(children).read().split() == [], timeout=60,
              what="the pod init to reap the orphan")
     assert proc_status(init)["State"].startswith("S")

@@ -29,7 +29,7 @@ def cgroup_parent():
     root = "/sys/fs/cgroup/unified"
     if not os.path.exists(root + "/cgroup.procs"):
         root = "/sys/fs/cgroup"
-    name = "kinglet-test-" + uuid.uuid4().hex[:8]
+    name = os.environ["KINGLET_TEST_CGROUP"] + "/kinglet-test-" + uuid.uuid4().hex[:8]
     yield "/" + name, os.path.join(root, name)
     path = os.path.join(root, name)
     if os.path.isdir(path):

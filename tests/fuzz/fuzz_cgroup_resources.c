@@ -1,8 +1,12 @@
 /* libFuzzer target: the OCI `linux.resources` object (outside input from
  * config.json and `kinglet oci update`) through the cgroup value conversion
  * and the device program builder, plus cgroupsPath resolution and the
- * mountinfo parser on the raw bytes. Pure: nothing touches the system. */
+ * mountinfo parser on the raw bytes. Pure: nothing touches the system.
+ * Oracles: device program jumps stay inside the program; an accepted
+ * cgroupsPath resolves to a path that stays below the cgroup root: no
+ * `..` or `.` component, no empty one, nothing absolute left. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,6 +14,30 @@
 #include "oci/cgroup_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Whether a resolved cgroup path, joined to the root, names the root or
+ * something below it: relative, its components neither empty, `.` nor
+ * `..`, with no byte that mountinfo or a cgroup file would misread. */
+static bool below_root(const char *p)
+{
+    if (!*p || *p == '/')
+        return false;
+    for (const char *c = p; *c;) {
+        const char *e = strchr(c, '/');
+        if (!e)
+            e = c + strlen(c);
+        size_t len = (size_t)(e - c);
+        if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        for (const char *q = c; q < e; q++)
+            if ((unsigned char)*q < 0x20)
+                return false;
+        c = *e ? e + 1 : e;
+        if (*e && !*c)
+            return false; /* a trailing slash: an empty last component */
+    }
+    return true;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -25,8 +53,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (oci_cgroup_mountinfo_find(s, &out) == 0)
         free(out);
     out = NULL;
-    if (oci_cgroup_path_resolve(s, "id", &out, &e) == 0)
+    if (oci_cgroup_path_resolve(s, "id", &out, &e) == 0) {
+        if (!below_root(out))
+            __builtin_trap();
         free(out);
+    }
+    /* relative and absolute forms of the same input: both below the root */
+    char *abs = malloc(size + 2);
+    if (abs) {
+        abs[0] = '/';
+        memcpy(abs + 1, s, size + 1);
+        out = NULL;
+        if (oci_cgroup_path_resolve(abs, "id", &out, &e) == 0) {
+            if (!below_root(out))
+                __builtin_trap();
+            free(out);
+        }
+        free(abs);
+    }
     free(s);
 
     json_t *j = json_loadb((const char *)data, size, 0, NULL);

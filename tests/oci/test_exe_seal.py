@@ -167,6 +167,64 @@ def test_container_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs,
                       "write: Operation not permitted"), result
 
 
+def test_proc_self_exe_entry_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs,
+                                                     make_bundle, cid, tmp_path):
+    """The exploit's own form, which needs no dynamic loader, so that the
+    static kinglet operators ship faces it too: an entry `#!/proc/self/exe`
+    that the runtime's init executes makes the kernel run the runtime's own
+    executable inside the container; a process of the same PID namespace
+    (the first container's init, watching) opens it through /proc/PID/exe
+    and writes through that once nothing runs it any more."""
+    binary, rt, procs = victim
+    before = sha256(binary)
+    shutil.copy(attack_prog, private_rootfs / "exe_attack")
+    trigger = private_rootfs / "trigger"
+    trigger.write_text("#!/proc/self/exe\n")
+    trigger.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    (private_rootfs / "out").mkdir()
+
+    def edit(cfg):
+        cfg["mounts"].append({"destination": "/out", "type": "bind", "source": str(out),
+                              "options": ["rbind", "rw"]})
+    b = make_bundle(["/exe_attack", "watch", "/out"], edit=edit, root=private_rootfs)
+    with open(tmp_path / "log", "w") as log:
+        rt("create", "--bundle", b, cid, stdout=log, stderr=log, check=True)
+    rt("start", cid, check=True)
+    st = json.loads((rt.root / cid / "state.json").read_text())
+
+    def join_watcher(cfg):
+        for n in cfg["linux"]["namespaces"]:
+            if n["type"] == "pid":
+                n["path"] = f"/proc/{st['pid']}/ns/pid"
+    trig = make_bundle(["/trigger"], edit=join_watcher, root=private_rootfs)
+    # the window is the runtime's start-up as the trigger's interpreter: as
+    # many containers as the watcher needs to see one (a handful), unless
+    # the runtime's executable cannot be reached that way at all (kinglet's
+    # /proc/self/exe names nothing the kernel will run as an interpreter:
+    # the trigger's exec fails), which the test asserts then
+    runs = []
+    while not (out / "opened").exists() and len(runs) < 20:
+        r = rt("run", "--bundle", trig, f"{cid}-{len(runs)}", stdin=subprocess.DEVNULL)
+        rt("delete", "--force", f"{cid}-{len(runs)}")
+        runs.append(r)
+    if not (out / "opened").exists():
+        for r in runs:
+            assert r.returncode == 127 and "exec `/trigger`: No such file or directory" in r.stderr, \
+                (r.returncode, r.stderr)
+        assert sha256(binary) == before
+        return
+    opened = wait_file(out / "opened", 60, "the attacker's O_PATH open of /proc/PID/exe")
+    print(f"/proc/PID/exe of the runtime in the container: {opened} ({len(runs)} tries)")
+    os.kill(st["monitor"], signal.SIGKILL)
+    result = wait_file(out / "result", 60, "the attacker's write attempt")
+    print(f"attacker: {result}")
+    assert sha256(binary) == before, f"kinglet's binary was overwritten ({result})"
+    assert result in ("open for writing: Read-only file system",
+                      "write: Operation not permitted"), result
+
+
 def test_unsealed_memfd_binary_is_sealed_again(kinglet_bin, attack_prog, private_rootfs,
                                                make_bundle, cid, tmp_path):
     interp = elf_interpreter(kinglet_bin)

@@ -178,7 +178,7 @@ def test_hook_timeout(kinglet, make_bundle, cid):
     r = kinglet("create", "--bundle", b, cid)
     assert r.returncode != 0
     assert "timed out" in r.stderr and "hooks.prestart[0]" in r.stderr
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t < 60  # the hook's 1 s timeout, not its 100 s
 
 
 @pytest.fixture

@@ -130,7 +130,7 @@ def cgroup_parent():
     root = "/sys/fs/cgroup/unified"
     if not os.path.exists(root + "/cgroup.procs"):
         root = "/sys/fs/cgroup"
-    name = "kinglet-test-static-" + uuid.uuid4().hex[:8]
+    name = os.environ["KINGLET_TEST_CGROUP"] + "/kinglet-test-static-" + uuid.uuid4().hex[:8]
     yield "/" + name, os.path.join(root, name)
     path = os.path.join(root, name)
     if os.path.isdir(path):
@@ -229,7 +229,7 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent, ca_by):
         finally:
             s.close()
 
-    wait_for(connectable, timeout=20, what="the static daemon's socket")
+    wait_for(connectable, timeout=60, what="the static daemon's socket")
     # nothing but what the test put there: the daemon's view of /
     view = sorted(os.listdir(f"/proc/{d.pid}/root"))
     assert view == ["dev", "etc", "kinglet", "logs", "proc", "run", "sys", "tmp", "var"], view
