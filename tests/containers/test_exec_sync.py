@@ -276,3 +276,35 @@ def test_commands_run_in_the_container_cgroup_or_not_at_all(running):
     assert len(open(cg + "/cgroup.procs").read().split()) == 1  # the init alone
     r = exec_sync(env, cid, ["/bin/sh", "-c", "ls /ran"])
     assert r.exit_code != 0, r  # it never ran
+
+
+def test_a_ptrace_container_cannot_hijack_an_exec_before_it_drops(env, exec_racer, tmp_path):
+    """CVE-2016-9962 class, the other half: a container granted
+    CAP_SYS_PTRACE (but not CAP_SYS_ADMIN) seizes every process that appears
+    in its PID namespace. An exec'd command it can stop must not hold more
+    than the container may: else it injects a syscall the container cannot
+    make (here sethostname) and runs it with the daemon's capabilities."""
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["hijack"], caps=["SYS_PTRACE"])
+
+    def lines():
+        return [dict(kv.split("=", 1) for kv in line.split()[2:]) for line in racer_log(out)
+                if line.startswith("hijack ")]
+
+    try:
+        for i in range(300):
+            r = exec_sync(env, cid, ["/bin/true"])
+            ls = lines()
+            if [h for h in ls if int(h["capeff"], 16) >> 21 & 1]:
+                break
+            if len([h for h in ls if h["seized"] == "1"]) >= 50:
+                break
+    finally:
+        (out / "stop").touch()
+    ls = lines()
+    print(f"{i + 1} ExecSyncs, {len(ls)} seized: {ls[-3:]}")
+    host = exec_sync(env, cid, ["/bin/cat", "/proc/sys/kernel/hostname"]).stdout
+    strong = [h for h in ls if int(h["capeff"], 16) >> 21 & 1]
+    assert not strong, (strong[:3], host)
+    assert b"hijacked" not in host
