@@ -203,3 +203,43 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             except FileNotFoundError:
                 pass
     assert d.stop() == 0
+
+
+def test_sandbox_holds_against_the_kernels_edges(daemon_factory, kinglet_bin, tmp_path):
+    """Attacker code in a taken-over helper, past the plain calls: a socket
+    family with bits above the int the kernel reads (a unix socket to the
+    daemon's CRI socket), a fanotify mark (an O_RDWR descriptor of a file
+    the host opens, past the read-only mounts) and open_tree_attr (syscall
+    467, a copy of a read-only mount with the flag cleared). The victims
+    sit on a tmpfs of the test's own, so a mark covers nothing else."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(fs)], check=True)
+    try:
+        for name in ("watched", "cloned"):
+            (fs / name).write_text("original\n")
+        seq = [f"connect-unix-hi:{d.sock}", f"fanotify:{fs}/watched",
+               f"open-tree-attr:{fs}/cloned", "tcp:1"]
+        p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            # the host opens the watched file while the attacker listens
+            while p.poll() is None:
+                (fs / "watched").read_text()
+            out = p.communicate(timeout=60)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        got = dict(line.split() for line in out.splitlines())
+        assert list(got) == [s.split(":")[0] for s in seq], out
+        for verb in ("connect-unix-hi", "fanotify", "open-tree-attr"):
+            assert got[verb] != "ok", (verb, out)
+        assert got["tcp"] == "ECONNREFUSED"  # the control: TCP still made
+        for name in ("watched", "cloned"):
+            assert (fs / name).read_text() == "original\n", name
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)
+    assert d.stop() == 0
