@@ -135,7 +135,6 @@ static void probe(FILE *log, int pid)
     fflush(log);
 }
 
-
 /* CapEff of pid, from /proc/PID/status (0 when unreadable). */
 static unsigned long long cap_eff(int pid)
 {
@@ -153,16 +152,25 @@ static unsigned long long cap_eff(int pid)
  * CAP_SYS_ADMIN (which the container lacks), make it run
  * sethostname("hijacked") (a syscall injected at its instruction
  * pointer), then put it back as it was. One line per pid:
- *   hijack PID seized=0|1 capeff=HEX injected=RESULT */
+ *   hijack PID seized=0|1 capeff=HEX injected=RESULT exe=EXE
+ * (EXE as seen while it was stopped: a memfd before its execve) */
 static void hijack(FILE *log, int pid)
 {
     long injected = 1; /* not tried */
+    char exe[256] = "?";
     int seized = ptrace(PTRACE_SEIZE, pid, 0, 0) == 0;
     unsigned long long caps = 0;
     if (seized && ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0) {
         int st;
         if (waitpid(pid, &st, __WALL) == pid && WIFSTOPPED(st)) {
             caps = cap_eff(pid);
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+            ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+            exe[n > 0 ? n : 0] = '\0';
+            for (char *c = exe; *c; c++)
+                if (*c == ' ')
+                    *c = '_';
             struct user_regs_struct regs, r;
             if ((caps >> 21) & 1 && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
                 r = regs;
@@ -188,7 +196,8 @@ static void hijack(FILE *log, int pid)
             ptrace(PTRACE_DETACH, pid, 0, 0);
         }
     }
-    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld\n", pid, seized, caps, injected);
+    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld exe=%s\n", pid, seized, caps,
+            injected, exe);
     fflush(log);
 }
 
