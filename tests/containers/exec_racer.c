@@ -20,6 +20,11 @@
  *    such pid: opened EXE open=ERRNO-NAME write=ERRNO-NAME ("ok" when it
  *    worked).
  *
+ *  - `hijack` and `forge PID` (a container with CAP_SYS_PTRACE): seize
+ *    and stop each new process; `hijack` injects sethostname when it
+ *    still holds CAP_SYS_ADMIN, `forge` a pid message naming PID on the
+ *    first socket of a command before its execve (see hijack()).
+ *
  * It writes DIR/ready when it runs, appends to DIR/log, and stops when
  * DIR/stop appears. Built static against musl. */
 #define _GNU_SOURCE
@@ -30,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -154,6 +160,21 @@ static unsigned long long cap_eff(int pid)
  * pointer), then put it back as it was. One line per pid:
  *   hijack PID seized=0|1 capeff=HEX injected=RESULT exe=EXE
  * (EXE as seen while it was stopped: a memfd before its execve) */
+static int forge_pid; /* `forge PID` mode */
+
+/* The first socket among pid's fds above stdio (-1: none). */
+static int socket_fd(int pid)
+{
+    for (int fd = 3; fd < 64; fd++) {
+        char path[64], l[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+        ssize_t n = readlink(path, l, sizeof(l) - 1);
+        if (n > 7 && strncmp(l, "socket:", 7) == 0)
+            return fd;
+    }
+    return -1;
+}
+
 static void hijack(FILE *log, int pid)
 {
     long injected = 1; /* not tried */
@@ -172,7 +193,33 @@ static void hijack(FILE *log, int pid)
                 if (*c == ' ')
                     *c = '_';
             struct user_regs_struct regs, r;
-            if ((caps >> 21) & 1 && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+            int sock = forge_pid && strncmp(exe, "/memfd:", 7) == 0 ? socket_fd(pid) : -1;
+            if (sock >= 0 && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+                /* sendto(sock, {6 (the pid message), forge_pid}, 8, MSG_NOSIGNAL) */
+                r = regs;
+                unsigned long text = regs.rip, data = (regs.rsp - 512) & ~15UL;
+                long old_text = ptrace(PTRACE_PEEKTEXT, pid, text, 0);
+                long old_data = ptrace(PTRACE_PEEKDATA, pid, data, 0);
+                long msg = 6L | ((long)forge_pid << 32);
+                ptrace(PTRACE_POKEDATA, pid, data, msg);
+                ptrace(PTRACE_POKETEXT, pid, text, (old_text & ~0xffffL) | 0x050f);
+                r.rax = SYS_sendto;
+                r.orig_rax = -1;
+                r.rdi = (unsigned long)sock;
+                r.rsi = data;
+                r.rdx = 8;
+                r.r10 = MSG_NOSIGNAL;
+                r.r8 = 0;
+                r.r9 = 0;
+                ptrace(PTRACE_SETREGS, pid, 0, &r);
+                if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == 0 && waitpid(pid, &st, __WALL) == pid &&
+                    WIFSTOPPED(st) && ptrace(PTRACE_GETREGS, pid, 0, &r) == 0)
+                    injected = (long)r.rax;
+                ptrace(PTRACE_POKETEXT, pid, text, old_text);
+                ptrace(PTRACE_POKEDATA, pid, data, old_data);
+                ptrace(PTRACE_SETREGS, pid, 0, &regs);
+            } else if (!forge_pid && (caps >> 21) & 1 &&
+                       ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
                 r = regs;
                 unsigned long text = regs.rip, data = (regs.rsp - 512) & ~15UL;
                 long old_text = ptrace(PTRACE_PEEKTEXT, pid, text, 0);
@@ -263,6 +310,10 @@ int main(int argc, char **argv)
 {
     int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
     int hijack_mode = argc == 3 && strcmp(argv[2], "hijack") == 0;
+    if (argc == 4 && strcmp(argv[2], "forge") == 0) {
+        hijack_mode = 1;
+        forge_pid = atoi(argv[3]);
+    }
     if (hijack_mode)
         write_mode = 0;
     else if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))

@@ -314,3 +314,36 @@ def test_a_ptrace_container_cannot_hijack_an_exec_before_it_drops(env, exec_race
     assert not strong, (strong[:3], host)
     assert b"hijacked" not in host
     assert len(early(ls)) >= 5, ls[-5:]  # else the test could not fail
+
+
+def test_a_ptrace_container_cannot_name_the_command(env, exec_racer, tmp_path):
+    """The command holds the socket kinglet reads its pid from until its
+    execve: a container granted CAP_SYS_PTRACE that stops it there and
+    injects a pid message naming a process of the host must not have the
+    daemon watch that process as the command, or kill it at the
+    timeout."""
+    victim = subprocess.Popen(["sleep", "600"])
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["forge", str(victim.pid)], caps=["SYS_PTRACE"])
+
+    def sent():
+        return [line for line in racer_log(out) if " injected=8 " in line]
+
+    try:
+        for i in range(100):
+            try:
+                exec_sync(env, cid, ["/bin/sleep", "2"], timeout=1)
+            except grpc.RpcError:
+                pass
+            assert victim.poll() is None, f"the host's process was killed: {sent()}"
+            if len(sent()) >= 3:
+                break
+    finally:
+        (out / "stop").touch()
+        alive = victim.poll() is None
+        victim.kill()
+        victim.wait()
+    print(f"{i + 1} ExecSyncs, forged: {sent()}")
+    assert alive
+    assert len(sent()) >= 3, racer_log(out)[-5:]  # else the test could not fail
