@@ -553,8 +553,11 @@ static int sandbox_mounts(const char *store, struct err *err)
 {
     if (unshare(CLONE_NEWNS) < 0)
         return err_set(err, errno, "unshare the mount namespace");
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        return err_set(err, errno, "make / a slave");
+    /* Private, not a slave: a mount made on the host later (a container's
+     * rootfs, a pod's secret volume) would otherwise appear here with its
+     * own flags, writable, where the read-only pass below never reached. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return err_set(err, errno, "make / private");
     if (mount(store, store, NULL, MS_BIND, NULL) < 0)
         return err_set(err, errno, "bind `%s`", store);
     /* nodev too: root with DAC_OVERRIDE could otherwise write the host's
@@ -958,6 +961,14 @@ static int attack_step(const char *step)
         r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
         if (t >= 0)
             close(t);
+    } else if (strcmp(verb, "await") == 0) {
+        /* the test's go-ahead: ARG exists (60 s at most) */
+        struct stat st; /* not access(2): the real uid is the helper's */
+        for (int i = 0; i < 6000 && (r = lstat(arg, &st)) < 0; i++)
+            usleep(10000);
+    } else if (strcmp(verb, "write") == 0) {
+        fd = open(arg, O_WRONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
     } else if (strcmp(verb, "socketpair") == 0) {
         int sv[2];
         if ((r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) == 0) {

@@ -243,3 +243,50 @@ def test_sandbox_holds_against_the_kernels_edges(daemon_factory, kinglet_bin, tm
     finally:
         subprocess.run(["umount", "-l", str(fs)], check=False)
     assert d.stop() == 0
+
+
+def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tmp_path):
+    """Every mount is read-only in the helper, and so must be one the host
+    makes while it runs: on a node whose / is shared (systemd's), a
+    container's rootfs or a pod's secret volume mounted during a pull
+    would otherwise propagate into the helper writable. Here a shared
+    tmpfs of the test's own stands for /, and a tmpfs mounted below it once
+    the sandbox is up stands for the new mount."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    base = tmp_path / "shared"
+    base.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(base)], check=True)
+    later = base / "later"
+    try:
+        subprocess.run(["mount", "--make-shared", str(base)], check=True)
+        later.mkdir()
+        ready = os.path.join(store, "ready")
+        go = os.path.join(store, "go")
+        seq = [f"fifo:{ready}", f"await:{go}", f"write:{later}/victim"]
+        p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: os.path.lexists(ready), what="the helper's sandbox")
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(later)],
+                           check=True)
+            (later / "victim").write_text("original\n")
+            open(go, "w").close()
+            out = p.communicate(timeout=60)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        got = dict(line.split() for line in out.splitlines())
+        assert got["fifo"] == "ok", out  # the sandbox was up before the mount
+        assert got["await"] == "ok", out
+        assert got["write"] != "ok", out
+        assert (later / "victim").read_text() == "original\n"
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(base)], check=False)
+        for name in ("ready", "go"):
+            try:
+                os.unlink(os.path.join(store, name))
+            except FileNotFoundError:
+                pass
+    assert d.stop() == 0
