@@ -55,6 +55,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/netlink.h>
 #include <poll.h>
@@ -804,6 +805,15 @@ static int sandbox_seccomp(struct err *err)
         r = sandbox_seccomp_signals(ctx);
     if (r == 0)
         r = sandbox_seccomp_sockets(ctx);
+    /* Filesystem ioctls: with CAP_SYS_ADMIN (kept for unpacking) FIFREEZE
+     * on any file freezes the whole filesystem for every process (and
+     * stays frozen after the helper ends), EXT4_IOC_SHUTDOWN and
+     * XFS_IOC_GOINGDOWN kill it, FS_IOC_SETFSLABEL renames it: the 'X',
+     * 'f' and 0x94 families are refused; unpacking uses none. */
+    static const unsigned fs_ioctl_types[] = {'X', 'f', 0x94};
+    for (size_t i = 0; i < ARRAY_SIZE(fs_ioctl_types) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00, fs_ioctl_types[i] << 8));
     /* device nodes: fifos and overlayfs whiteouts (char 0/0) only */
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
@@ -969,6 +979,12 @@ static int attack_step(const char *step)
     } else if (strcmp(verb, "write") == 0) {
         fd = open(arg, O_WRONLY | O_CLOEXEC);
         r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
+    } else if (strcmp(verb, "fsfreeze") == 0) {
+        /* the filesystem of ARG frozen (CAP_SYS_ADMIN) and thawed at once */
+        fd = open(arg, O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : ioctl(fd, FIFREEZE, 0);
+        if (r == 0)
+            ioctl(fd, FITHAW, 0);
     } else if (strcmp(verb, "socketpair") == 0) {
         int sv[2];
         if ((r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) == 0) {

@@ -3,6 +3,7 @@ its sandbox, and what happens when it, or the daemon, goes away mid-pull."""
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -290,3 +291,29 @@ def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tm
             except FileNotFoundError:
                 pass
     assert d.stop() == 0
+
+
+def test_sandbox_cannot_freeze_a_filesystem(kinglet_bin, tmp_path):
+    """The helper keeps CAP_SYS_ADMIN for unpacking: FIFREEZE on any file
+    of a filesystem (the store's, or / through a read-only mount) would
+    freeze it for every process of the node, and it stays frozen after
+    the helper ends. The victim is an ext4 image of the test's own (tmpfs
+    cannot be frozen); the step thaws at once if it froze."""
+    if not shutil.which("mkfs.ext4"):
+        pytest.skip("needs mkfs.ext4")
+    img, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True)
+    try:
+        store = mnt / "store"
+        store.mkdir()
+        p = subprocess.run([kinglet_bin, "image-pull", f"--test-attack=fsfreeze:{store}",
+                            str(store)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["fsfreeze", "EPERM"], p.stdout
+    finally:
+        subprocess.run(["fsfreeze", "-u", str(mnt)], capture_output=True)
+        subprocess.run(["umount", str(mnt)], check=False)
