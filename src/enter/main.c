@@ -21,18 +21,18 @@
  *  2. joins every namespace of the container's init at once (setns through
  *     its pidfd);
  *  3. takes every step that needs privileges, in src/oci/process.c's
- *     order: rlimits, terminal, cwd, seccomp (early without
- *     no_new_privs), bounding set, groups and ids, capabilities, umask,
- *     no_new_privs. This program is outside the container's PID namespace
- *     (setns applies it to children only), so no container process can
- *     trace it, not even one granted CAP_SYS_PTRACE (which non-dumpable
- *     does not stop): the command is never seen holding more than the
- *     container may;
+ *     order: rlimits, terminal, cwd, fds (close-on-exec), seccomp (early
+ *     without no_new_privs), bounding set, groups and ids, capabilities,
+ *     umask, no_new_privs, seccomp (late with no_new_privs). This program
+ *     is outside the container's PID namespace (setns applies it to
+ *     children only), so no container process can trace it, not even one
+ *     granted CAP_SYS_PTRACE (which non-dumpable does not stop): the
+ *     command is never seen holding more than the container may, nor
+ *     without its seccomp filter;
  *  4. clones the command with CLONE_PARENT (kinglet's child, which kinglet
  *     watches by pidfd), says its pid and exits;
- *  5. the command, with the container's credentials from its birth:
- *     PATH lookup, setsid, terminal, fds, seccomp (late with
- *     no_new_privs), execve.
+ *  5. the command, born with the container's credentials and filter:
+ *     PATH lookup, setsid, terminal, execve.
  * Any failure is sent as {errno, message} and ends the process (255). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -393,6 +393,10 @@ static int prepare(const struct recipe *r)
     rlimits(r);
     int slave = terminal(r);
     cwd(r);
+    /* Nothing of ours crosses execve but stdio and the preserved fds (our
+     * socket stays ours until we end: close-on-exec only). */
+    if (syscall(SYS_close_range, 3 + h->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        fail(errno, "close_range");
     int has_seccomp = (h->flags & ENTER_SECCOMP) != 0, nnp = (h->flags & ENTER_NNP) != 0;
     if (has_seccomp && !nnp)
         seccomp_load(r);
@@ -419,6 +423,11 @@ static int prepare(const struct recipe *r)
     umask(h->flags & ENTER_HAS_UMASK ? h->umask : 022);
     if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail(errno, "`process.noNewPrivileges`");
+    /* The late filter here too: a command seen before its execve is never
+     * without it (a CAP_SYS_PTRACE container could otherwise make it run
+     * what the filter refuses). */
+    if (has_seccomp && nnp)
+        seccomp_load(r);
     return slave;
 }
 
@@ -427,7 +436,6 @@ static int prepare(const struct recipe *r)
  * PATH lookup is here, where /proc/self is the command's. */
 static _Noreturn void command(const struct recipe *r, int slave)
 {
-    const struct enter_recipe *h = &r->h;
     char *exe = find(r);
     if (setsid() < 0)
         fail(errno, "setsid");
@@ -440,11 +448,6 @@ static _Noreturn void command(const struct recipe *r, int slave)
         if (slave > 2)
             close(slave);
     }
-    /* Nothing of ours crosses execve but stdio and the preserved fds. */
-    if (syscall(SYS_close_range, 3 + h->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-        fail(errno, "close_range");
-    if ((h->flags & ENTER_SECCOMP) && (h->flags & ENTER_NNP))
-        seccomp_load(r);
     execve(exe, r->args, r->env);
     fail(errno, "exec `%s`", exe);
 }

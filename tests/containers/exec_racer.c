@@ -154,11 +154,24 @@ static unsigned long long cap_eff(int pid)
     return c ? strtoull(c + 7, NULL, 16) : 0;
 }
 
+/* The Seccomp: mode of pid (-1 when unreadable). */
+static int seccomp_mode(int pid)
+{
+    char path[64], st[4096];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    ssize_t n = read_all(path, st, sizeof(st) - 1);
+    if (n <= 0)
+        return -1;
+    st[n] = '\0';
+    char *c = strstr(st, "Seccomp:");
+    return c ? atoi(c + 8) : -1;
+}
+
 /* `hijack` mode: seize and stop each new process; when it still holds
  * CAP_SYS_ADMIN (which the container lacks), make it run
  * sethostname("hijacked") (a syscall injected at its instruction
  * pointer), then put it back as it was. One line per pid:
- *   hijack PID seized=0|1 capeff=HEX injected=RESULT exe=EXE
+ *   hijack PID seized=0|1 capeff=HEX injected=RESULT exe=EXE seccomp=MODE
  * (EXE as seen while it was stopped: a memfd before its execve) */
 static int forge_pid; /* `forge PID` mode */
 
@@ -181,10 +194,12 @@ static void hijack(FILE *log, int pid)
     char exe[256] = "?";
     int seized = ptrace(PTRACE_SEIZE, pid, 0, 0) == 0;
     unsigned long long caps = 0;
+    int mode = -1;
     if (seized && ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0) {
         int st;
         if (waitpid(pid, &st, __WALL) == pid && WIFSTOPPED(st)) {
             caps = cap_eff(pid);
+            mode = seccomp_mode(pid);
             char path[64];
             snprintf(path, sizeof(path), "/proc/%d/exe", pid);
             ssize_t n = readlink(path, exe, sizeof(exe) - 1);
@@ -243,8 +258,8 @@ static void hijack(FILE *log, int pid)
             ptrace(PTRACE_DETACH, pid, 0, 0);
         }
     }
-    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld exe=%s\n", pid, seized, caps,
-            injected, exe);
+    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld exe=%s seccomp=%d\n", pid, seized,
+            caps, injected, exe, mode);
     fflush(log);
 }
 
