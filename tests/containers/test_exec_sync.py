@@ -27,14 +27,15 @@ def exec_racer(tmp_path_factory):
     return d / "racer"
 
 
-def racer_container(env, racer, out, mode, caps=()):
-    """A container whose process is the racer, out mounted at /racer."""
+def racer_container(env, racer, out, mode, caps=(), **sc):
+    """A container whose process is the racer, out mounted at /racer (sc:
+    more of its security context)."""
     pb = env.pb
     shutil.copy(racer, out / "racer")
     cid = env.run(env.pod(), "racer", ["/racer/racer", "/racer", *mode],
                   mounts=[pb.Mount(container_path="/racer", host_path=str(out))],
                   linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
-                      capabilities=pb.Capability(add_capabilities=list(caps)))))
+                      capabilities=pb.Capability(add_capabilities=list(caps)), **sc)))
     wait_for(lambda: (out / "ready").exists(), what="the racer to run")
     return cid
 
@@ -365,3 +366,85 @@ def test_commands_run_in_the_container_cgroup_or_not_at_all(running):
     assert len(open(cg + "/cgroup.procs").read().split()) == 1  # the init alone
     r = exec_sync(env, cid, ["/bin/sh", "-c", "ls /ran"])
     assert r.exit_code != 0, r  # it never ran
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_ptrace_container_cannot_hijack_an_exec_before_it_drops(env, exec_racer, tmp_path,
+                                                                  filtered):
+    """CVE-2016-9962 class, the other half: a container granted
+    CAP_SYS_PTRACE (but not CAP_SYS_ADMIN) seizes every process that appears
+    in its PID namespace. An exec'd command it can stop must not hold more
+    than the container may: else it injects a syscall the container cannot
+    make (here sethostname) and runs it with the daemon's capabilities.
+    Filtered (the runtime default with no_new_privs, a late filter), the
+    command it stops must already be under the filter, or the container
+    could make it run what the filter refuses."""
+    out = tmp_path / "racer"
+    out.mkdir()
+    sc = {}
+    if filtered:
+        sc = dict(no_new_privs=True, seccomp=env.pb.SecurityProfile(
+            profile_type=env.pb.SecurityProfile.RuntimeDefault))
+    cid = racer_container(env, exec_racer, out, ["hijack"], caps=["SYS_PTRACE"], **sc)
+
+    def lines():
+        return [dict(kv.split("=", 1) for kv in line.split()[2:]) for line in racer_log(out)
+                if line.startswith("hijack ")]
+
+    def early(ls):
+        # stopped before its execve: still running kinglet-enter's memfd
+        return [h for h in ls if h["seized"] == "1" and h["exe"].startswith("/memfd:")]
+
+    try:
+        for i in range(300):
+            r = exec_sync(env, cid, ["/bin/true"])
+            assert r.exit_code == 0, r
+            ls = lines()
+            if [h for h in ls if int(h["capeff"], 16) >> 21 & 1]:
+                break
+            if len(early(ls)) >= 5:
+                break
+    finally:
+        (out / "stop").touch()
+    ls = lines()
+    print(f"{i + 1} ExecSyncs, {len(ls)} probes, {len(early(ls))} before execve: {early(ls)[:3]}")
+    host = exec_sync(env, cid, ["/bin/cat", "/proc/sys/kernel/hostname"]).stdout
+    strong = [h for h in ls if int(h["capeff"], 16) >> 21 & 1]
+    assert not strong, (strong[:3], host)
+    assert b"hijacked" not in host
+    assert len(early(ls)) >= 5, ls[-5:]  # else the test could not fail
+    if filtered:
+        assert all(h["seccomp"] == "2" for h in early(ls)), early(ls)
+
+
+def test_a_ptrace_container_cannot_name_the_command(env, exec_racer, tmp_path):
+    """The command holds the socket kinglet reads its pid from until its
+    execve: a container granted CAP_SYS_PTRACE that stops it there and
+    injects a pid message naming a process of the host must not have the
+    daemon watch that process as the command, or kill it at the
+    timeout."""
+    victim = subprocess.Popen(["sleep", "600"])
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["forge", str(victim.pid)], caps=["SYS_PTRACE"])
+
+    def sent():
+        return [line for line in racer_log(out) if " injected=8 " in line]
+
+    try:
+        for i in range(100):
+            try:
+                exec_sync(env, cid, ["/bin/sleep", "2"], timeout=1)
+            except grpc.RpcError:
+                pass
+            assert victim.poll() is None, f"the host's process was killed: {sent()}"
+            if len(sent()) >= 3:
+                break
+    finally:
+        (out / "stop").touch()
+        alive = victim.poll() is None
+        victim.kill()
+        victim.wait()
+    print(f"{i + 1} ExecSyncs, forged: {sent()}")
+    assert alive
+    assert len(sent()) >= 3, racer_log(out)[-5:]  # else the test could not fail

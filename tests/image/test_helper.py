@@ -3,6 +3,7 @@ its sandbox, and what happens when it, or the daemon, goes away mid-pull."""
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -208,3 +209,116 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             except FileNotFoundError:
                 pass
     assert d.stop() == 0
+
+
+def test_sandbox_holds_against_the_kernels_edges(daemon_factory, kinglet_bin, tmp_path):
+    """Attacker code in a taken-over helper, past the plain calls: a socket
+    family with bits above the int the kernel reads (a unix socket to the
+    daemon's CRI socket), a fanotify mark (an O_RDWR descriptor of a file
+    the host opens, past the read-only mounts) and open_tree_attr (syscall
+    467, a copy of a read-only mount with the flag cleared). The victims
+    sit on a tmpfs of the test's own, so a mark covers nothing else."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(fs)], check=True)
+    try:
+        for name in ("watched", "cloned"):
+            (fs / name).write_text("original\n")
+        seq = [f"connect-unix-hi:{d.sock}", f"fanotify:{fs}/watched",
+               f"open-tree-attr:{fs}/cloned", "tcp:1"]
+        p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            # the host opens the watched file while the attacker listens
+            while p.poll() is None:
+                (fs / "watched").read_text()
+            out = p.communicate(timeout=60)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        got = dict(line.split() for line in out.splitlines())
+        assert list(got) == [s.split(":")[0] for s in seq], out
+        for verb in ("connect-unix-hi", "fanotify", "open-tree-attr"):
+            assert got[verb] != "ok", (verb, out)
+        assert got["tcp"] == "ECONNREFUSED"  # the control: TCP still made
+        for name in ("watched", "cloned"):
+            assert (fs / name).read_text() == "original\n", name
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)
+    assert d.stop() == 0
+
+
+def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tmp_path):
+    """Every mount is read-only in the helper, and so must be one the host
+    makes while it runs: on a node whose / is shared (systemd's), a
+    container's rootfs or a pod's secret volume mounted during a pull
+    would otherwise propagate into the helper writable. Here a shared
+    tmpfs of the test's own stands for /, and a tmpfs mounted below it once
+    the sandbox is up stands for the new mount."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    base = tmp_path / "shared"
+    base.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(base)], check=True)
+    later = base / "later"
+    try:
+        subprocess.run(["mount", "--make-shared", str(base)], check=True)
+        later.mkdir()
+        ready = os.path.join(store, "ready")
+        go = os.path.join(store, "go")
+        seq = [f"fifo:{ready}", f"await:{go}", f"write:{later}/victim"]
+        p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: os.path.lexists(ready), what="the helper's sandbox")
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(later)],
+                           check=True)
+            (later / "victim").write_text("original\n")
+            open(go, "w").close()
+            out = p.communicate(timeout=60)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        got = dict(line.split() for line in out.splitlines())
+        assert got["fifo"] == "ok", out  # the sandbox was up before the mount
+        assert got["await"] == "ok", out
+        assert got["write"] != "ok", out
+        assert (later / "victim").read_text() == "original\n"
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(base)], check=False)
+        for name in ("ready", "go"):
+            try:
+                os.unlink(os.path.join(store, name))
+            except FileNotFoundError:
+                pass
+    assert d.stop() == 0
+
+
+def test_sandbox_cannot_freeze_a_filesystem(kinglet_bin, tmp_path):
+    """The helper keeps CAP_SYS_ADMIN for unpacking: FIFREEZE on any file
+    of a filesystem (the store's, or / through a read-only mount) would
+    freeze it for every process of the node, and it stays frozen after
+    the helper ends. The victim is an ext4 image of the test's own (tmpfs
+    cannot be frozen); the step thaws at once if it froze."""
+    if not shutil.which("mkfs.ext4"):
+        pytest.skip("needs mkfs.ext4")
+    img, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True)
+    try:
+        store = mnt / "store"
+        store.mkdir()
+        p = subprocess.run([kinglet_bin, "image-pull", f"--test-attack=fsfreeze:{store}",
+                            str(store)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["fsfreeze", "EPERM"], p.stdout
+    finally:
+        subprocess.run(["fsfreeze", "-u", str(mnt)], capture_output=True)
+        subprocess.run(["umount", str(mnt)], check=False)

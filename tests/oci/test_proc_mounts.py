@@ -168,14 +168,16 @@ def hostname_after(kinglet, cid, s):
 
 
 def test_exec_oom_score_write_is_not_redirected(kinglet, make_bundle, cid, tmp_path):
-    # An exec writes its oomScoreAdj in the container's /proc: through the
-    # tmpfs and the bind it would set the hostname.
+    # An exec writing its oomScoreAdj in the container's /proc would,
+    # through the tmpfs and the bind, set the hostname. It is written
+    # through the daemon's /proc, before kinglet-enter joins the
+    # container's mounts: the exec runs and the hostname stays.
     # (The exec joins the container's UTS namespace: its hostname only.)
     s = hostile_proc(kinglet, make_bundle, cid, tmp_path, "oom_score_adj",
                      "/tmp/p2/sys/kernel/hostname")
     r = kinglet("exec", cid, "true")
     assert hostname_after(kinglet, cid, s) == "kinglet-test\n"
-    assert r.returncode != 0 and "procfs" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
 
 
 def test_time_offsets_write_in_a_joined_mount_namespace(kinglet, make_bundle, cid, tmp_path):
