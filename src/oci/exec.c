@@ -280,51 +280,6 @@ static _Noreturn void helper_child(struct helper_spawn *s)
     _exit(127);
 }
 
-/* oci_sync_recv on the exec's socket (SO_PASSCRED), with the sending
- * process in *ret_from (0 when the kernel gave none). The command holds
- * the socket until its execve, and a container granted CAP_SYS_PTRACE can
- * make it send anything: the sender tells kinglet-enter's messages. */
-static int sync_recv_from(int fd, struct oci_sync_msg *m, pid_t *ret_from)
-{
-    memset(m, 0, sizeof(*m));
-    *ret_from = 0;
-    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-    union {
-        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    do
-        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return -errno;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET)
-            continue;
-        if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
-            struct ucred cr;
-            memcpy(&cr, CMSG_DATA(c), sizeof(cr));
-            *ret_from = cr.pid;
-        } else if (c->cmsg_type == SCM_RIGHTS) { /* none expected: dropped */
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int x;
-                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                close(x);
-            }
-        }
-    }
-    if (n == 0)
-        return -EPIPE;
-    if ((size_t)n < offsetof(struct oci_sync_msg, text))
-        return -EPROTO;
-    m->text[sizeof(m->text) - 1] = '\0';
-    return 0;
-}
-
 /* Starts the helper in the cgroup (cgroup_fd, or ours with -1) with sync
  * as its socket; returns its pid. Never outside the cgroup: a clone that
  * cannot go into it fails. */
@@ -494,7 +449,7 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
          * command may send before the helper has sent its pid). */
         struct oci_sync_msg m;
         pid_t from;
-        int q = sync_recv_from(sync, &m, &from);
+        int q = oci_sync_recv_from(sync, &m, NULL, &from);
         if (q < 0)
             break;
         /* the pid from kinglet-enter only, once (not from the command) */

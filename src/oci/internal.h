@@ -366,6 +366,13 @@ int oci_sync_send(int fd, int type, int value, const char *text);
 int oci_sync_send_fd(int sock, int type, int value, int fd);
 /* Receives a message and the fd attached to it, if any (*ret_fd = -1). */
 int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd);
+/* A message, with the first fd it carries in *ret_fd (others closed; -1
+ * when none, or ret_fd NULL: all closed) and the sending process in
+ * *ret_from (0 when the kernel gave none: the socket needs SO_PASSCRED).
+ * The exec's command holds its socket until its execve, and a container
+ * granted CAP_SYS_PTRACE can make it send anything: the sender tells
+ * kinglet-enter's messages. -errno, -EPIPE at EOF, -EPROTO when short. */
+int oci_sync_recv_from(int sock, struct oci_sync_msg *m, int *ret_fd, pid_t *ret_from);
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
 
 /* Raw syscalls glibc 2.36 lacks wrappers for. */

@@ -311,13 +311,16 @@ int oci_sync_send_fd(int sock, int type, int value, int fd)
     return oci_send_with_fd(sock, &m, offsetof(struct oci_sync_msg, text), fd);
 }
 
-int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
+int oci_sync_recv_from(int sock, struct oci_sync_msg *m, int *ret_fd, pid_t *ret_from)
 {
     memset(m, 0, sizeof(*m));
-    *ret_fd = -1;
+    if (ret_fd)
+        *ret_fd = -1;
+    if (ret_from)
+        *ret_from = 0;
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr msg = {
@@ -328,20 +331,41 @@ int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
-    if (n == 0)
-        return -EPIPE;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
-    if ((size_t)n < offsetof(struct oci_sync_msg, text)) {
-        if (*ret_fd >= 0)
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET)
+            continue;
+        if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cr;
+            memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+            if (ret_from)
+                *ret_from = cr.pid;
+        } else if (c->cmsg_type == SCM_RIGHTS) {
+            /* the first fd to *ret_fd when one is expected, the rest closed */
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int x;
+                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (ret_fd && *ret_fd < 0)
+                    *ret_fd = x;
+                else
+                    close(x);
+            }
+        }
+    }
+    if (n == 0 || (size_t)n < offsetof(struct oci_sync_msg, text)) {
+        if (ret_fd && *ret_fd >= 0) {
             close(*ret_fd);
-        *ret_fd = -1;
-        return -EPROTO;
+            *ret_fd = -1;
+        }
+        return n == 0 ? -EPIPE : -EPROTO;
     }
     m->text[sizeof(m->text) - 1] = '\0';
     return 0;
+}
+
+int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd)
+{
+    return oci_sync_recv_from(sock, m, ret_fd, NULL);
 }
 
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms)
