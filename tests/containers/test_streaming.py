@@ -942,6 +942,44 @@ def test_upload_the_pod_does_not_read(env):
         assert rss - rss0 <= STALLED_KB, (rss0, rss)
 
 
+def test_upload_to_many_pod_connections_the_pod_does_not_read(env):
+    """One WebSocket port-forward session to 32 ports of a pod that accepts
+    and never reads, the client's data spread over them: the 256 KiB input
+    budget is the session's, not each connection's (32 connections of
+    256 KiB each would be 8 MiB, and a session may have 128)."""
+    pod = env.pod()
+    n = 32
+    srv = env.run(pod, "sinks", ["/bin/sh", "-c",
+                                 f"for p in $(seq 8080 {8080 + n - 1}); do "
+                                 "nc -l -p $p -e /bin/sleep 100000 & done; wait"])
+
+    def netstat():
+        return env.rs.ExecSync(env.pb.ExecSyncRequest(
+            container_id=srv, cmd=["sh", "-c", "cat /proc/net/tcp; tail -n +2 /proc/net/tcp6"]),
+            timeout=30).stdout.decode()
+    wait_for(lambda: len(re.findall(r":1F[9A][0-9A-F] 0+:0000 0A", netstat())) == n,
+             what="nc to listen", timeout=60)
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                             timeout=10).url
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "pf-upload", "--ports", str(n), "--max", str(256 << 20))
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+        in_pod = sum(tx + rx for (lp, rp), (tx, rx) in tcp_queues(netstat()).items()
+                     if 8080 <= lp < 8080 + n or 8080 <= rp < 8080 + n)
+    finally:
+        f.close()
+    held = took - in_pod
+    print(f"{n} connections: took {took}, in the pod {in_pod}, held {held}; "
+          f"RSS {rss0} -> {rss} kB")
+    assert in_pod > 0 and 0 < held <= (256 << 10) + (64 << 10) + (64 << 10) + 256, (took, in_pod)
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
 def test_waiting_urls_are_bounded(running, spdyclient):
     """At most 4096 URLs wait to be used (TOKENS_MAX): the next Exec is
     refused with UNAVAILABLE, and using one makes room for one."""
