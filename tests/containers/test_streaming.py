@@ -1092,3 +1092,85 @@ def test_a_slow_reader_is_not_dropped(running):
     finally:
         f.close()
     assert got > 45 * 4096 // 2, got
+
+
+
+MIDSHAKE = r"""
+import base64, os, socket, ssl, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+host, port = u.hostname, u.port
+
+def gone(s):
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = ctx.wrap_bio(inc, out, server_hostname="localhost")
+s = socket.create_connection((host, port), timeout=60)
+
+def step():
+    try:
+        tls.do_handshake()
+        return True
+    except ssl.SSLWantReadError:
+        return False
+
+step()
+s.sendall(out.read())  # ClientHello
+while not out.pending:  # the server's flight, until ours is ready
+    inc.write(s.recv(65536))
+    step()
+# our second flight held back: 70 connections with a byte each, and the
+# server holds 64 without a token, so 7 of the 71 are evicted
+flood = []
+for _ in range(70):
+    f = socket.create_connection((host, port), timeout=60)
+    f.send(b"G")
+    flood.append(f)
+deadline = time.monotonic() + 60
+while sum(map(gone, flood + [s])) < 7 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("evicted", sum(map(gone, flood)), "flood,", int(gone(s)), "client", flush=True)
+try:
+    s.sendall(out.read())
+    while not step():
+        data = s.recv(65536)
+        if not data:
+            raise ConnectionResetError("closed")
+        inc.write(data)
+    key = base64.b64encode(os.urandom(16)).decode()
+    tls.write((f"GET {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+               ).encode())
+    s.sendall(out.read())
+    head = b""
+    while b"\r\n" not in head:
+        try:
+            head += tls.read(65536)
+        except ssl.SSLWantReadError:
+            data = s.recv(65536)
+            if not data:
+                raise ConnectionResetError("closed")
+            inc.write(data)
+    print("answer", head.split(b"\r\n")[0].decode(), flush=True)
+except OSError as e:
+    print("failed", repr(e), flush=True)
+"""
+
+
+def test_a_tls_client_mid_handshake_is_not_evicted_by_a_flood(env_factory, tmp_path):
+    """With TLS, a valid client's request head comes after its handshake:
+    connections that sent a byte and no handshake are evicted before it,
+    even though it is the oldest."""
+    cert, key = self_signed(tmp_path)
+    env = env_factory(["--stream-tls-cert", str(cert), "--stream-tls-key", str(key)])
+    cid = env.run(env.pod(), "x", ["/bin/sleep", "100000"])
+    url = exec_url(env, cid, ["/bin/true"])
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", MIDSHAKE, url]),
+                       capture_output=True, text=True, timeout=180)
+    print(p.stdout)
+    assert "evicted 7 flood, 0 client" in p.stdout, (p.stdout, p.stderr)
+    assert "answer HTTP/1.1 101 Switching Protocols" in p.stdout, (p.stdout, p.stderr)
