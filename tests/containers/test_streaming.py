@@ -1235,3 +1235,36 @@ def test_big_header_blocks_are_not_kept(running):
           f"{(rss - rss0) / n:.0f} kB a session")
     if not env.d.sanitized():
         assert rss - rss0 <= n * 256, (rss0, rss)
+
+
+def test_idle_attach_sessions_never_lock_out_log_reopen(env):
+    """20 attach sessions that read nothing, held open: the container's
+    monitor keeps a slot for kubelet's log rotation (ReopenContainerLog is
+    answered, not left waiting behind them), and the attaches past its
+    limit are refused rather than left hanging."""
+    cid = env.run(env.pod(), "quiet", ["/bin/sleep", "100000"], tty=True)
+    base = len(env.d.fds())
+    floods = []
+    try:
+        for _ in range(20):
+            url = env.rs.Attach(env.pb.AttachRequest(container_id=cid, stdout=True, tty=True),
+                                timeout=10).url
+            floods.append(Flood(env, url, "ws-idle"))
+        # every session attached or refused: on the old code its client
+        # connection and its monitor socket both there (in the monitor's
+        # backlog past 16), so the reopen comes after them; now 5 refused
+        closed = set()
+
+        def settled():
+            for k, f in enumerate(floods):
+                if k not in closed and select.select([f.p.stdout], [], [], 0)[0]:
+                    assert f.p.stdout.readline().split()[0] == "closed"
+                    closed.add(k)
+            return len(closed) >= 5 or len(env.d.fds()) >= base + 2 * 20
+        wait_for(settled, what="20 sessions attached or refused", timeout=60, interval=0.1)
+        print(f"{len(closed)} attach sessions refused")
+        env.rs.ReopenContainerLog(env.pb.ReopenContainerLogRequest(container_id=cid),
+                                  timeout=30)
+    finally:
+        for f in floods:
+            f.close()
