@@ -379,6 +379,17 @@ static void ctl_request(size_t i, struct io *io, const char *req)
         return;
     }
     if (strncmp(req, MONITOR_CTL_ATTACH, strlen(MONITOR_CTL_ATTACH)) == 0) {
+        /* attached clients leave a slot free: for a reopen (kubelet's log
+         * rotation), which idle attach sessions must not lock out */
+        size_t attached = 0;
+        for (size_t k = 0; k < n_clients; k++)
+            attached += clients[k].attached;
+        if (attached >= CLIENTS_MAX - 1) {
+            int fd = c->fd;
+            clients[i] = clients[--n_clients];
+            answer(fd, "error too many clients attached");
+            return;
+        }
         c->attached = true;
         c->want_in = strstr(req, " stdin") != NULL;
         c->want_out = strstr(req, " stdout") != NULL;

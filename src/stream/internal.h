@@ -287,6 +287,9 @@ int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **ret, struct 
 void tls_ctx_free(struct tls_ctx *t);
 struct tls_conn *tls_conn_new(struct tls_ctx *ctx); /* NULL: no memory */
 void tls_conn_free(struct tls_conn *t);
+/* How far the handshake has gone: higher is further, the highest once it
+ * is done. */
+int tls_conn_progress(const struct tls_conn *t);
 /* Bytes from the socket: plaintext appended to plain, what must go back to
  * the socket (handshake, alerts) to out. -EPROTO on a TLS error,
  * -ECONNRESET when the client closed the session, -ENOMEM. */

@@ -11,11 +11,13 @@
  * of the client stop, below STREAM_OUT_LOW they resume, and a connection
  * that stays over it with no byte taken for STREAM_STALL_MS is reset.
  * Connections without a token have a budget of their own
- * (STREAM_UNAUTH_MAX), the oldest evicted first. */
+ * (STREAM_UNAUTH_MAX), the one whose TLS handshake went least far evicted
+ * first, the oldest of those. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
@@ -951,16 +953,26 @@ static void read_now(struct conn *c)
 
 /* Room for a new connection: connections without a token have a budget of
  * their own (STREAM_UNAUTH_MAX), under the whole (STREAM_SESSIONS_MAX), and
- * when either is full the oldest of them goes first; a connection that
- * presented a valid token is never evicted for one that has not. Whether
- * there is room now. */
+ * when either is full one of them goes: the one whose TLS handshake went
+ * least far, the oldest of those. A TLS client's request head comes only
+ * after its handshake: oldest first alone let 64 connections sending one
+ * byte each evict it meanwhile; now a flood must complete handshakes
+ * (a signature of ours each) to pass it. A connection that presented a
+ * valid token is never evicted for one that has not. Whether there is
+ * room now. */
 static bool make_room(struct stream_server *s)
 {
     while (s->n_unauth >= STREAM_UNAUTH_MAX || s->n_active >= STREAM_SESSIONS_MAX) {
         struct conn *old = NULL;
-        for (struct conn *c = s->conns; c; c = c->next)
-            if (!c->authed && c->state != CONN_DONE)
-                old = c;
+        int least = INT_MAX;
+        for (struct conn *c = s->conns; c; c = c->next) /* newest first */
+            if (!c->authed && c->state != CONN_DONE) {
+                int progress = c->tls ? tls_conn_progress(c->tls) : 0;
+                if (progress <= least) {
+                    least = progress;
+                    old = c;
+                }
+            }
         if (!old)
             return false;
         read_now(old);

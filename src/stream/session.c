@@ -36,11 +36,12 @@
 #define DRAIN_MS 2000
 
 /* What waits to be written to a destination (the command's stdin or
- * terminal, the monitor, a pod's connection): past STREAM_OUT_HIGH it is
- * full, and while any destination is full the client is not read. */
+ * terminal, the monitor, a pod's connection). The session's destinations
+ * share one budget: while they hold more than STREAM_OUT_HIGH together the
+ * client is not read (128 port-forward connections of 256 KiB each would
+ * be 32 MiB). */
 struct dstq {
     size_t pending;
-    bool full;
 };
 
 struct pipe_h {
@@ -87,8 +88,9 @@ struct sess {
     bool ready;
     struct buf early;
     bool early_fin;
-    struct dstq early_q; /* full: the early input passed STREAM_OUT_HIGH */
-    unsigned n_full;     /* destinations full: the client is not read */
+    struct dstq early_q; /* the early input */
+    size_t in_pending;   /* what every destination holds */
+    bool in_full;        /* past STREAM_OUT_HIGH: the client is not read */
     uv_timer_t drain;
     bool drain_open;
     struct pf_conn *pf[STREAM_PF_STREAMS_MAX];
@@ -315,17 +317,18 @@ void sess_pause(struct conn *c, bool pause)
 
 /* ---- writing to the destinations ---- */
 
-/* Input backpressure: the client is read while no destination is full. */
+/* Input backpressure: the client is read while the destinations hold no
+ * more than STREAM_OUT_HIGH together. */
 static void dstq_update(struct sess *s, struct dstq *q, size_t pending)
 {
+    s->in_pending = s->in_pending - q->pending + pending;
     q->pending = pending;
-    bool full = pending > STREAM_OUT_HIGH;
-    if (full == q->full)
+    bool full = s->in_pending > STREAM_OUT_HIGH;
+    if (full == s->in_full)
         return;
-    q->full = full;
-    s->n_full = full ? s->n_full + 1 : s->n_full - 1;
+    s->in_full = full;
     if (!s->ended)
-        conn_read_pause(s->c, s->n_full > 0);
+        conn_read_pause(s->c, full);
 }
 
 struct wr {

@@ -68,6 +68,15 @@ void spdy_free(struct spdy *s)
     s->hbuf = NULL;
 }
 
+/* The buffer of a header block, once the block is handled: its 256 KiB,
+ * all touched by one big block, are not kept for the connection's life
+ * (a block comes with each of a session's few streams). */
+static void hbuf_release(struct spdy *s)
+{
+    free(s->hbuf);
+    s->hbuf = NULL;
+}
+
 /* Inflates a header block into s->hbuf; its length, or -EPROTO/-E2BIG. */
 static ssize_t inflate_block(struct spdy *s, const uint8_t *in, size_t len)
 {
@@ -160,9 +169,10 @@ static int control_frame(struct spdy *s)
         struct spdy_header h[SPDY_HEADER_PAIRS];
         size_t nh = 0;
         int r = parse_headers(s->hbuf, (size_t)n, h, &nh);
-        if (r < 0)
-            return r;
-        return s->cb->on_syn_stream ? s->cb->on_syn_stream(s->ud, id, s->flags, h, nh) : 0;
+        if (r == 0 && s->cb->on_syn_stream)
+            r = s->cb->on_syn_stream(s->ud, id, s->flags, h, nh);
+        hbuf_release(s);
+        return r;
     }
     case SYN_REPLY:
     case HEADERS: {
@@ -171,6 +181,7 @@ static int control_frame(struct spdy *s)
         if (len < 4)
             return -EPROTO;
         ssize_t n = inflate_block(s, p + 4, len - 4);
+        hbuf_release(s);
         return n < 0 ? (int)n : 0;
     }
     case RST_STREAM:

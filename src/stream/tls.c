@@ -249,6 +249,11 @@ struct tls_conn *tls_conn_new(struct tls_ctx *ctx)
     return t;
 }
 
+int tls_conn_progress(const struct tls_conn *t)
+{
+    return t->handshake_done ? MBEDTLS_SSL_HANDSHAKE_OVER + 1 : t->ssl.state;
+}
+
 void tls_conn_free(struct tls_conn *t)
 {
     if (!t)

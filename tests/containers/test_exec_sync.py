@@ -448,3 +448,68 @@ def test_a_ptrace_container_cannot_name_the_command(env, exec_racer, tmp_path):
     print(f"{i + 1} ExecSyncs, forged: {sent()}")
     assert alive
     assert len(sent()) >= 3, racer_log(out)[-5:]  # else the test could not fail
+
+
+def raw_exec_sync(sock_path, request):
+    """An ExecSync call over its own HTTP/2 connection from a client that
+    never reads its socket (a 4 KiB receive buffer): the answer stays
+    queued in the daemon. Returns the socket."""
+    import socket
+    import h2.config
+    import h2.connection
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(sock_path)
+    h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    h.initiate_connection()
+    h.send_headers(1, [(":method", "POST"), (":scheme", "http"), (":path",
+                   "/runtime.v1.RuntimeService/ExecSync"), (":authority", "localhost"),
+                   ("content-type", "application/grpc"), ("te", "trailers")])
+    body = request.SerializeToString()
+    h.send_data(1, b"\0" + len(body).to_bytes(4, "big") + body, end_stream=True)
+    s.sendall(h.data_to_send())
+    return s
+
+
+def test_answers_nobody_reads_are_bounded(running):
+    """64 ExecSync calls, each on its own connection whose client never
+    reads, each printing 16 MiB: while and after they run, a probe on
+    another connection gets its answer, and the daemon's peak RSS stays
+    within the bounds that add up (the gRPC server's 256 MiB of queued
+    answers, the 64 MiB pool and the floors, an answer being encoded)."""
+    env, cid = running
+    exec_sync(env, cid, ["/bin/true"])
+    with open(f"/proc/{env.d.pid}/clear_refs", "w") as f:
+        f.write("5")  # VmHWM from now on
+    idle = env.d.rss_kb()
+    marker = uuid.uuid4().hex
+    cmd = ["/bin/sh", "-c", f"head -c 16777216 /dev/zero; : {marker}"]
+
+    def running_commands():
+        n = 0
+        for p in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    n += marker.encode() in f.read()
+            except OSError:
+                pass
+        return n
+    socks = [raw_exec_sync(env.d.sock, env.pb.ExecSyncRequest(container_id=cid, cmd=cmd,
+                                                              timeout=300))
+             for _ in range(64)]
+    try:
+        wait_for(lambda: running_commands() > 0, what="the commands to start", timeout=60)
+
+        def probe():
+            assert exec_sync(env, cid, ["/bin/echo", "probe"]).stdout == b"probe\n"
+            return running_commands() == 0
+        wait_for(probe, what="every command to end", timeout=300, interval=0.2)
+        assert exec_sync(env, cid, ["/bin/echo", "probe"]).stdout == b"probe\n"
+        with open(f"/proc/{env.d.pid}/status") as f:
+            peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+        print(f"64 answers nobody reads: RSS {idle} kB, peak {peak} kB")
+    finally:
+        for s in socks:
+            s.close()
+    if not env.d.sanitized():
+        assert peak - idle <= (256 + 64 + 16 + 32) << 10, (idle, peak)

@@ -942,6 +942,44 @@ def test_upload_the_pod_does_not_read(env):
         assert rss - rss0 <= STALLED_KB, (rss0, rss)
 
 
+def test_upload_to_many_pod_connections_the_pod_does_not_read(env):
+    """One WebSocket port-forward session to 32 ports of a pod that accepts
+    and never reads, the client's data spread over them: the 256 KiB input
+    budget is the session's, not each connection's (32 connections of
+    256 KiB each would be 8 MiB, and a session may have 128)."""
+    pod = env.pod()
+    n = 32
+    srv = env.run(pod, "sinks", ["/bin/sh", "-c",
+                                 f"for p in $(seq 8080 {8080 + n - 1}); do "
+                                 "nc -l -p $p -e /bin/sleep 100000 & done; wait"])
+
+    def netstat():
+        return env.rs.ExecSync(env.pb.ExecSyncRequest(
+            container_id=srv, cmd=["sh", "-c", "cat /proc/net/tcp; tail -n +2 /proc/net/tcp6"]),
+            timeout=30).stdout.decode()
+    wait_for(lambda: len(re.findall(r":1F[9A][0-9A-F] 0+:0000 0A", netstat())) == n,
+             what="nc to listen", timeout=60)
+    url = env.rs.PortForward(env.pb.PortForwardRequest(pod_sandbox_id=pod[0], port=[8080]),
+                             timeout=10).url
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "pf-upload", "--ports", str(n), "--max", str(256 << 20))
+    try:
+        sent = int(f.line("stalled", 120))
+        took = daemon_took(env, f, port, sent)
+        rss = env.d.rss_kb()
+        in_pod = sum(tx + rx for (lp, rp), (tx, rx) in tcp_queues(netstat()).items()
+                     if 8080 <= lp < 8080 + n or 8080 <= rp < 8080 + n)
+    finally:
+        f.close()
+    held = took - in_pod
+    print(f"{n} connections: took {took}, in the pod {in_pod}, held {held}; "
+          f"RSS {rss0} -> {rss} kB")
+    assert in_pod > 0 and 0 < held <= (256 << 10) + (64 << 10) + (64 << 10) + 256, (took, in_pod)
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
 def test_waiting_urls_are_bounded(running, spdyclient):
     """At most 4096 URLs wait to be used (TOKENS_MAX): the next Exec is
     refused with UNAVAILABLE, and using one makes room for one."""
@@ -1054,3 +1092,179 @@ def test_a_slow_reader_is_not_dropped(running):
     finally:
         f.close()
     assert got > 45 * 4096 // 2, got
+
+
+
+MIDSHAKE = r"""
+import base64, os, socket, ssl, sys, time
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+host, port = u.hostname, u.port
+
+def gone(s):
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = ctx.wrap_bio(inc, out, server_hostname="localhost")
+s = socket.create_connection((host, port), timeout=60)
+
+def step():
+    try:
+        tls.do_handshake()
+        return True
+    except ssl.SSLWantReadError:
+        return False
+
+step()
+s.sendall(out.read())  # ClientHello
+while not out.pending:  # the server's flight, until ours is ready
+    inc.write(s.recv(65536))
+    step()
+# our second flight held back: 70 connections with a byte each, and the
+# server holds 64 without a token, so 7 of the 71 are evicted
+flood = []
+for _ in range(70):
+    f = socket.create_connection((host, port), timeout=60)
+    f.send(b"G")
+    flood.append(f)
+deadline = time.monotonic() + 60
+while sum(map(gone, flood + [s])) < 7 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("evicted", sum(map(gone, flood)), "flood,", int(gone(s)), "client", flush=True)
+try:
+    s.sendall(out.read())
+    while not step():
+        data = s.recv(65536)
+        if not data:
+            raise ConnectionResetError("closed")
+        inc.write(data)
+    key = base64.b64encode(os.urandom(16)).decode()
+    tls.write((f"GET {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+               ).encode())
+    s.sendall(out.read())
+    head = b""
+    while b"\r\n" not in head:
+        try:
+            head += tls.read(65536)
+        except ssl.SSLWantReadError:
+            data = s.recv(65536)
+            if not data:
+                raise ConnectionResetError("closed")
+            inc.write(data)
+    print("answer", head.split(b"\r\n")[0].decode(), flush=True)
+except OSError as e:
+    print("failed", repr(e), flush=True)
+"""
+
+
+def test_a_tls_client_mid_handshake_is_not_evicted_by_a_flood(env_factory, tmp_path):
+    """With TLS, a valid client's request head comes after its handshake:
+    connections that sent a byte and no handshake are evicted before it,
+    even though it is the oldest."""
+    cert, key = self_signed(tmp_path)
+    env = env_factory(["--stream-tls-cert", str(cert), "--stream-tls-key", str(key)])
+    cid = env.run(env.pod(), "x", ["/bin/sleep", "100000"])
+    url = exec_url(env, cid, ["/bin/true"])
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", MIDSHAKE, url]),
+                       capture_output=True, text=True, timeout=180)
+    print(p.stdout)
+    assert "evicted 7 flood, 0 client" in p.stdout, (p.stdout, p.stderr)
+    assert "answer HTTP/1.1 101 Switching Protocols" in p.stdout, (p.stdout, p.stderr)
+
+
+BIG_HEADERS = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from flood import Spdy, connect, read_head
+socks = []
+for url in sys.stdin.readline().split():
+    s, u = connect(url)
+    s.sendall((f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: Upgrade\r\n"
+               "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n"
+               ).encode())
+    read_head(s)
+    sp = Spdy()
+    s.sendall(sp.syn_stream(1, {"streamtype": "error"}))
+    # a header block of a few hundred bytes that inflates to 250 KB
+    s.sendall(sp.syn_stream(3, {"streamtype": "stdout", "x": "a" * 250000}))
+    socks.append(s)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_big_header_blocks_are_not_kept(running):
+    """32 SPDY sessions, each with a header block that inflates to 250 KB
+    (under the 256 KiB limit) and then idle: the buffer the block was
+    inflated into is not kept for the session's life (it was: 386 KiB a
+    session, 139 KiB without it)."""
+    env, _, cid = running
+    n = 32
+    marker = str(4247)
+    exec_url(env, cid, ["/bin/true"])
+    urls = [exec_url(env, cid, ["/bin/sleep", marker], stderr=False) for _ in range(n)]
+    rss0 = env.d.rss_kb()
+    p = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", BIG_HEADERS, STREAM]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdin.write(" ".join(urls) + "\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "ready\n"
+
+        def sleeping():
+            n_ = 0
+            for q in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{q}/cmdline", "rb") as f:
+                        n_ += f.read() == b"/bin/sleep\0" + marker.encode() + b"\0"
+                except OSError:
+                    pass
+            return n_
+        # each command starts once its session's last stream (the big
+        # block) was handled
+        wait_for(lambda: sleeping() == n, what="the commands to start", timeout=120)
+        rss = env.d.rss_kb()
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    print(f"{n} sessions with a big header block: RSS {rss0} -> {rss} kB, "
+          f"{(rss - rss0) / n:.0f} kB a session")
+    if not env.d.sanitized():
+        assert rss - rss0 <= n * 256, (rss0, rss)
+
+
+def test_idle_attach_sessions_never_lock_out_log_reopen(env):
+    """20 attach sessions that read nothing, held open: the container's
+    monitor keeps a slot for kubelet's log rotation (ReopenContainerLog is
+    answered, not left waiting behind them), and the attaches past its
+    limit are refused rather than left hanging."""
+    cid = env.run(env.pod(), "quiet", ["/bin/sleep", "100000"], tty=True)
+    base = len(env.d.fds())
+    floods = []
+    try:
+        for _ in range(20):
+            url = env.rs.Attach(env.pb.AttachRequest(container_id=cid, stdout=True, tty=True),
+                                timeout=10).url
+            floods.append(Flood(env, url, "ws-idle"))
+        # every session attached or refused: on the old code its client
+        # connection and its monitor socket both there (in the monitor's
+        # backlog past 16), so the reopen comes after them; now 5 refused
+        closed = set()
+
+        def settled():
+            for k, f in enumerate(floods):
+                if k not in closed and select.select([f.p.stdout], [], [], 0)[0]:
+                    assert f.p.stdout.readline().split()[0] == "closed"
+                    closed.add(k)
+            return len(closed) >= 5 or len(env.d.fds()) >= base + 2 * 20
+        wait_for(settled, what="20 sessions attached or refused", timeout=60, interval=0.1)
+        print(f"{len(closed)} attach sessions refused")
+        env.rs.ReopenContainerLog(env.pb.ReopenContainerLogRequest(container_id=cid),
+                                  timeout=30)
+    finally:
+        for f in floods:
+            f.close()

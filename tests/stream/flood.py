@@ -11,7 +11,8 @@ the server queues stays queued.
             channel 0 (64 KiB messages) with a ping after each.
         CASE ws-upload / spdy-upload / pf-upload: data only (64 KiB
             messages: stdin of an exec, or port 8080 of a WebSocket
-            port-forward), no ping.
+            port-forward, or with --ports N one message to each of the
+            ports 8080 to 8080+N-1 in turn), no ping.
         CASE ws-idle: a WebSocket exec session; sends nothing.
         CASE ws-trickle: a WebSocket exec session that reads 4 KiB every
             half second for --seconds, then prints "alive READ" if the
@@ -108,6 +109,8 @@ def main():
     ap.add_argument("--max", type=int, default=16 << 20)
     ap.add_argument("--stdin", action="store_true", help="the exec has a stdin stream")
     ap.add_argument("--seconds", type=float, default=40)
+    ap.add_argument("--ports", type=int, default=1,
+                    help="pf-upload: ports 8080 and up, the data spread over them")
     a = ap.parse_args()
     s, u = connect(a.url)
     print("port", s.getsockname()[1], flush=True)
@@ -126,7 +129,8 @@ def main():
             unit = Spdy.data(3, bytes(65536))
     else:
         proto = "portforward.k8s.io" if a.case == "pf-upload" else "v4.channel.k8s.io"
-        path = u.path + ("?ports=8080" if a.case == "pf-upload" else "")
+        ports = ",".join(str(8080 + i) for i in range(a.ports))
+        path = u.path + (f"?ports={ports}" if a.case == "pf-upload" else "")
         key = base64.b64encode(os.urandom(16)).decode()
         s.sendall((f"GET {path} HTTP/1.1\r\nHost: {u.netloc}\r\nUpgrade: websocket\r\n"
                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
@@ -153,7 +157,7 @@ def main():
         elif a.case == "ws-ping":
             unit = ping * 10000
         else:
-            data = ws_frame(2, b"\x00" + bytes(65535))
+            data = b"".join(ws_frame(2, bytes([2 * i]) + bytes(65535)) for i in range(a.ports))
             unit = data + ping if a.case == "ws-mixed" else data
     s.setblocking(False)
     sent, pending, last, said = 0, memoryview(b""), time.monotonic(), False
