@@ -101,6 +101,20 @@ def victim(kinglet_bin, tmp_path):
     cleanup(Runtime("kinglet", [kinglet_bin, "oci"], rt.root))
 
 
+def attack_refused(out, st, binary, before, whose):
+    """The attacker held /proc/PID/exe of `whose` by O_PATH; with the monitor
+    gone too (nothing of ours left to keep the binary busy), its write
+    must be refused and the binary unchanged."""
+    opened = wait_file(out / "opened", 60, "the attacker's O_PATH open of /proc/PID/exe")
+    print(f"/proc/PID/exe of {whose}: {opened}")
+    os.kill(st["monitor"], signal.SIGKILL)
+    result = wait_file(out / "result", 60, "the attacker's write attempt")
+    print(f"attacker: {result}")
+    assert sha256(binary) == before, f"kinglet's binary was overwritten ({result})"
+    assert result in ("open for writing: Read-only file system",
+                      "write: Operation not permitted"), result
+
+
 @pytest.mark.parametrize("pidns", [True, False], ids=["pidns", "hostpid"])
 @pytest.mark.parametrize("how", ["create", "run", "exec"])
 def test_container_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs, make_bundle,
@@ -155,16 +169,7 @@ def test_container_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs,
         return
     st = json.loads((rt.root / cid / "state.json").read_text())
 
-    opened = wait_file(out / "opened", 20, "the attacker's O_PATH open of /proc/PID/exe")
-    print(f"/proc/PID/exe of the container process: {opened}")
-    # Nothing of ours left to keep the binary busy: the monitor goes too.
-    os.kill(st["monitor"], signal.SIGKILL)
-    result = wait_file(out / "result", 60, "the attacker's write attempt")
-    print(f"attacker: {result}")
-
-    assert sha256(binary) == before, f"kinglet's binary was overwritten ({result})"
-    assert result in ("open for writing: Read-only file system",
-                      "write: Operation not permitted"), result
+    attack_refused(out, st, binary, before, "the container process")
 
 
 def test_proc_self_exe_entry_cannot_overwrite_kinglet(victim, attack_prog, private_rootfs,
@@ -215,14 +220,7 @@ def test_proc_self_exe_entry_cannot_overwrite_kinglet(victim, attack_prog, priva
                 (r.returncode, r.stderr)
         assert sha256(binary) == before
         return
-    opened = wait_file(out / "opened", 60, "the attacker's O_PATH open of /proc/PID/exe")
-    print(f"/proc/PID/exe of the runtime in the container: {opened} ({len(runs)} tries)")
-    os.kill(st["monitor"], signal.SIGKILL)
-    result = wait_file(out / "result", 60, "the attacker's write attempt")
-    print(f"attacker: {result}")
-    assert sha256(binary) == before, f"kinglet's binary was overwritten ({result})"
-    assert result in ("open for writing: Read-only file system",
-                      "write: Operation not permitted"), result
+    attack_refused(out, st, binary, before, f"the runtime in the container ({len(runs)} tries)")
 
 
 def test_unsealed_memfd_binary_is_sealed_again(kinglet_bin, attack_prog, private_rootfs,
