@@ -19,6 +19,7 @@ from .conftest import children_of, exe_writable, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = os.path.join(HERE, "..", "stream")
+TESTS = os.path.join(HERE, "..")  # tests/waiting.py, for the scripts run in a pod's netns
 
 
 @pytest.fixture(scope="session")
@@ -182,7 +183,7 @@ def test_exec_big_output_slow_reader(running, spdyclient):
 
 def test_client_vanishing_ends_the_command(running, spdyclient):
     env, _, cid = running
-    fds = len(env.d.fds())
+    fds = fd_targets(env)
     url = exec_url(env, cid, ["/bin/sleep", "4242"])
     proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -196,7 +197,22 @@ def test_client_vanishing_ends_the_command(running, spdyclient):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     wait_for(lambda: sleepers() == 0, what="the command to be killed")
-    wait_for(lambda: len(env.d.fds()) <= fds, what="the daemon's fds to settle")
+    try:
+        wait_for(lambda: len(env.d.fds()) <= len(fds), what="the daemon's fds to settle")
+    except AssertionError:
+        left = fd_targets(env)
+        raise AssertionError(f"the daemon kept fds: {sorted(set(left.items()) - set(fds.items()))}")
+
+
+def fd_targets(env):
+    """The daemon's open fds, by number, with what each points at."""
+    out = {}
+    for fd in env.d.fds():
+        try:
+            out[fd] = os.readlink(f"/proc/{env.d.pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
 
 
 def test_attach(env, spdyclient):
@@ -594,10 +610,9 @@ def test_bad_tls_files_are_refused(pod_daemon_factory, tmp_path):
 
 LIMITS = r"""
 import socket, sys, time
+sys.path.insert(0, sys.argv[2])
+from waiting import tcp_gone as gone, wait_for
 host, port = sys.argv[1].rsplit(":", 1)
-
-def gone(s):
-    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
 
 def dial():
     s = socket.create_connection((host, int(port)), timeout=30)
@@ -608,17 +623,14 @@ def dial():
 held = [dial() for _ in range(64)]
 print("held", sum(gone(s) for s in held))
 extra = dial()
-t = time.monotonic()
-while not gone(held[0]) and time.monotonic() - t < 30:
-    time.sleep(0.01)
+wait_for(lambda: gone(held[0]), what="the oldest connection to be evicted")
 print("evicted", [i for i, s in enumerate(held) if gone(s)], gone(extra))
 for s in held + [extra]:
     s.close()
 # a connection that sends no complete head is closed after 10 s
 t = time.monotonic()
 lone = dial()
-while not gone(lone) and time.monotonic() - t < 60:
-    time.sleep(0.05)
+wait_for(lambda: gone(lone), interval=0.05, what="the head timeout")
 print("head-timeout", 8 < time.monotonic() - t < 20)
 """
 
@@ -627,7 +639,7 @@ print("head-timeout", 8 < time.monotonic() - t < 20)
 def test_server_limits_and_timeouts(running, spdyclient):
     env, pod, cid = running
     hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
-    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", LIMITS, hostport]),
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", LIMITS, hostport, TESTS]),
                        capture_output=True, text=True, timeout=120)
     assert p.stdout.split("\n")[:3] == ["held 0", "evicted [0] False", "head-timeout True"], (
         p.stdout, p.stderr)
@@ -760,6 +772,8 @@ def test_floods_from_a_client_that_never_reads(running, spdyclient):
 
 IDLE = r"""
 import socket, sys, select
+sys.path.insert(0, sys.argv[2])
+from waiting import tcp_gone as gone
 host, port = sys.argv[1].rsplit(":", 1)
 
 def dial():
@@ -776,10 +790,6 @@ def dial():
     return s
 
 n = 0
-
-def gone(s):
-    # a connection the server closed (or reset): no longer ESTABLISHED
-    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
 
 idle = [dial() for _ in range(256)]
 reopened = 0
@@ -820,7 +830,7 @@ def test_idle_connections_never_starve_a_valid_token(env, spdyclient):
     held.stdin.write(b"before\n")
     held.stdin.flush()
     assert held.stdout.readline() == b"before\n"
-    attacker = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", IDLE, hostport]),
+    attacker = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", IDLE, hostport, TESTS]),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert attacker.stdout.readline() == "ready\n"
@@ -1096,13 +1106,12 @@ def test_a_slow_reader_is_not_dropped(running):
 
 
 MIDSHAKE = r"""
-import base64, os, socket, ssl, sys, time
+import base64, os, socket, ssl, sys
 from urllib.parse import urlparse
+sys.path.insert(0, sys.argv[2])
+from waiting import tcp_gone as gone, wait_for
 u = urlparse(sys.argv[1])
 host, port = u.hostname, u.port
-
-def gone(s):
-    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] not in (1, 2)
 
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
@@ -1129,9 +1138,7 @@ for _ in range(70):
     f = socket.create_connection((host, port), timeout=60)
     f.send(b"G")
     flood.append(f)
-deadline = time.monotonic() + 60
-while sum(map(gone, flood + [s])) < 7 and time.monotonic() < deadline:
-    time.sleep(0.05)
+wait_for(lambda: sum(map(gone, flood + [s])) >= 7, interval=0.05, what="7 evictions")
 print("evicted", sum(map(gone, flood)), "flood,", int(gone(s)), "client", flush=True)
 try:
     s.sendall(out.read())
@@ -1169,7 +1176,7 @@ def test_a_tls_client_mid_handshake_is_not_evicted_by_a_flood(env_factory, tmp_p
     env = env_factory(["--stream-tls-cert", str(cert), "--stream-tls-key", str(key)])
     cid = env.run(env.pod(), "x", ["/bin/sleep", "100000"])
     url = exec_url(env, cid, ["/bin/true"])
-    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", MIDSHAKE, url]),
+    p = subprocess.run(in_netns(env, ["/usr/bin/python3", "-c", MIDSHAKE, url, TESTS]),
                        capture_output=True, text=True, timeout=180)
     print(p.stdout)
     assert "evicted 7 flood, 0 client" in p.stdout, (p.stdout, p.stderr)

@@ -15,12 +15,12 @@ Counts creations, not time: 300 of them, however slow the machine is.
 import os
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from waiting import wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CREATIONS = int(os.environ.get("KINGLET_MOUNT_RACE_CREATIONS", "300"))
@@ -66,11 +66,10 @@ def test_swapped_volume_path_never_leaves_a_writable_volume(
             make_bundle(["/shared/mount_swap", "/shared", "target", "other"], edit=sibling), a,
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kinglet("start", a, check=True)
-    deadline = time.monotonic() + 300  # generous: a loaded machine
-    while not (shared / "swapping").exists():
-        assert time.monotonic() < deadline, "the swapper never started"
+    def swapping():
         assert kinglet.state(a)["status"] == "running", "the swapper ended"
-        time.sleep(0.01)
+        return (shared / "swapping").exists()
+    wait_for(swapping, timeout=300, what="the swapper to start")  # generous: a loaded machine
 
     def victim(c):
         c["root"]["readonly"] = False  # so that a remount landing on it shows

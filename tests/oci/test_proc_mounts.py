@@ -8,14 +8,13 @@ exec, sysctls) go through a procfs it checked, never through whatever the
 container (or a spec's allowed mount) put on the way (the precondition of
 CVE-2025-52881).
 """
-import json
 import os
 import subprocess
-import time
 
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from waiting import wait_for
 
 
 def bind(dest, source, *opts):
@@ -150,14 +149,13 @@ def hostile_proc(kinglet, make_bundle, cid, tmp_path, target, sink):
 
 
 def wait_in(kinglet, cid, cond):
-    deadline = time.monotonic() + 60
-    while not cond():
+    def met():
+        if cond():
+            return True
         # a container that met cond and exited at once: asked once more
-        if kinglet.state(cid)["status"] != "running":
-            assert cond(), "the container ended"
-            return
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+        assert kinglet.state(cid)["status"] == "running" or cond(), "the container ended"
+        return False
+    wait_for(met, what="the container's step")
 
 
 def hostname_after(kinglet, cid, s):
