@@ -173,6 +173,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             "kill": f"{d.pid}:9", "tkill": d.pid, "tgkill": d.pid, "pidfd-kill": d.pid,
             "setown": d.pid, "fork": "",
             "mknod-b": f"{store}/blk", "mknodat-b": f"{store}/blk2", "mknod-c": f"{store}/chr",
+            "mknodat-c": f"{store}/chr2",
             "open-dev": "/dev/null",
             # controls: what a pull needs keeps working
             "tcp": port, "udp": 53, "resolve": "localhost",
@@ -192,7 +193,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             else:
                 assert result != "ok", (step, result)
         assert alive(d.pid) and victim.poll() is None
-        for name in ("blk", "blk2", "chr"):
+        for name in ("blk", "blk2", "chr", "chr2"):
             assert not os.path.lexists(f"{store}/{name}"), name
         st = os.lstat(f"{store}/wh")
         assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
@@ -203,7 +204,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
         listener.close()
         victim.kill()
         victim.wait()
-        for name in ("blk", "blk2", "chr", "wh", "fifo"):
+        for name in ("blk", "blk2", "chr", "chr2", "wh", "fifo"):
             try:
                 os.unlink(f"{store}/{name}")
             except FileNotFoundError:
