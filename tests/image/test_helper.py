@@ -1,5 +1,6 @@
 """Pulls run in a short-lived `kinglet image-pull` helper (src/image/helper.c):
 its sandbox, and what happens when it, or the daemon, goes away mid-pull."""
+import errno
 import os
 import pathlib
 import re
@@ -268,17 +269,18 @@ def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tm
     try:
         subprocess.run(["mount", "--make-shared", str(base)], check=True)
         later.mkdir()
-        ready = os.path.join(store, "ready")
-        go = os.path.join(store, "go")
-        seq = [f"fifo:{ready}", f"await:{go}", f"write:{later}/victim"]
+        go = os.path.join(store, "go")  # a fifo: made once the sandbox is up
+        seq = [f"fifo:{go}", f"await:{go}", f"write:{later}/victim"]
         p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
                              stdout=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: os.path.lexists(ready), what="the helper's sandbox")
+            wait_for(lambda: os.path.lexists(go), what="the helper's sandbox")
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(later)],
                            check=True)
             (later / "victim").write_text("original\n")
-            open(go, "w").close()
+            # the go-ahead: the helper's open of the fifo returns once a
+            # writer opens it (ENXIO until the helper is in that open)
+            wait_for(lambda: open_fifo_writer(go), what="the helper to await")
             out = p.communicate(timeout=60)[0]
         finally:
             if p.poll() is None:
@@ -291,12 +293,22 @@ def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tm
         assert (later / "victim").read_text() == "original\n"
     finally:
         subprocess.run(["umount", "-R", "-l", str(base)], check=False)
-        for name in ("ready", "go"):
-            try:
-                os.unlink(os.path.join(store, name))
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(os.path.join(store, "go"))
+        except FileNotFoundError:
+            pass
     assert d.stop() == 0
+
+
+def open_fifo_writer(path):
+    """Opens and closes the fifo for writing if a reader has it open."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        return True
+    except OSError as e:
+        if e.errno != errno.ENXIO:
+            raise
+        return False
 
 
 def test_sandbox_cannot_freeze_a_filesystem(kinglet_bin, tmp_path):
