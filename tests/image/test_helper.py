@@ -142,17 +142,22 @@ def test_daemon_going_away_ends_the_helper(cri, daemon_factory, slow_registry, s
     d = daemon_factory(["--insecure-registry", slow_registry.host, "--shutdown-timeout", "1"])
     # the layer is held back: the helper is mid-pull when the daemon goes,
     # however long it takes to appear on a busy machine
-    slow_registry.gate = threading.Event()
-    fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
-    h = wait_for(lambda: helpers(d.pid) or (fut.done() and fut.result()), timeout=60,
-                 what="the image helper")[0]
-    d.signal(sig)
-    d.proc.wait(60)
-    with pytest.raises(grpc.RpcError):
-        fut.result()
-    wait_for(lambda: not alive(h), timeout=30, what="the helper to end")
-    if sig == signal.SIGTERM:
-        assert d.proc.returncode == 0, d.logtext()
+    # (the registry is the module's: its gate is lifted and gone after)
+    gate = slow_registry.gate = threading.Event()
+    try:
+        fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
+        h = wait_for(lambda: helpers(d.pid) or (fut.done() and fut.result()), timeout=60,
+                     what="the image helper")[0]
+        d.signal(sig)
+        d.proc.wait(60)
+        with pytest.raises(grpc.RpcError):
+            fut.result()
+        wait_for(lambda: not alive(h), timeout=30, what="the helper to end")
+        if sig == signal.SIGTERM:
+            assert d.proc.returncode == 0, d.logtext()
+    finally:
+        slow_registry.gate = None
+        gate.set()
 
 
 def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, tmp_path):
