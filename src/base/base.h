@@ -124,9 +124,11 @@ uint64_t now_real_ns(void);
 
 /* Whole-file helpers (blocking: never call them on the event loop).
  * read_file_at reads at most max bytes (-EFBIG beyond); the result is
- * NUL-terminated. write_file_atomic writes a temporary, fsyncs it, renames it
- * over path and fsyncs the directory. */
+ * NUL-terminated; read_fd_all reads fd to its end the same way, and wipes
+ * what it read when it fails (it may be a secret). write_file_atomic writes a temporary, fsyncs it,
+ * renames it over path and fsyncs the directory. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
 /* As read_file_at, path resolved inside the tree at rootfd as if it were
  * "/" (symlinks and ".." never leave it, no mount crossed); -EINVAL for
  * what is not a regular file. For files of a container's image. */

@@ -22,7 +22,16 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t now_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t now_real_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
-static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
+/* What was read is wiped before it is freed on failure: it may be a
+ * secret (a password on stdin). */
+static void buf_wipe(struct buf *b)
+{
+    if (b->data)
+        explicit_bzero(b->data, b->len);
+    buf_free(b);
+}
+
+int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
     struct buf b = {0};
     for (;;) {
@@ -35,14 +44,14 @@ static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
             if (errno == EINTR)
                 continue;
             int e = -errno;
-            buf_free(&b);
+            buf_wipe(&b);
             return e;
         }
         if (n == 0)
             break;
         b.len += (size_t)n;
         if (b.len > max) {
-            buf_free(&b);
+            buf_wipe(&b);
             return -EFBIG;
         }
     }

@@ -513,33 +513,13 @@ out:
  * line end: the way docker's --password-stdin reads. */
 static int read_secret(int fd, char **ret)
 {
-    struct buf b = {0};
-    int r = 0;
-    for (;;) {
-        char chunk[4096];
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            r = -errno;
-        else if (n > 0 && b.len + (size_t)n > SECRET_MAX)
-            r = -EFBIG;
-        else if (n > 0)
-            r = buf_append(&b, chunk, (size_t)n);
-        explicit_bzero(chunk, sizeof(chunk));
-        if (r < 0 || n == 0)
-            break;
-    }
-    if (r == 0 && (r = buf_append(&b, "", 1)) == 0) {
-        char *s = (char *)b.data;
-        s[strcspn(s, "\r\n")] = '\0';
-        *ret = s;
-        return 0;
-    }
-    if (b.data)
-        explicit_bzero(b.data, b.len);
-    buf_free(&b);
-    return r;
+    char *s = NULL;
+    int r = read_fd_all(fd, SECRET_MAX, &s, NULL);
+    if (r < 0)
+        return r;
+    s[strcspn(s, "\r\n")] = '\0';
+    *ret = s;
+    return 0;
 }
 
 /* Sets the username and password from "USER[:PASS]" (owned by o->creds). */

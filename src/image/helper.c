@@ -814,21 +814,21 @@ static int sandbox_seccomp(struct err *err)
     for (size_t i = 0; i < ARRAY_SIZE(fs_ioctl_types) && r == 0; i++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00, fs_ioctl_types[i] << 8));
-    /* device nodes: fifos and overlayfs whiteouts (char 0/0) only */
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 1,
-                             SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknod), 2,
-                             SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR),
-                             SCMP_A2(SCMP_CMP_NE, 0, 0));
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 1,
-                             SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mknodat), 2,
-                             SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR),
-                             SCMP_A3(SCMP_CMP_NE, 0, 0));
+    /* device nodes: fifos and overlayfs whiteouts (char 0/0) only. The
+     * mode and dev arguments: mknodat's follow its dirfd, mknod's do not */
+    static const struct {
+        int nr;
+        unsigned mode_arg;
+    } mknods[] = {{SCMP_SYS(mknod), 1}, {SCMP_SYS(mknodat), 2}};
+    for (size_t i = 0; i < ARRAY_SIZE(mknods) && r == 0; i++) {
+        unsigned a = mknods[i].mode_arg;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), mknods[i].nr, 1,
+                             SCMP_CMP(a, SCMP_CMP_MASKED_EQ, S_IFMT, S_IFBLK));
+        if (r == 0)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), mknods[i].nr, 2,
+                                 SCMP_CMP(a, SCMP_CMP_MASKED_EQ, S_IFMT, S_IFCHR),
+                                 SCMP_CMP(a + 1, SCMP_CMP_NE, 0, 0));
+    }
     if (r == 0)
         r = seccomp_load(ctx);
     seccomp_release(ctx);
@@ -972,10 +972,10 @@ static int attack_step(const char *step)
         if (t >= 0)
             close(t);
     } else if (strcmp(verb, "await") == 0) {
-        /* the test's go-ahead: ARG exists (60 s at most) */
-        struct stat st; /* not access(2): the real uid is the helper's */
-        for (int i = 0; i < 6000 && (r = lstat(arg, &st)) < 0; i++)
-            usleep(10000);
+        /* the test's go-ahead: it opens the fifo ARG (made by a "fifo"
+         * step) for writing; until then the open blocks */
+        fd = open(arg, O_RDONLY | O_CLOEXEC);
+        r = fd < 0 ? -1 : 0;
     } else if (strcmp(verb, "write") == 0) {
         fd = open(arg, O_WRONLY | O_CLOEXEC);
         r = fd < 0 ? -1 : pwrite(fd, "PWNED", 5, 0) == 5 ? 0 : -1;
@@ -1026,8 +1026,8 @@ static int attack_step(const char *step)
         r = pid < 0 ? -1 : waitpid(pid, NULL, 0) < 0 ? -1 : 0;
     } else if (strcmp(verb, "mknod-b") == 0 || strcmp(verb, "mknod-c") == 0) {
         r = mknod(arg, (verb[6] == 'b' ? S_IFBLK : S_IFCHR) | 0600, makedev(8, 0));
-    } else if (strcmp(verb, "mknodat-b") == 0) {
-        r = mknodat(AT_FDCWD, arg, S_IFBLK | 0600, makedev(8, 0));
+    } else if (strcmp(verb, "mknodat-b") == 0 || strcmp(verb, "mknodat-c") == 0) {
+        r = mknodat(AT_FDCWD, arg, (verb[8] == 'b' ? S_IFBLK : S_IFCHR) | 0600, makedev(8, 0));
     } else if (strcmp(verb, "whiteout") == 0) {
         r = mknodat(AT_FDCWD, arg, S_IFCHR, makedev(0, 0));
     } else if (strcmp(verb, "fifo") == 0) {

@@ -686,14 +686,21 @@ void http_pool_free(struct http_pool *p)
 }
 
 /* Starts a phase that must be over within the progress timeout (and
- * within cap_ms, when not 0); phase_end ends it. */
+ * within cap_ms, when not 0); phase_end ends it. A phase has its deadline
+ * and no minimum rate: the low-speed window counts a body's waiting only,
+ * and starts afresh when a phase ends (a body may follow), so the time a
+ * proxy took to answer CONNECT is not held against the TLS handshake. */
 static void phase_start(struct conn *c, uint64_t cap_ms)
 {
     uint64_t t = c->to->progress_ms;
     c->deadline = now_ms() + (cap_ms && cap_ms < t ? cap_ms : t);
 }
 
-static void phase_end(struct conn *c) { c->deadline = 0; }
+static void phase_end(struct conn *c)
+{
+    c->deadline = 0;
+    c->win_waited = c->win_bytes = 0;
+}
 
 /* Waits for events on c's socket, in slices that look at the cancel flag,
  * the phase's deadline and the low-speed window; 0 when ready, -errno. */
@@ -711,7 +718,7 @@ static int conn_wait(struct conn *c, short events)
             c->past_deadline = true;
             return -ETIMEDOUT;
         }
-        if (c->win_waited >= window) {
+        if (!c->deadline && c->win_waited >= window) {
             if (c->win_bytes < need) {
                 c->past_deadline = false;
                 return -ETIMEDOUT;
@@ -722,7 +729,7 @@ static int conn_wait(struct conn *c, short events)
         uint64_t ms = SLICE_MS;
         if (c->deadline && c->deadline - now < ms)
             ms = c->deadline - now;
-        if (window - c->win_waited < ms)
+        if (!c->deadline && window - c->win_waited < ms)
             ms = window - c->win_waited;
         struct pollfd pfd = {.fd = c->fd, .events = events};
         int n = poll(&pfd, 1, (int)ms);
@@ -896,7 +903,6 @@ static int tcp_connect(struct conn *c, const char *host, unsigned port, struct e
         if (r == 0) {
             freeaddrinfo(res);
             phase_end(c);
-            c->win_waited = c->win_bytes = 0;
             return 0;
         }
         close(fd);
@@ -1383,7 +1389,6 @@ static int send_request(struct http_xfer *x, const struct url *u, const struct h
         return err_set(err, ENOMEM, "HTTP request");
     }
     /* the request sent and the answer's head read within the deadline */
-    x->c->win_waited = x->c->win_bytes = 0;
     phase_start(x->c, 0);
     r = conn_write(x->c, (const char *)b.data, b.len);
     explicit_bzero(b.data, b.len);
@@ -1424,7 +1429,6 @@ int http_xfer_start(struct http_pool *p, const struct http_request *rq, struct h
             r = advance(x, false, err);
         if (r == 0) {
             phase_end(x->c);
-            x->c->win_waited = x->c->win_bytes = 0;
             break;
         }
         bool retry = reused && !x->resp.got_bytes && r != -ECANCELED;

@@ -55,6 +55,29 @@ def test_proxy_that_never_answers_connect(cri, daemon_factory, raw, monkeypatch)
     assert d.stop() == 0
 
 
+def test_slow_proxy_leaves_the_handshake_its_own_deadline(cri, daemon_factory, raw,
+                                                           monkeypatch):
+    """The minimum rate is a body's: time spent waiting for a proxy's
+    answer to CONNECT is not counted again against the TLS handshake that
+    follows. A proxy that answers after 2 of the 3 s allowed, then a
+    server that stalls its handshake: the handshake fails on its own
+    deadline, not as a transfer slower than the minimum rate."""
+    def h(c, _):
+        time.sleep(2)  # the proxy's own slowness, under the 3 s deadline
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        while c.recv(4096):  # then a server that never answers the ClientHello
+            pass
+    s = raw(h)
+    for k in list(os.environ):
+        if "proxy" in k.lower():
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("https_proxy", f"http://{s.host}")
+    d = daemon_factory(["--image-pull-progress-timeout", "3"])
+    err = pull_error(cri, d, "registry.invalid/x/y:latest")
+    assert "TLS handshake with registry.invalid: timed out (no answer within 3 s)" in err, err
+    assert d.stop() == 0
+
+
 def test_continue_forever(cri, daemon_factory, raw):
     """1xx answers do not restart the head's deadline."""
     s = raw(lambda c, _: keep_sending(c, b"HTTP/1.1 100 Continue\r\n\r\n", 0.1))

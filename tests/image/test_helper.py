@@ -1,5 +1,6 @@
 """Pulls run in a short-lived `kinglet image-pull` helper (src/image/helper.c):
 its sandbox, and what happens when it, or the daemon, goes away mid-pull."""
+import errno
 import os
 import pathlib
 import re
@@ -141,17 +142,22 @@ def test_daemon_going_away_ends_the_helper(cri, daemon_factory, slow_registry, s
     d = daemon_factory(["--insecure-registry", slow_registry.host, "--shutdown-timeout", "1"])
     # the layer is held back: the helper is mid-pull when the daemon goes,
     # however long it takes to appear on a busy machine
-    slow_registry.gate = threading.Event()
-    fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
-    h = wait_for(lambda: helpers(d.pid) or (fut.done() and fut.result()), timeout=60,
-                 what="the image helper")[0]
-    d.signal(sig)
-    d.proc.wait(60)
-    with pytest.raises(grpc.RpcError):
-        fut.result()
-    wait_for(lambda: not alive(h), timeout=30, what="the helper to end")
-    if sig == signal.SIGTERM:
-        assert d.proc.returncode == 0, d.logtext()
+    # (the registry is the module's: its gate is lifted and gone after)
+    gate = slow_registry.gate = threading.Event()
+    try:
+        fut = start_pull(cri, d, f"{slow_registry.host}/x/slow:slow")
+        h = wait_for(lambda: helpers(d.pid) or (fut.done() and fut.result()), timeout=60,
+                     what="the image helper")[0]
+        d.signal(sig)
+        d.proc.wait(60)
+        with pytest.raises(grpc.RpcError):
+            fut.result()
+        wait_for(lambda: not alive(h), timeout=30, what="the helper to end")
+        if sig == signal.SIGTERM:
+            assert d.proc.returncode == 0, d.logtext()
+    finally:
+        slow_registry.gate = None
+        gate.set()
 
 
 def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, tmp_path):
@@ -173,6 +179,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             "kill": f"{d.pid}:9", "tkill": d.pid, "tgkill": d.pid, "pidfd-kill": d.pid,
             "setown": d.pid, "fork": "",
             "mknod-b": f"{store}/blk", "mknodat-b": f"{store}/blk2", "mknod-c": f"{store}/chr",
+            "mknodat-c": f"{store}/chr2",
             "open-dev": "/dev/null",
             # controls: what a pull needs keeps working
             "tcp": port, "udp": 53, "resolve": "localhost",
@@ -192,7 +199,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
             else:
                 assert result != "ok", (step, result)
         assert alive(d.pid) and victim.poll() is None
-        for name in ("blk", "blk2", "chr"):
+        for name in ("blk", "blk2", "chr", "chr2"):
             assert not os.path.lexists(f"{store}/{name}"), name
         st = os.lstat(f"{store}/wh")
         assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
@@ -203,7 +210,7 @@ def test_sandbox_holds_against_attacker_code(cri, daemon_factory, kinglet_bin, t
         listener.close()
         victim.kill()
         victim.wait()
-        for name in ("blk", "blk2", "chr", "wh", "fifo"):
+        for name in ("blk", "blk2", "chr", "chr2", "wh", "fifo"):
             try:
                 os.unlink(f"{store}/{name}")
             except FileNotFoundError:
@@ -267,17 +274,18 @@ def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tm
     try:
         subprocess.run(["mount", "--make-shared", str(base)], check=True)
         later.mkdir()
-        ready = os.path.join(store, "ready")
-        go = os.path.join(store, "go")
-        seq = [f"fifo:{ready}", f"await:{go}", f"write:{later}/victim"]
+        go = os.path.join(store, "go")  # a fifo: made once the sandbox is up
+        seq = [f"fifo:{go}", f"await:{go}", f"write:{later}/victim"]
         p = subprocess.Popen([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
                              stdout=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: os.path.lexists(ready), what="the helper's sandbox")
+            wait_for(lambda: os.path.lexists(go), what="the helper's sandbox")
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(later)],
                            check=True)
             (later / "victim").write_text("original\n")
-            open(go, "w").close()
+            # the go-ahead: the helper's open of the fifo returns once a
+            # writer opens it (ENXIO until the helper is in that open)
+            wait_for(lambda: open_fifo_writer(go), what="the helper to await")
             out = p.communicate(timeout=60)[0]
         finally:
             if p.poll() is None:
@@ -290,12 +298,22 @@ def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tm
         assert (later / "victim").read_text() == "original\n"
     finally:
         subprocess.run(["umount", "-R", "-l", str(base)], check=False)
-        for name in ("ready", "go"):
-            try:
-                os.unlink(os.path.join(store, name))
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(os.path.join(store, "go"))
+        except FileNotFoundError:
+            pass
     assert d.stop() == 0
+
+
+def open_fifo_writer(path):
+    """Opens and closes the fifo for writing if a reader has it open."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        return True
+    except OSError as e:
+        if e.errno != errno.ENXIO:
+            raise
+        return False
 
 
 def test_sandbox_cannot_freeze_a_filesystem(kinglet_bin, tmp_path):

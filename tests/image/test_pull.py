@@ -271,23 +271,19 @@ def test_gzip_bomb_with_wrong_diff_id_stops_early(kimage, registry):
     compressed bytes read so far (64 MiB, the floor, as gzip of zeros
     inflates about 1000 times), long before the end where the diff_id
     would be checked: on a 512 MiB filesystem with no free-space reserve it
-    fails with the ratio named, not with the disk full, and quickly.
-    Without the ratio it fills that filesystem (what a node's disk would
-    see)."""
-    import time
+    fails with the ratio named, not with the disk full, having read less
+    than the blob. Without the ratio it fills that filesystem (what a
+    node's disk would see)."""
     blob = imagelib.gzip_zeros_bomb(3 << 30)
     assert len(blob) < 4 << 20
     img = imagelib.Image([(blob, "gzip", "sha256:" + "0" * 64)])
     registry.pusher().push_image("gzbomb", "latest", img)
-    t0 = time.monotonic()
     p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0", image="gzbomb")
-    took = time.monotonic() - t0
     assert p.returncode == 1, p.stdout
     assert "the max-layer-ratio limit" in p.stderr, p.stderr
     assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
     read = int(p.stderr.split("100 times its ")[1].split()[0])
     assert read < len(blob), p.stderr
-    assert took < 120, took  # generous: the point is the bytes read, above
     p = _pull_on_tmpfs(kimage, registry, "size=512m", "--image-min-free", "0",
                        "--max-layer-ratio", "0", image="gzbomb")
     assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
@@ -336,23 +332,20 @@ def test_bomb_claiming_a_huge_size_stops_at_the_ratio(kimage, fake, how):
     2^62 bytes fails with the ratio limit at its 64 MiB floor, as an honest
     claim does: on a 72 MiB filesystem with no reserve (the floor and 8 MiB)
     it never fills the disk, which the 2 GiB would."""
-    import time
     bomb = imagelib.zstd_zeros_bomb if how == "zstd" else imagelib.gzip_zeros_bomb
     blob = bomb(2 << 30)
     assert len(blob) < (70_000 if how == "zstd" else 3 << 20), len(blob)
-    img = imagelib.Image([(blob, how, "sha256:" + "0" * 64)])
-    reg = fake()
-    reg.add_image("latest", img.claim_sizes([HUGE_CLAIM]))
-    t0 = time.monotonic()
-    p = _pull_on_tmpfs(kimage, reg, "size=72m", "--image-min-free", "0", image="huge")
-    took = time.monotonic() - t0
-    assert p.returncode == 1, p.stdout
-    assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
-    assert "the max-layer-ratio limit" in p.stderr, p.stderr
-    assert took < 60, took
-    # the same layer claiming its real size stops at the same point
-    honest = _pull_on_tmpfs(kimage, reg, "size=96m", "--image-min-free", "0", image="bomb")
-    assert honest.returncode == 1, honest.stdout
+    # the same layer claiming its real size (the control): a registry of
+    # its own, as the fake one serves a tag whatever the repository
+    huge, honest = fake(), fake()
+    huge.add_image("latest",
+                   imagelib.Image([(blob, how, "sha256:" + "0" * 64)]).claim_sizes([HUGE_CLAIM]))
+    honest.add_image("latest", imagelib.Image([(blob, how, "sha256:" + "0" * 64)]))
+    for reg in (huge, honest):
+        p = _pull_on_tmpfs(kimage, reg, "size=72m", "--image-min-free", "0", image="bomb")
+        assert p.returncode == 1, p.stdout
+        assert f"more than {64 << 20} bytes" in p.stderr, p.stderr
+        assert "the max-layer-ratio limit" in p.stderr, p.stderr
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare(1) missing (util-linux)")
