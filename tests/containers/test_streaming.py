@@ -2,6 +2,7 @@
 third-party clients: SPDY through spdystream (Go, as kubectl and kubelet)
 and WebSocket through python3-websocket. The clients run in the daemon's
 network namespace, where the server listens on 127.0.0.1."""
+import fcntl
 import hashlib
 import json
 import os
@@ -9,7 +10,9 @@ import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
+import termios
 import time
 
 import grpc
@@ -956,6 +959,77 @@ def test_stdin_to_a_command_that_does_not_read(running):
     assert (256 << 10) < took <= (64 << 10) + (256 << 10) + (64 << 10) + 64, took
     if not env.d.sanitized():
         assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_tiny_stdin_frames_to_a_command_that_does_not_read(running):
+    """An exec's stdin over SPDY in data frames of one byte (9 bytes on the
+    wire), sent once the command runs and never reads: past the pipe's
+    64 KiB each waits as a write of its own (some 240 bytes of the daemon's
+    heap), and the input budget counts what the daemon holds, not the
+    payload alone: 256 KiB of payload held 60 MiB. Left over: the frames of
+    the read that passed the budget (64 KiB of 9-byte frames)."""
+    env, _, cid = running
+    cmdline = b"/bin/sleep\0" + b"4248\0"
+    url = exec_url(env, cid, ["/bin/sleep", "4248"], stdin=True, stderr=False)
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "spdy-upload", "--stdin", "--size", "1", "--wait")
+    try:
+        wait_for(lambda: commands(cmdline) == 1, what="the command to run")
+        f.p.stdin.write("\n")
+        f.p.stdin.flush()
+        # the input reached the command's pipe, and then the budget
+        wait_for(lambda: pipe_held(cmdline, 0) == 65536 and
+                 daemon_reads_client(env, port, f.port) is False,
+                 timeout=120, what="the daemon to stop reading the client")
+        rss = env.d.rss_kb()
+    finally:
+        f.close()
+    print(f"1-byte stdin frames: RSS {rss0} -> {rss} kB")
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB + (64 << 10) // 9 * 240 // 1024, (rss0, rss)
+
+
+def pipe_held(cmdline, fd):
+    """The bytes waiting in the pipe that is fd of the process with this
+    command line; None if there is none."""
+    for q in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{q}/cmdline", "rb") as f:
+                if f.read() != cmdline:
+                    continue
+            p = os.open(f"/proc/{q}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            return struct.unpack("i", fcntl.ioctl(p, termios.FIONREAD, b"\0" * 4))[0]
+        finally:
+            os.close(p)
+    return None
+
+
+def daemon_reads_client(env, server_port, client_port):
+    """Whether the daemon reads its side of this TCP connection (see
+    daemon_reads); None if there is no such connection."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            w = line.split()
+            ports = (int(w[1].split(":")[1], 16), int(w[2].split(":")[1], 16))
+            if ports == (server_port, client_port):
+                return daemon_reads(env, {f"socket:[{w[9]}]"})
+    return None
+
+
+def commands(cmdline):
+    """How many processes have this /proc/PID/cmdline."""
+    n = 0
+    for q in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{q}/cmdline", "rb") as f:
+                n += f.read() == cmdline
+        except OSError:
+            pass
+    return n
 
 
 def test_upload_the_pod_does_not_read(env):
