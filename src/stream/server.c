@@ -45,8 +45,7 @@ struct stream_server {
     int port;
     struct token *tokens;
     size_t n_tokens;
-    struct conn *conns; /* newest first */
-    size_t n_conns;     /* until their handles are closed */
+    struct conn *conns; /* newest first, until their handles are closed */
     size_t n_active;    /* not closed yet: against STREAM_SESSIONS_MAX */
     size_t n_unauth;    /* of those, without a token: STREAM_UNAUTH_MAX */
     bool closing;
@@ -316,7 +315,6 @@ void conn_unref(struct conn *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    s->n_conns--;
     buf_free(&c->in);
     buf_free(&c->outq);
     buf_free(&c->outw);
@@ -1006,7 +1004,6 @@ static void on_connection(uv_stream_t *l, int status)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    s->n_conns++;
     s->n_active++;
     s->n_unauth++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
