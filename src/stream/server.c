@@ -933,19 +933,21 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 }
 
 /* Reads what a connection without a token has sent, now: a request head
- * already in the socket is served before the connection could be evicted. */
+ * already in the socket is served before the connection could be evicted.
+ * Into on_alloc's buffer: this never runs inside a read callback. */
 static void read_now(struct conn *c)
 {
-    static char scratch[65536];
+    uv_buf_t b;
     int fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
         return;
+    on_alloc((uv_handle_t *)&c->tcp, 0, &b);
     while (c->state == CONN_HTTP && !c->closing) {
-        ssize_t n = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         on_read((uv_stream_t *)&c->tcp, n < 0 ? -errno : (n == 0 ? UV_EOF : n),
-                &(uv_buf_t){.base = scratch, .len = n > 0 ? (size_t)n : 0});
+                &(uv_buf_t){.base = b.base, .len = n > 0 ? (size_t)n : 0});
     }
 }
 
