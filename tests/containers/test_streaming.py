@@ -680,6 +680,58 @@ print("head-timeout", 8 < time.monotonic() - t < 20)
 """
 
 
+SILENT = r"""
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+print(s.getsockname()[1], flush=True)
+sys.stdin.readline()
+s.send(b"G")
+print("sent", flush=True)
+sys.stdin.readline()
+"""
+
+
+def server_side(env, server_port, client_port):
+    """The daemon's side of a TCP connection in /proc/net/tcp: its state
+    (01 established, 03 SYN_RECV: not yet handed to accept) and whether the
+    daemon holds it as an fd."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            w = line.split()
+            if (int(w[1].split(":")[1], 16), int(w[2].split(":")[1], 16)) == (server_port,
+                                                                               client_port):
+                return w[3], f"socket:[{w[9]}]" in fd_targets(env).values()
+    return None
+
+
+def test_a_silent_connection_waits_in_the_kernel(running, spdyclient):
+    """A connection that sends nothing is not handed to the daemon
+    (TCP_DEFER_ACCEPT): it takes none of the slots of connections without a
+    token, even after later connections were served; its first byte hands
+    it over."""
+    env, _, cid = running
+    hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
+    server_port = int(hostport.rsplit(":", 1)[1])
+    p = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", SILENT, hostport]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        client_port = int(p.stdout.readline())
+        # a later connection served: the daemon has accepted all that the
+        # kernel handed it before
+        out = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", "served"]))
+        assert out.stdout == b"served\n", out.stderr
+        assert server_side(env, server_port, client_port) == ("03", False)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "sent\n"
+        wait_for(lambda: server_side(env, server_port, client_port) == ("01", True),
+                 what="the daemon to accept the connection")
+    finally:
+        p.kill()
+        p.wait()
+
+
 @pytest.mark.slow
 def test_server_limits_and_timeouts(running, spdyclient):
     env, pod, cid = running
