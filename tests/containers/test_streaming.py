@@ -171,15 +171,23 @@ def stalled_rss_bound(env, rss0, marker):
         assert rss - rss0 <= STALLED_KB, f"the daemon buffers a stalled stream: {rss0} -> {rss} kB"
 
 
+def pids_of(match):
+    """The processes whose /proc/PID/cmdline match(cmdline) accepts."""
+    for q in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{q}/cmdline", "rb") as f:
+                if match(f.read()):
+                    yield q
+        except OSError:
+            pass
+
+
 def command_outputs(marker):
     """What the stdout of each process whose command line holds marker
     points at ("pipe:[N]")."""
     out = set()
-    for q in os.listdir("/proc"):
+    for q in pids_of(lambda c: marker.encode() in c):
         try:
-            with open(f"/proc/{q}/cmdline", "rb") as f:
-                if marker.encode() not in f.read():
-                    continue
             out.add(os.readlink(f"/proc/{q}/fd/1"))
         except OSError:
             pass
@@ -1027,7 +1035,8 @@ def test_tiny_stdin_frames_to_a_command_that_does_not_read(running):
     rss0 = env.d.rss_kb()
     f = Flood(env, url, "spdy-upload", "--stdin", "--size", "1", "--wait")
     try:
-        wait_for(lambda: commands(cmdline) == 1, what="the command to run")
+        wait_for(lambda: len(list(pids_of(lambda c: c == cmdline))) == 1,
+                 what="the command to run")
         f.p.stdin.write("\n")
         f.p.stdin.flush()
         # the input reached the command's pipe, and then the budget
@@ -1045,11 +1054,8 @@ def test_tiny_stdin_frames_to_a_command_that_does_not_read(running):
 def pipe_held(cmdline, fd):
     """The bytes waiting in the pipe that is fd of the process with this
     command line; None if there is none."""
-    for q in os.listdir("/proc"):
+    for q in pids_of(lambda c: c == cmdline):
         try:
-            with open(f"/proc/{q}/cmdline", "rb") as f:
-                if f.read() != cmdline:
-                    continue
             p = os.open(f"/proc/{q}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             continue
@@ -1070,18 +1076,6 @@ def daemon_reads_client(env, server_port, client_port):
             if ports == (server_port, client_port):
                 return daemon_reads(env, {f"socket:[{w[9]}]"})
     return None
-
-
-def commands(cmdline):
-    """How many processes have this /proc/PID/cmdline."""
-    n = 0
-    for q in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{q}/cmdline", "rb") as f:
-                n += f.read() == cmdline
-        except OSError:
-            pass
-    return n
 
 
 def test_upload_the_pod_does_not_read(env):
@@ -1390,18 +1384,11 @@ def test_big_header_blocks_are_not_kept(running):
         p.stdin.flush()
         assert p.stdout.readline() == "ready\n"
 
-        def sleeping():
-            n_ = 0
-            for q in os.listdir("/proc"):
-                try:
-                    with open(f"/proc/{q}/cmdline", "rb") as f:
-                        n_ += f.read() == b"/bin/sleep\0" + marker.encode() + b"\0"
-                except OSError:
-                    pass
-            return n_
+        cmdline = b"/bin/sleep\0" + marker.encode() + b"\0"
         # each command starts once its session's last stream (the big
         # block) was handled
-        wait_for(lambda: sleeping() == n, what="the commands to start", timeout=120)
+        wait_for(lambda: len(list(pids_of(lambda c: c == cmdline))) == n,
+                 what="the commands to start", timeout=120)
         rss = env.d.rss_kb()
     finally:
         p.stdin.close()
