@@ -45,8 +45,7 @@ struct stream_server {
     int port;
     struct token *tokens;
     size_t n_tokens;
-    struct conn *conns; /* newest first */
-    size_t n_conns;     /* until their handles are closed */
+    struct conn *conns; /* newest first, until their handles are closed */
     size_t n_active;    /* not closed yet: against STREAM_SESSIONS_MAX */
     size_t n_unauth;    /* of those, without a token: STREAM_UNAUTH_MAX */
     bool closing;
@@ -316,7 +315,6 @@ void conn_unref(struct conn *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    s->n_conns--;
     buf_free(&c->in);
     buf_free(&c->outq);
     buf_free(&c->outw);
@@ -935,19 +933,21 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 }
 
 /* Reads what a connection without a token has sent, now: a request head
- * already in the socket is served before the connection could be evicted. */
+ * already in the socket is served before the connection could be evicted.
+ * Into on_alloc's buffer: this never runs inside a read callback. */
 static void read_now(struct conn *c)
 {
-    static char scratch[65536];
+    uv_buf_t b;
     int fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
         return;
+    on_alloc((uv_handle_t *)&c->tcp, 0, &b);
     while (c->state == CONN_HTTP && !c->closing) {
-        ssize_t n = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         on_read((uv_stream_t *)&c->tcp, n < 0 ? -errno : (n == 0 ? UV_EOF : n),
-                &(uv_buf_t){.base = scratch, .len = n > 0 ? (size_t)n : 0});
+                &(uv_buf_t){.base = b.base, .len = n > 0 ? (size_t)n : 0});
     }
 }
 
@@ -1006,7 +1006,6 @@ static void on_connection(uv_stream_t *l, int status)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    s->n_conns++;
     s->n_active++;
     s->n_unauth++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {

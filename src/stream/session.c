@@ -36,9 +36,10 @@
 #define DRAIN_MS 2000
 
 /* What waits to be written to a destination (the command's stdin or
- * terminal, the monitor, a pod's connection). The session's destinations
- * share one budget: while they hold more than STREAM_OUT_HIGH together the
- * client is not read (128 port-forward connections of 256 KiB each would
+ * terminal, the monitor, a pod's connection), in bytes of our memory (a
+ * queued write's request counts). The session's destinations share one
+ * budget: while they hold more than STREAM_OUT_HIGH together the client is
+ * not read (128 port-forward connections of 256 KiB each would
  * be 32 MiB). */
 struct dstq {
     size_t pending;
@@ -344,7 +345,7 @@ static void on_dst_written(uv_write_t *w, int status)
     (void)status;
     struct wr *r = (struct wr *)w;
     struct sess *s = r->s;
-    dstq_update(s, r->q, r->q->pending - r->len);
+    dstq_update(s, r->q, r->q->pending - (sizeof(*r) + r->len));
     free(r);
     unref(s);
 }
@@ -370,7 +371,9 @@ static void dst_write(struct sess *s, uv_stream_t *dst, struct dstq *q, int pref
         return;
     }
     s->refs++;
-    dstq_update(s, q, q->pending + r->len);
+    /* the request counts with its bytes: a client's one-byte frames would
+     * otherwise hold some 240 bytes each against one of the budget */
+    dstq_update(s, q, q->pending + sizeof(*r) + r->len);
 }
 
 /* {"Width":W,"Height":H} objects, one after another. */

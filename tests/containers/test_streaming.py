@@ -2,6 +2,7 @@
 third-party clients: SPDY through spdystream (Go, as kubectl and kubelet)
 and WebSocket through python3-websocket. The clients run in the daemon's
 network namespace, where the server listens on 127.0.0.1."""
+import fcntl
 import hashlib
 import json
 import os
@@ -9,7 +10,9 @@ import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
+import termios
 import time
 
 import grpc
@@ -151,17 +154,67 @@ def warm_rss(env, spdyclient, cid):
 STALLED_KB = (2 * (256 + 64) + 64 + 512)
 
 
-def stalled_rss_bound(env, rss0):
-    """While a client reads nothing for two seconds, the daemon's RSS stays
-    within STALLED_KB of rss0."""
-    if env.d.sanitized():
-        return
-    deadline, peak = time.monotonic() + 2, rss0
-    while time.monotonic() < deadline:
-        peak = max(peak, env.d.rss_kb())
-        time.sleep(0.05)
-    print(f"stalled stream: RSS {rss0} kB -> {peak} kB")
-    assert peak - rss0 <= STALLED_KB, f"the daemon buffers a stalled stream: {rss0} -> {peak} kB"
+def stalled_rss_bound(env, rss0, marker, client_stalled=lambda: True):
+    """Once the client has stopped reading for good (client_stalled()) and
+    the daemon has stopped reading the output of the command whose command
+    line holds marker (the connection is over its budget), the daemon's
+    RSS, sampled until then, stayed within STALLED_KB of rss0."""
+    peak = [rss0]
+
+    def paused():
+        peak[0] = max(peak[0], env.d.rss_kb())
+        return client_stalled() and daemon_reads(env, command_outputs(marker)) is False
+    wait_for(paused, interval=0.05, what="the daemon to stop reading the command's output")
+    rss = max(peak[0], env.d.rss_kb())
+    print(f"stalled stream: RSS {rss0} kB -> {rss} kB")
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB, f"the daemon buffers a stalled stream: {rss0} -> {rss} kB"
+
+
+def pids_of(match):
+    """The processes whose /proc/PID/cmdline match(cmdline) accepts."""
+    for q in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{q}/cmdline", "rb") as f:
+                if match(f.read()):
+                    yield q
+        except OSError:
+            pass
+
+
+def command_outputs(marker):
+    """What the stdout of each process whose command line holds marker
+    points at ("pipe:[N]")."""
+    out = set()
+    for q in pids_of(lambda c: marker.encode() in c):
+        try:
+            out.add(os.readlink(f"/proc/{q}/fd/1"))
+        except OSError:
+            pass
+    return out
+
+
+def daemon_reads(env, targets):
+    """Whether the daemon's event loop waits for input (EPOLLIN) on one of
+    its fds that point at one of targets; None if it holds none. libuv takes
+    an fd whose reading stopped out of epoll at its next event, which a full
+    pipe gives at once."""
+    fds = fd_targets(env)
+    mine = {int(fd) for fd, t in fds.items() if t in targets}
+    if not mine:
+        return None
+    for fd, t in fds.items():
+        if t != "anon_inode:[eventpoll]":
+            continue
+        try:
+            with open(f"/proc/{env.d.pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    w = line.split()
+                    if w[:1] == ["tfd:"] and int(w[1]) in mine and int(w[3], 16) & 1:
+                        return True
+        except OSError:
+            pass
+    return False
 
 
 def test_exec_big_output_slow_reader(running, spdyclient):
@@ -173,7 +226,8 @@ def test_exec_big_output_slow_reader(running, spdyclient):
     # nobody reads for a while: the daemon must not buffer what waits (an
     # ASan build keeps freed memory in quarantine: its RSS says nothing)
     first = proc.stdout.read(1 << 20)
-    stalled_rss_bound(env, rss0)
+    # the client stops reading its socket once its stdout pipe is full
+    stalled_rss_bound(env, rss0, "104857600", lambda: fionread(proc.stdout.fileno()) == 65536)
     total = len(first)
     while chunk := proc.stdout.read(1 << 20):
         total += len(chunk)
@@ -412,7 +466,7 @@ def test_websocket_slow_reader(running):
                             text=True)
     try:
         assert proc.stdout.readline() == "stalled\n", proc.stderr.read()
-        stalled_rss_bound(env, rss0)
+        stalled_rss_bound(env, rss0, str(size))
         out, err = proc.communicate("go\n", timeout=120)
     finally:
         if proc.poll() is None:
@@ -633,6 +687,58 @@ lone = dial()
 wait_for(lambda: gone(lone), interval=0.05, what="the head timeout")
 print("head-timeout", 8 < time.monotonic() - t < 20)
 """
+
+
+SILENT = r"""
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+print(s.getsockname()[1], flush=True)
+sys.stdin.readline()
+s.send(b"G")
+print("sent", flush=True)
+sys.stdin.readline()
+"""
+
+
+def server_side(env, server_port, client_port):
+    """The daemon's side of a TCP connection in /proc/net/tcp: its state
+    (01 established, 03 SYN_RECV: not yet handed to accept) and whether the
+    daemon holds it as an fd."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            w = line.split()
+            if (int(w[1].split(":")[1], 16), int(w[2].split(":")[1], 16)) == (server_port,
+                                                                               client_port):
+                return w[3], f"socket:[{w[9]}]" in fd_targets(env).values()
+    return None
+
+
+def test_a_silent_connection_waits_in_the_kernel(running, spdyclient):
+    """A connection that sends nothing is not handed to the daemon
+    (TCP_DEFER_ACCEPT): it takes none of the slots of connections without a
+    token, even after later connections were served; its first byte hands
+    it over."""
+    env, _, cid = running
+    hostport = exec_url(env, cid, ["/bin/true"]).split("/")[2]
+    server_port = int(hostport.rsplit(":", 1)[1])
+    p = subprocess.Popen(in_netns(env, ["/usr/bin/python3", "-c", SILENT, hostport]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        client_port = int(p.stdout.readline())
+        # a later connection served: the daemon has accepted all that the
+        # kernel handed it before
+        out = spdy(env, spdyclient, "exec", exec_url(env, cid, ["/bin/echo", "served"]))
+        assert out.stdout == b"served\n", out.stderr
+        assert server_side(env, server_port, client_port) == ("03", False)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "sent\n"
+        wait_for(lambda: server_side(env, server_port, client_port) == ("01", True),
+                 what="the daemon to accept the connection")
+    finally:
+        p.kill()
+        p.wait()
 
 
 @pytest.mark.slow
@@ -914,6 +1020,68 @@ def test_stdin_to_a_command_that_does_not_read(running):
     assert (256 << 10) < took <= (64 << 10) + (256 << 10) + (64 << 10) + 64, took
     if not env.d.sanitized():
         assert rss - rss0 <= STALLED_KB, (rss0, rss)
+
+
+def test_tiny_stdin_frames_to_a_command_that_does_not_read(running):
+    """An exec's stdin over SPDY in data frames of one byte (9 bytes on the
+    wire), sent once the command runs and never reads: past the pipe's
+    64 KiB each waits as a write of its own (some 240 bytes of the daemon's
+    heap), and the input budget counts what the daemon holds, not the
+    payload alone: 256 KiB of payload held 60 MiB. Left over: the frames of
+    the read that passed the budget (64 KiB of 9-byte frames)."""
+    env, _, cid = running
+    cmdline = b"/bin/sleep\0" + b"4248\0"
+    url = exec_url(env, cid, ["/bin/sleep", "4248"], stdin=True, stderr=False)
+    port = int(url.split("/")[2].rsplit(":", 1)[1])
+    rss0 = env.d.rss_kb()
+    f = Flood(env, url, "spdy-upload", "--stdin", "--size", "1", "--wait")
+    try:
+        wait_for(lambda: len(list(pids_of(lambda c: c == cmdline))) == 1,
+                 what="the command to run")
+        f.p.stdin.write("\n")
+        f.p.stdin.flush()
+        # the input reached the command's pipe, and then the budget
+        wait_for(lambda: pipe_held(cmdline, 0) == 65536 and
+                 daemon_reads_client(env, port, f.port) is False,
+                 timeout=120, what="the daemon to stop reading the client")
+        rss = env.d.rss_kb()
+    finally:
+        f.close()
+    print(f"1-byte stdin frames: RSS {rss0} -> {rss} kB")
+    if not env.d.sanitized():
+        assert rss - rss0 <= STALLED_KB + (64 << 10) // 9 * 240 // 1024, (rss0, rss)
+
+
+def pipe_held(cmdline, fd):
+    """The bytes waiting in the pipe that is fd of the process with this
+    command line; None if there is none."""
+    for q in pids_of(lambda c: c == cmdline):
+        try:
+            p = os.open(f"/proc/{q}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            return fionread(p)
+        finally:
+            os.close(p)
+    return None
+
+
+def fionread(fd):
+    """The bytes waiting in a pipe or socket."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
+def daemon_reads_client(env, server_port, client_port):
+    """Whether the daemon reads its side of this TCP connection (see
+    daemon_reads); None if there is no such connection."""
+    with open(f"/proc/{env.d.pid}/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            w = line.split()
+            ports = (int(w[1].split(":")[1], 16), int(w[2].split(":")[1], 16))
+            if ports == (server_port, client_port):
+                return daemon_reads(env, {f"socket:[{w[9]}]"})
+    return None
 
 
 def test_upload_the_pod_does_not_read(env):
@@ -1222,18 +1390,11 @@ def test_big_header_blocks_are_not_kept(running):
         p.stdin.flush()
         assert p.stdout.readline() == "ready\n"
 
-        def sleeping():
-            n_ = 0
-            for q in os.listdir("/proc"):
-                try:
-                    with open(f"/proc/{q}/cmdline", "rb") as f:
-                        n_ += f.read() == b"/bin/sleep\0" + marker.encode() + b"\0"
-                except OSError:
-                    pass
-            return n_
+        cmdline = b"/bin/sleep\0" + marker.encode() + b"\0"
         # each command starts once its session's last stream (the big
         # block) was handled
-        wait_for(lambda: sleeping() == n, what="the commands to start", timeout=120)
+        wait_for(lambda: len(list(pids_of(lambda c: c == cmdline))) == n,
+                 what="the commands to start", timeout=120)
         rss = env.d.rss_kb()
     finally:
         p.stdin.close()

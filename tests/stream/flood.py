@@ -12,7 +12,9 @@ the server queues stays queued.
         CASE ws-upload / spdy-upload / pf-upload: data only (64 KiB
             messages: stdin of an exec, or port 8080 of a WebSocket
             port-forward, or with --ports N one message to each of the
-            ports 8080 to 8080+N-1 in turn), no ping.
+            ports 8080 to 8080+N-1 in turn), no ping; with --size N,
+            messages (SPDY data frames) of N bytes each, a WebSocket
+            message's first byte its channel.
         CASE ws-idle: a WebSocket exec session; sends nothing.
         CASE ws-trickle: a WebSocket exec session that reads 4 KiB every
             half second for --seconds, then prints "alive READ" if the
@@ -21,7 +23,8 @@ the server queues stays queued.
     the kernel has taken no byte of ours for a second (or "capped SENT"
     at --max); then "closed SENT" when the server ended the connection
     (seen from TCP_INFO: the socket is no longer ESTABLISHED). A line on
-    our stdin makes it print "sent SENT" (what the kernel took so far).
+    our stdin makes it print "sent SENT" (what the kernel took so far);
+    with --wait, the first line starts the sending instead.
 """
 import argparse
 import base64
@@ -111,6 +114,10 @@ def main():
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--ports", type=int, default=1,
                     help="pf-upload: ports 8080 and up, the data spread over them")
+    ap.add_argument("--wait", action="store_true",
+                    help="once the session is set up, wait for a line on stdin to send")
+    ap.add_argument("--size", type=int, default=65536,
+                    help="uploads: the data bytes of one message or SPDY data frame")
     a = ap.parse_args()
     s, u = connect(a.url)
     print("port", s.getsockname()[1], flush=True)
@@ -126,7 +133,7 @@ def main():
         if a.case == "spdy-ping":
             unit = b"".join(Spdy.ping(2 * i + 1) for i in range(5000))
         else:
-            unit = Spdy.data(3, bytes(65536))
+            unit = Spdy.data(3, bytes(a.size))
     else:
         proto = "portforward.k8s.io" if a.case == "pf-upload" else "v4.channel.k8s.io"
         ports = ",".join(str(8080 + i) for i in range(a.ports))
@@ -157,8 +164,12 @@ def main():
         elif a.case == "ws-ping":
             unit = ping * 10000
         else:
-            data = b"".join(ws_frame(2, bytes([2 * i]) + bytes(65535)) for i in range(a.ports))
+            data = b"".join(ws_frame(2, bytes([2 * i]) + bytes(a.size - 1)) for i in range(a.ports))
             unit = data + ping if a.case == "ws-mixed" else data
+    if a.wait:
+        sys.stdin.readline()
+    if unit and len(unit) < 65536:  # small messages: 64 KiB of them a send
+        unit *= 65536 // len(unit)
     s.setblocking(False)
     sent, pending, last, said = 0, memoryview(b""), time.monotonic(), False
     while True:
