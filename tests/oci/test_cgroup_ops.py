@@ -308,7 +308,7 @@ def test_exec_runs_in_the_cgroup_or_not_at_all(kinglet, make_bundle, cid, tmp_pa
     if not root:
         pytest.skip("no cgroup2 hierarchy mounted")
     b = make_bundle(["sleep", "1000"],
-                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"/kinglet-test/{cid}"))
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"{RUN_CGROUP}/{cid}"))
     with open(tmp_path / "out", "w") as out:
         kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
     try:
@@ -317,13 +317,13 @@ def test_exec_runs_in_the_cgroup_or_not_at_all(kinglet, make_bundle, cid, tmp_pa
         assert "0::/\n" in r.stdout, r.stdout  # the root of its cgroup namespace
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                             'mount -t tmpfs -o size=4k x "$1" && shift && exec "$@"', "-",
-                            f"{root}/kinglet-test/{cid}", *kinglet.cmd("exec", cid, "echo",
+                            f"{root}{RUN_CGROUP}/{cid}", *kinglet.cmd("exec", cid, "echo",
                                                                       "RAN")],
                            capture_output=True, text=True, timeout=60)
         assert "RAN" not in r.stdout, r.stdout
         assert r.returncode != 0 and "the container's cgroup" in r.stderr, (r.returncode,
                                                                             r.stderr)
-        procs = open(f"{root}/kinglet-test/{cid}/cgroup.procs").read().split()
+        procs = open(f"{root}{RUN_CGROUP}/{cid}/cgroup.procs").read().split()
         assert procs == [str(kinglet.state(cid)["pid"])], procs
     finally:
         kinglet("delete", "--force", cid, check=True)
