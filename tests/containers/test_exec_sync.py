@@ -12,18 +12,14 @@ import grpc
 import pytest
 
 from .conftest import children_of, exe_writable, wait_for
+from musl import static_prog
 
 
 @pytest.fixture(scope="module")
 def exec_racer(tmp_path_factory):
     """exec_racer.c, built static."""
-    cc = shutil.which("musl-gcc")
-    if not cc:
-        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static racer")
-    d = tmp_path_factory.mktemp("racer")
-    subprocess.run([cc, "-static", "-O2", "-o", str(d / "racer"),
-                    os.path.join(os.path.dirname(__file__), "exec_racer.c")], check=True)
-    return d / "racer"
+    return static_prog(tmp_path_factory, os.path.join(os.path.dirname(__file__), "exec_racer.c"),
+                       "racer")
 
 
 def racer_container(env, racer, out, mode, caps=(), **sc):
