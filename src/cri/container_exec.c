@@ -38,13 +38,14 @@
 #include "cri/containers.h"
 #include "oci/oci.h"
 
-#define EXEC_NOTE_MAX   256u                                 /* the "output cut" line */
-#define EXEC_ANSWER_MAX ((16u << 20) - 4096 - EXEC_NOTE_MAX) /* 4 KiB for the framing */
-#define EXEC_SHARE      (64u << 10) /* of the answer, kept for each stream */
-#define EXEC_FLOOR      (64u << 10) /* buffer a call may always hold */
-#define EXEC_POOL       (64u << 20) /* buffer beyond the floors, all calls together */
-#define EXEC_DRAIN_MS   2000
-#define EXEC_MAX        256 /* ExecSync calls at once */
+#define EXEC_NOTE_MAX      256u                                 /* the "output cut" line */
+#define EXEC_ANSWER_MAX    ((16u << 20) - 4096 - EXEC_NOTE_MAX) /* 4 KiB for the framing */
+#define EXEC_SHARE         (64u << 10) /* of the answer, kept for each stream */
+#define EXEC_FLOOR         (64u << 10) /* buffer a call may always hold */
+#define EXEC_POOL          (64u << 20) /* buffer beyond the floors, all calls together */
+#define EXEC_DRAIN_MS      2000
+#define EXEC_REAP_RETRY_MS 100 /* a command held by a tracer */
+#define EXEC_MAX           256 /* ExecSync calls at once */
 
 struct exec_stream {
     uv_pipe_t pipe;
@@ -299,14 +300,11 @@ static void on_drain_timeout(uv_timer_t *t)
     reply(x);
 }
 
-static void on_exit_(uv_poll_t *p, int status, int events)
+static void on_reap_retry(uv_timer_t *t);
+
+/* The command was reaped (its status in x->status). */
+static void exited(struct exec_sync *x)
 {
-    (void)status;
-    (void)events;
-    struct exec_sync *x = p->data;
-    if (pidfd_reap(x->pidfd, &x->status) <= 0)
-        return;
-    uv_poll_stop(p);
     x->exited = true;
     if (x->timed_out || x->cancelled) {
         reply(x);
@@ -315,6 +313,34 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     uv_timer_stop(&x->timer);
     uv_timer_start(&x->timer, on_drain_timeout, EXEC_DRAIN_MS, 0);
     maybe_done(x);
+}
+
+static void on_exit_(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    struct exec_sync *x = p->data;
+    int r = pidfd_reap(x->pidfd, &x->status);
+    uv_poll_stop(p); /* readable for good once the command has ended */
+    if (r > 0) {
+        exited(x);
+        return;
+    }
+    /* Ended but not ours to reap yet: a process of the container traces
+     * it, and a traced zombie is its tracer's until the tracer waits or
+     * ends. Polled again it would spin the loop; asked again every
+     * EXEC_REAP_RETRY_MS (the timeout is moot: the command has ended). */
+    uv_timer_stop(&x->timer);
+    uv_timer_start(&x->timer, on_reap_retry, EXEC_REAP_RETRY_MS, EXEC_REAP_RETRY_MS);
+}
+
+static void on_reap_retry(uv_timer_t *t)
+{
+    struct exec_sync *x = t->data;
+    if (pidfd_reap(x->pidfd, &x->status) <= 0)
+        return;
+    uv_timer_stop(t);
+    exited(x);
 }
 
 static void kill_command(struct exec_sync *x)

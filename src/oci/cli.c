@@ -137,6 +137,20 @@ static int help(const char *cmd)
     return 2;
 }
 
+/* --preserve-fds N of create, run and exec: fds 3 .. 3+N-1 (the exec
+ * helper's socket and program go above them). */
+#define PRESERVE_FDS_ERROR "--preserve-fds: expected a number from 0 to 1024"
+static int parse_preserve_fds(const char *s, int *ret)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (end == s || *end || errno || n < 0 || n > 1024)
+        return -EINVAL;
+    *ret = (int)n;
+    return 0;
+}
+
 /* Every parser below runs getopt_long over argv from the command's own
  * name on; "+" stops at the first operand (exec's command line). -h and
  * --help show the command's usage wherever they stand among its options. */
@@ -174,14 +188,10 @@ static int cmd_create_run(const struct gopts *g, int argc, char **argv, bool run
         case 'c':
             o.console_socket = optarg;
             break;
-        case 'f': {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 0 || n > 1024)
-                return usage_error(cmd, "--preserve-fds: expected a number from 0 to 1024");
-            o.preserve_fds = (int)n;
+        case 'f':
+            if (parse_preserve_fds(optarg, &o.preserve_fds) < 0)
+                return usage_error(cmd, PRESERVE_FDS_ERROR);
             break;
-        }
         case 'd':
             detach = true;
             break;
@@ -595,7 +605,8 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
             o.user = optarg;
             break;
         case 'f':
-            o.preserve_fds = atoi(optarg);
+            if (parse_preserve_fds(optarg, &o.preserve_fds) < 0)
+                return usage_error("exec", PRESERVE_FDS_ERROR);
             break;
         case 'h':
             return help("exec");

@@ -292,11 +292,10 @@ static pid_t helper_start(const int stdio[3], int preserve, int sync, int cgroup
         memfd_sealed("kinglet-enter", enter_program, (size_t)(enter_program_end - enter_program));
     if (exe < 0)
         return err_set(err, -exe, "copy the exec helper into a sealed memfd");
-    struct helper_spawn s = {
-        .stdio = {stdio ? stdio[0] : -1, stdio ? stdio[1] : -1, stdio ? stdio[2] : -1},
-        .sync = sync,
-        .exe = exe,
-        .preserve = preserve > 0 ? preserve : 0};
+    struct helper_spawn s = {.stdio = {stdio[0], stdio[1], stdio[2]},
+                             .sync = sync,
+                             .exe = exe,
+                             .preserve = preserve > 0 ? preserve : 0};
     snprintf(s.fdarg, sizeof(s.fdarg), "%d", 3 + s.preserve);
     s.argv[0] = "kinglet-enter";
     s.argv[1] = s.fdarg;
@@ -361,7 +360,6 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     struct oci_process p = {0};
     _cleanup_close_ int pidfd = -1, console = -1, devnull = -1, sync = -1;
     _cleanup_(buf_free) struct buf body = {0};
-    pid_t helper = -1;
     _cleanup_(cgroup_freep) struct oci_cgroup *cg = NULL;
     if ((r = build_process(o, spec, &p, err)) < 0)
         goto out;
@@ -430,8 +428,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         close(sp[1]);
         goto out;
     }
-    helper = helper_start(stdio, o->preserve_fds, sp[1], cg ? oci_cgroup_fd(cg) : -1,
-                          cg ? oci_cgroup_path(cg) : NULL, err);
+    pid_t helper = helper_start(stdio, o->preserve_fds, sp[1], cg ? oci_cgroup_fd(cg) : -1,
+                                cg ? oci_cgroup_path(cg) : NULL, err);
     close(sp[1]);
     if (helper < 0) {
         r = helper;
@@ -466,7 +464,6 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     int hstatus = 0;
     while (waitpid(helper, &hstatus, 0) < 0 && errno == EINTR)
         ;
-    helper = -1;
     if (failed) {
         if (procpid > 0)
             while (waitpid(procpid, NULL, 0) < 0 && errno == EINTR)
@@ -479,11 +476,10 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         goto out;
     }
     if (o->pid_fd >= 0) {
-        if (procpid > 0)
-            dprintf(o->pid_fd, "%d", (int)procpid);
+        dprintf(o->pid_fd, "%d", (int)procpid);
         close(o->pid_fd);
     }
-    if (o->pid_file && procpid > 0) {
+    if (o->pid_file) {
         char buf[32];
         int n = snprintf(buf, sizeof(buf), "%d", (int)procpid);
         if (write_file_atomic(AT_FDCWD, o->pid_file, buf, (size_t)n, 0644) < 0)
@@ -505,9 +501,6 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
         *ret_status = status;
     r = 0;
 out:
-    if (helper > 0)
-        while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
-            ;
     if (r < 0)
         err_wrap(err, "exec in container `%s`", o->id);
     oci_process_clear(&p);

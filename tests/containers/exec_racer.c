@@ -24,6 +24,11 @@
  *    and stop each new process; `hijack` injects sethostname when it
  *    still holds CAP_SYS_ADMIN, `forge` a pid message naming PID on the
  *    first socket of a command before its execve (see hijack()).
+ *  - `hold` (no capability needed): seizes the first new process once it
+ *    has exec'd a program of the container (its own uid, dumpable again)
+ *    and never waits for it, so that once it ends its zombie is the
+ *    racer's to reap, not its parent's, until the racer ends. One line:
+ *      held PID
  *
  * It writes DIR/ready when it runs, appends to DIR/log, and stops when
  * DIR/stop appears. Built static against musl. */
@@ -263,6 +268,24 @@ static void hijack(FILE *log, int pid)
     fflush(log);
 }
 
+/* `hold` mode: see the top. Returns 1 once it holds pid. */
+static int hold(FILE *log, int pid)
+{
+    char path[64], exe[256];
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    while (kill(pid, 0) == 0) {
+        ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+        if (n <= 0 || (exe[n] = '\0', strncmp(exe, "/memfd:", 7) == 0))
+            continue; /* not yet exec'd: not ours to trace */
+        if (ptrace(PTRACE_SEIZE, pid, 0, 0) == 0) {
+            fprintf(log, "held %d\n", pid);
+            fflush(log);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const char *errname(int ok, int e)
 {
     return ok             ? "ok"
@@ -325,15 +348,16 @@ int main(int argc, char **argv)
 {
     int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
     int hijack_mode = argc == 3 && strcmp(argv[2], "hijack") == 0;
+    int hold_mode = argc == 3 && strcmp(argv[2], "hold") == 0, held = 0;
     if (argc == 4 && strcmp(argv[2], "forge") == 0) {
         hijack_mode = 1;
         forge_pid = atoi(argv[3]);
     }
-    if (hijack_mode)
+    if (hijack_mode || hold_mode)
         write_mode = 0;
     else if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
         return 2;
-    if (!write_mode && !hijack_mode) {
+    if (!write_mode && !hijack_mode && !hold_mode) {
         secret_len = strlen(argv[3]);
         if (secret_len == 0 || secret_len >= sizeof(secret))
             return 2;
@@ -359,7 +383,10 @@ int main(int argc, char **argv)
             int now = atoi(v);
             for (int p = last + 1; p <= now; p++)
                 if (p != getpid()) {
-                    if (hijack_mode)
+                    if (hold_mode) {
+                        if (!held)
+                            held = hold(log, p);
+                    } else if (hijack_mode)
                         hijack(log, p);
                     else if (write_mode)
                         attack(log, p);
@@ -369,8 +396,9 @@ int main(int argc, char **argv)
             if (now > last)
                 last = now;
         }
-        /* reap what we traced and that ended, whoever's child it is */
-        while (waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+        /* reap what we traced and that ended, whoever's child it is (but
+         * what we hold) */
+        while (!hold_mode && waitpid(-1, NULL, __WALL | WNOHANG) > 0)
             ;
         if (spin % 1024 == 0 && access(stop, F_OK) == 0)
             return 0;

@@ -6,18 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
-
-
-def wait_for(cond, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+from waiting import wait_for
 
 
 @pytest.fixture
@@ -51,12 +44,8 @@ def test_pause_resume(runtime, running, cid):
     pid = st["pid"]
     runtime("pause", cid, check=True)
     assert runtime.state(cid)["status"] == "paused"
-    deadline = time.monotonic() + 5
-    cg = proc_cgroup(pid)
-    events = f"{cgroup2_root()}{cg}/cgroup.events"
-    while "frozen 1" not in open(events).read():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    events = f"{cgroup2_root()}{proc_cgroup(pid)}/cgroup.events"
+    wait_for(lambda: "frozen 1" in open(events).read(), what="the cgroup to be frozen")
     runtime("resume", cid, check=True)
     assert runtime.state(cid)["status"] == "running"
     assert "frozen 0" in open(events).read()
@@ -69,7 +58,7 @@ def test_ps_lists_the_container_processes(runtime, running, cid):
         return json.loads(runtime("ps", "--format", "json", cid, check=True).stdout)
     # busybox sh execs its last command: the init and the background sleep
     # (once the fork is done), never more.
-    wait_for(lambda: len(pids()) >= 2, "the init and the background sleep")
+    wait_for(lambda: len(pids()) >= 2, what="the init and the background sleep")
     assert st["pid"] in pids()
     assert len(pids()) == 2
 
@@ -82,7 +71,7 @@ def test_ps_table_runs_ps_with_options(runtime, running, cid):
     def json_pids():
         return set(json.loads(runtime("ps", "--format", "json", cid, check=True).stdout))
     # The init execs sleep 1001 after forking sleep 1000: wait for both.
-    wait_for(lambda: len(json_pids()) == 2, "both sleeps")
+    wait_for(lambda: len(json_pids()) == 2, what="both sleeps")
     pids = json_pids()
     # Default: ps -ef, filtered to the container's processes, header kept.
     lines = runtime("ps", cid, check=True).stdout.splitlines()
@@ -111,14 +100,14 @@ def test_kill_without_all_signals_only_the_init(runtime, running, cid):
 
     def pids():
         return json.loads(runtime("ps", "--format", "json", cid, check=True).stdout)
-    wait_for(lambda: len(pids()) == 2, "the init and its sleep")
+    wait_for(lambda: len(pids()) == 2, what="the init and its sleep")
     runtime("kill", cid, "USR1", check=True)
     wait_for(lambda: runtime("exec", cid, "test", "-e", "/tmp/usr1").returncode == 0,
-             "the init's trap")
+             what="the init's trap")
     assert sorted(pids()) == sorted(pids())  # stable
     assert len(pids()) == 2, "kill without --all reached another process"
     runtime("kill", "--all", cid, "USR1", check=True)
-    wait_for(lambda: pids() == [st["pid"]], "the sleep to die of USR1")
+    wait_for(lambda: pids() == [st["pid"]], what="the sleep to die of USR1")
     assert runtime.state(cid)["status"] == "running"
 
 
@@ -185,13 +174,13 @@ def test_run_ends_on_sigterm_while_paused(kinglet, make_bundle, cid, tmp_path):
     p = run_in_background(kinglet, make_bundle(["sleep", "1000"]), cid, tmp_path)
     try:
         wait_for(lambda: (kinglet.root / cid / "state.json").exists() and
-                 kinglet.state(cid)["status"] == "running", "running")
+                 kinglet.state(cid)["status"] == "running", what="running")
         pid = kinglet.state(cid)["pid"]
         kinglet("pause", cid, check=True)
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=10) == 128 + signal.SIGTERM, (tmp_path / "run.out").read_text()
         assert not (kinglet.root / cid).exists()
-        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "the container to be gone")
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the container to be gone")
     finally:
         if p.poll() is None:
             p.kill()
@@ -213,7 +202,7 @@ def test_run_stops_creating_on_sigterm(kinglet, make_bundle, cid, tmp_path):
             "cgroupsPath", f"{RUN_CGROUP}/frozen-{cid}/{cid}"))
         p = run_in_background(kinglet, b, cid, tmp_path)
         wait_for(lambda: os.path.exists(f"{parent}/{cid}/cgroup.procs") and
-                 open(f"{parent}/{cid}/cgroup.procs").read().strip(), "the init in its cgroup")
+                 open(f"{parent}/{cid}/cgroup.procs").read().strip(), what="the init in its cgroup")
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) != 0
         out = (tmp_path / "run.out").read_text()
@@ -230,7 +219,7 @@ def test_run_stops_creating_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         if os.path.isdir(child):
             for pid in open(f"{child}/cgroup.procs").read().split():
                 os.kill(int(pid), signal.SIGKILL)
-            wait_for(lambda: not open(f"{child}/cgroup.procs").read().strip(), "cleanup")
+            wait_for(lambda: not open(f"{child}/cgroup.procs").read().strip(), what="cleanup")
             os.rmdir(child)
         kinglet("delete", "--force", cid)
         os.rmdir(parent)
@@ -256,7 +245,7 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
     p = run_in_background(kinglet, b, cid, tmp_path)
     pid = None
     try:
-        wait_for(lambda: hook_pid.exists() and hook_pid.read_text().strip(), "the hook")
+        wait_for(lambda: hook_pid.exists() and hook_pid.read_text().strip(), what="the hook")
         pid = int(hook_pid.read_text())
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) != 0
@@ -265,7 +254,7 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         assert not (kinglet.root / cid).exists()
         wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
                  open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
-                 "the hook to be killed")
+                 what="the hook to be killed")
     finally:
         if p.poll() is None:
             p.kill()
@@ -308,7 +297,7 @@ def test_exec_runs_in_the_cgroup_or_not_at_all(kinglet, make_bundle, cid, tmp_pa
     if not root:
         pytest.skip("no cgroup2 hierarchy mounted")
     b = make_bundle(["sleep", "1000"],
-                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"/kinglet-test/{cid}"))
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"{RUN_CGROUP}/{cid}"))
     with open(tmp_path / "out", "w") as out:
         kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
     try:
@@ -317,13 +306,13 @@ def test_exec_runs_in_the_cgroup_or_not_at_all(kinglet, make_bundle, cid, tmp_pa
         assert "0::/\n" in r.stdout, r.stdout  # the root of its cgroup namespace
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                             'mount -t tmpfs -o size=4k x "$1" && shift && exec "$@"', "-",
-                            f"{root}/kinglet-test/{cid}", *kinglet.cmd("exec", cid, "echo",
+                            f"{root}{RUN_CGROUP}/{cid}", *kinglet.cmd("exec", cid, "echo",
                                                                       "RAN")],
                            capture_output=True, text=True, timeout=60)
         assert "RAN" not in r.stdout, r.stdout
         assert r.returncode != 0 and "the container's cgroup" in r.stderr, (r.returncode,
                                                                             r.stderr)
-        procs = open(f"{root}/kinglet-test/{cid}/cgroup.procs").read().split()
+        procs = open(f"{root}{RUN_CGROUP}/{cid}/cgroup.procs").read().split()
         assert procs == [str(kinglet.state(cid)["pid"])], procs
     finally:
         kinglet("delete", "--force", cid, check=True)

@@ -30,6 +30,7 @@ import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
 from ocihelpers import Runtime, cleanup
+from musl import static_prog
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,13 +75,7 @@ def wait_file(path, timeout, what):
 
 @pytest.fixture(scope="module")
 def attack_prog(tmp_path_factory):
-    cc = shutil.which("musl-gcc")
-    if not cc:
-        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static attacker")
-    out = tmp_path_factory.mktemp("attack") / "exe_attack"
-    subprocess.run([cc, "-static", "-O2", "-o", str(out), os.path.join(HERE, "exe_attack.c")],
-                   check=True)
-    return out
+    return static_prog(tmp_path_factory, os.path.join(HERE, "exe_attack.c"), "attacker")
 
 
 @pytest.fixture

@@ -67,6 +67,27 @@ def test_exec_process_json(runtime, running, cid, tmp_path):
     assert r.stdout.split() == ["99", "/tmp", "y"]
 
 
+def test_exec_preserve_fds(runtime, running, cid, tmp_path):
+    running()
+    p = tmp_path / "passed"
+    p.write_text("through fd 3\n")
+    # A shell puts the file on fd 3 of the runtime (this process's own fd 3
+    # may belong to pytest).
+    r = subprocess.run(["sh", "-c", 'exec 3<"$0"; exec "$@"', str(p)]
+                       + runtime.cmd("exec", "--preserve-fds", "1", cid, "cat", "/proc/self/fd/3"),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout == "through fd 3\n", r.stderr
+
+
+@pytest.mark.parametrize("n", ["-1", "x", "1025", "4294967299"])
+def test_exec_preserve_fds_out_of_range(kinglet, cid, n):
+    # as create and run take it (refused before the container is looked
+    # up); an fd number past the limit made the exec helper fail without
+    # saying why, and a word or a negative number meant 0
+    r = kinglet("exec", "--preserve-fds", n, cid, "true")
+    assert r.returncode == 2 and "expected a number from 0 to 1024" in r.stderr, r.stderr
+
+
 def test_exec_in_stopped_container_fails(runtime, make_bundle, cid, tmp_path):
     b = make_bundle(["true"])
     with open(tmp_path / "out", "w") as out:

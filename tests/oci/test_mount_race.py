@@ -20,6 +20,7 @@ import uuid
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from musl import static_prog
 from waiting import wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,13 +29,7 @@ CREATIONS = int(os.environ.get("KINGLET_MOUNT_RACE_CREATIONS", "300"))
 
 @pytest.fixture(scope="module")
 def swap_prog(tmp_path_factory):
-    cc = shutil.which("musl-gcc")
-    if not cc:
-        pytest.skip("needs musl-gcc (musl-tools, a build dependency) for the static swapper")
-    out = tmp_path_factory.mktemp("swap") / "mount_swap"
-    subprocess.run([cc, "-static", "-O2", "-o", str(out), os.path.join(HERE, "mount_swap.c")],
-                   check=True)
-    return out
+    return static_prog(tmp_path_factory, os.path.join(HERE, "mount_swap.c"), "swapper")
 
 
 def mounts_of(mountinfo):
