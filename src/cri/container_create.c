@@ -433,10 +433,12 @@ static void create_work(uv_work_t *req)
         j->r = err_set(&j->err, ENOMEM, "cgroup path");
         goto fail;
     }
-    if (cs.warnings.len) {
+    /* What the host could not give (an oom_score_adj it forbids, AppArmor
+     * it lacks) is logged once, here, and never put in the status message:
+     * kubelet prepends that message to the container's termination
+     * message, which is the application's own. */
+    if (cs.warnings.len)
         log_warn("container `%s`: %s", id, (char *)cs.warnings.data);
-        j->rec.message = strdup((char *)cs.warnings.data);
-    }
     /* Missing bind sources become directories, as kubelet expects. */
     for (size_t i = 0; i < cfg->n_mounts; i++) {
         const char *src = cfg->mounts[i]->host_path;
