@@ -604,6 +604,12 @@ static int load_records(struct cri *cri, struct err *err)
             c->resources = (Runtime__V1__LinuxContainerResources *)protobuf_c_message_unpack(
                 &runtime__v1__linux_container_resources__descriptor, NULL, c->rec.resources_len,
                 c->rec.resources);
+        /* Only an exit sets a message: one on a container that has not
+         * exited is a warning an older kinglet kept there. */
+        if (c->rec.state != STORE_CTR_EXITED) {
+            free(c->rec.message);
+            c->rec.message = NULL;
+        }
         if (!c->config || !c->config->metadata || (c->rec.resources && !c->resources)) {
             log_warn("container `%s`: unreadable configuration in its record; ignored", c->rec.id);
             container_free(c);

@@ -433,10 +433,12 @@ static void create_work(uv_work_t *req)
         j->r = err_set(&j->err, ENOMEM, "cgroup path");
         goto fail;
     }
-    if (cs.warnings.len) {
+    /* What the host could not give (an oom_score_adj it forbids, AppArmor
+     * it lacks) is logged once, here, and never put in the status message:
+     * kubelet prepends that message to the container's termination
+     * message, which is the application's own. */
+    if (cs.warnings.len)
         log_warn("container `%s`: %s", id, (char *)cs.warnings.data);
-        j->rec.message = strdup((char *)cs.warnings.data);
-    }
     /* Missing bind sources become directories, as kubelet expects. */
     for (size_t i = 0; i < cfg->n_mounts; i++) {
         const char *src = cfg->mounts[i]->host_path;
@@ -688,6 +690,19 @@ static int log_path(const Runtime__V1__PodSandboxConfig *pod, const char *rel, c
     return 0;
 }
 
+/* What ContainerStatus shows as the container's image, as containerd does:
+ * the reference the pod names (kubelet sends it as user_specified_image,
+ * and the resolved id as image), else the image's first tag, else its id.
+ * kubelet copies it into the pod's status, where users and controllers
+ * compare it with the spec. Chosen at creation and kept in the record, so a
+ * tag that moves to another image later does not rename this container's. */
+static const char *status_image(const Runtime__V1__ImageSpec *spec, const struct image_info *img)
+{
+    if (spec->user_specified_image && *spec->user_specified_image)
+        return spec->user_specified_image;
+    return img->n_repo_tags ? img->repo_tags[0] : img->id;
+}
+
 void cri_create_container(struct cri_call *call)
 {
     struct cri *cri = call->cri;
@@ -701,6 +716,13 @@ void cri_create_container(struct cri_call *call)
     }
     if (!cfg->image || !*cfg->image->image) {
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "CreateContainer: config.image is empty");
+        return;
+    }
+    if (cfg->image->user_specified_image &&
+        strlen(cfg->image->user_specified_image) > STORE_CTR_TEXT_MAX) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+                 "CreateContainer: config.image.user_specified_image is longer than %d bytes",
+                 STORE_CTR_TEXT_MAX);
         return;
     }
     bool ambiguous;
@@ -777,7 +799,8 @@ void cri_create_container(struct cri_call *call)
     memcpy(rec->pod_id, sb->rec.id, sizeof(rec->pod_id));
     rec->created_ns = now_real_ns();
     rec->stop_signal = SIGTERM;
-    if (!(rec->config = malloc(packed ? packed : 1)) || !(rec->image = strdup(cfg->image->image)) ||
+    if (!(rec->config = malloc(packed ? packed : 1)) ||
+        !(rec->image = strdup(status_image(cfg->image, img))) ||
         !(rec->image_id = strdup(img->id)) ||
         !(rec->image_ref = strdup(img->n_repo_digests ? img->repo_digests[0] : img->id)) ||
         !(j->oci_root = strdup(cs->oci_root)) || !(j->bundles_dir = strdup(cs->bundles_dir)) ||

@@ -57,6 +57,10 @@ void container_status_fill(struct cri *cri, const struct container *c, struct ct
     runtime__v1__image_spec__init(&s->image);
     s->image.image = c->rec.image;
     if (cfg->image) {
+        /* the record of an older kinglet holds the image as kubelet sent
+         * it (an id): the pod's reference wins, as for a new record */
+        if (cfg->image->user_specified_image && *cfg->image->user_specified_image)
+            s->image.image = cfg->image->user_specified_image;
         s->image.annotations = cfg->image->annotations;
         s->image.n_annotations = cfg->image->n_annotations;
         s->image.user_specified_image = cfg->image->user_specified_image;
@@ -230,12 +234,14 @@ void cri_list_containers(struct cri_call *call)
             continue;
         Runtime__V1__Container *it = &items[n];
         runtime__v1__container__init(it);
+        /* the image as kubelet sent it, as containerd lists it; the
+         * status shows the one the pod names (container_status_fill) */
         runtime__v1__image_spec__init(&images[n]);
         images[n].image = c->rec.image;
         it->id = c->rec.id;
         it->pod_sandbox_id = c->rec.pod_id;
         it->metadata = c->config->metadata;
-        it->image = &images[n];
+        it->image = c->config->image ? c->config->image : &images[n];
         it->image_ref = c->rec.image_ref;
         it->image_id = c->rec.image_id;
         it->state = container_state(c);

@@ -18,8 +18,15 @@
  *  - CRI logs (with --log-path): the container's stdout and stderr (pipes,
  *    or the pty master of a tty container, logged as stdout) become CRI log
  *    records (logfmt.c). Records go through a bounded buffer to a writer
- *    thread, so a slow or full disk never blocks the container: what does
- *    not fit is dropped and counted, and a marker record says how much;
+ *    thread. While the log keeps up (its last write took under 250 ms,
+ *    LOG_STALL_NS), a buffer more than half full pauses the reading of the
+ *    container's output, so a burst waits in its pipe, as containerd's
+ *    would, and the log is whole when the exit is recorded (a crash's last
+ *    words are what `kubectl logs --previous` is for). A log that stalls (a
+ *    hung disk, a FIFO read at a trickle) never blocks the container: the
+ *    reading goes on, what does not fit is dropped and counted, and a
+ *    marker record says how much. A full disk fails its writes at once,
+ *    which drops too;
  *  - ReopenContainerLog: `reopen` on the control socket (ctl.sock in the
  *    state directory) makes the writer reopen the log file, and the answer
  *    says whether it could;
@@ -41,6 +48,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -72,12 +80,19 @@ static uint64_t real_ns(void)
 
 /* ---- the log writer ---- */
 
+/* A write of the log that takes longer marks the log as stalled: the
+ * container's output is no longer held back for it. */
+#define LOG_STALL_NS (250 * 1000000ull)
+
 struct writer {
     pthread_mutex_t mu;
-    pthread_cond_t cond, idle;
+    pthread_cond_t cond, idle, room;
     uint8_t *ring;
     size_t cap, head, len; /* bytes [head, head+len) mod cap are pending */
     bool busy;             /* a write is in progress */
+    uint64_t busy_since;   /* since when (real_ns) */
+    bool slow;             /* the last write took LOG_STALL_NS or more */
+    int wake_fd;           /* an eventfd: a write ended (room, perhaps) */
     bool stop;
     const char *path;
     int fd;
@@ -92,7 +107,9 @@ static struct writer W = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .cond = PTHREAD_COND_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
+    .room = PTHREAD_COND_INITIALIZER,
     .fd = -1,
+    .wake_fd = -1,
     .reopen_client = -1,
 };
 
@@ -149,10 +166,13 @@ static void *writer_main(void *unused)
         const uint8_t *p = W.ring + W.head;
         int fd = W.fd;
         W.busy = true;
+        W.busy_since = real_ns();
         pthread_mutex_unlock(&W.mu);
         ssize_t w = fd >= 0 ? write(fd, p, n) : -1;
+        uint64_t took = real_ns() - W.busy_since;
         pthread_mutex_lock(&W.mu);
         W.busy = false;
+        W.slow = took >= LOG_STALL_NS;
         if (w <= 0) {
             /* Full disk, I/O error, no file: this output is lost; count
              * it, never wait for the disk to come back. */
@@ -164,6 +184,12 @@ static void *writer_main(void *unused)
         W.len -= (size_t)w;
         if (!W.len)
             pthread_cond_broadcast(&W.idle);
+        pthread_cond_broadcast(&W.room);
+        if (W.wake_fd >= 0) {
+            uint64_t one = 1;
+            ssize_t k = write(W.wake_fd, &one, sizeof(one));
+            (void)k;
+        }
     }
     pthread_cond_broadcast(&W.idle);
     pthread_mutex_unlock(&W.mu);
@@ -240,8 +266,8 @@ static void emit(void *ctx, enum logfmt_stream s, char tag, const uint8_t *data,
     pthread_mutex_unlock(&W.mu);
 }
 
-/* Waits up to ms for the writer to empty the buffer. */
-static void writer_drain(int ms)
+/* CLOCK_REALTIME (the condition variables' clock) ms from now. */
+static struct timespec real_after(int ms)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -251,9 +277,42 @@ static void writer_drain(int ms)
         until.tv_sec++;
         until.tv_nsec -= 1000000000;
     }
+    return until;
+}
+
+/* Waits up to ms for the writer to empty the buffer. */
+static void writer_drain(int ms)
+{
+    struct timespec until = real_after(ms);
     pthread_mutex_lock(&W.mu);
     while ((W.len || W.busy) && pthread_cond_timedwait(&W.idle, &W.mu, &until) != ETIMEDOUT)
         ;
+    pthread_mutex_unlock(&W.mu);
+}
+
+/* Whether to hold the container's output back now: the buffer is more
+ * than half full and the log keeps up. The other half takes the records
+ * one read of ATT_CHUNK makes (all but a flood of empty lines, whose
+ * headers can outgrow it: the excess is dropped). The caller holds W.mu. */
+static bool log_hold(void)
+{
+    if (!W.ring || W.len <= W.cap / 2)
+        return false;
+    if (W.slow || (W.busy && real_ns() - W.busy_since >= LOG_STALL_NS))
+        return false;
+    return true;
+}
+
+/* Waits while the output is held back (after the exit: nothing else to
+ * serve). */
+static void log_wait_room(void)
+{
+    pthread_mutex_lock(&W.mu);
+    while (log_hold()) {
+        /* woken by each write's end; a stall is seen within 50 ms */
+        struct timespec until = real_after(50);
+        pthread_cond_timedwait(&W.room, &W.mu, &until);
+    }
     pthread_mutex_unlock(&W.mu);
 }
 
@@ -642,6 +701,7 @@ int main(int argc, char **argv)
         W.cap = o.buffer;
         W.path = o.log_path;
         W.fd = open_log(o.log_path);
+        W.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         pthread_t th;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -673,17 +733,28 @@ int main(int argc, char **argv)
     bool init_done = false;
     int init_status = 0;
     while (!init_done) {
-        struct pollfd p[6 + CLIENTS_MAX];
-        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1, at_in = -1;
+        struct pollfd p[7 + CLIENTS_MAX];
+        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1, at_in = -1,
+            at_wake = -1;
         if (sfd >= 0)
             p[at_sig = np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
         if (o.exec_fd >= 0)
             p[at_exec = np++] = (struct pollfd){.fd = o.exec_fd, .events = POLLIN};
-        /* A client that has not taken its last packet pauses the output. */
+        /* A client that has not taken its last packet pauses the output;
+         * so does a log that keeps up but is behind (the writer's eventfd
+         * says when a write ends; a stall is seen within LOG_STALL_NS). */
         bool paused = any_pending();
+        bool held = false;
+        if (W.ring) {
+            pthread_mutex_lock(&W.mu);
+            held = log_hold();
+            pthread_mutex_unlock(&W.mu);
+        }
         for (int i = 0; i < 2; i++)
-            if (outs[i] >= 0 && !paused)
+            if (outs[i] >= 0 && !paused && !held)
                 p[at_out[i] = np++] = (struct pollfd){.fd = outs[i], .events = POLLIN};
+        if (held && W.wake_fd >= 0)
+            p[at_wake = np++] = (struct pollfd){.fd = W.wake_fd, .events = POLLIN};
         if (o.ctl_fd >= 0 && n_clients < CLIENTS_MAX)
             p[at_ctl = np++] = (struct pollfd){.fd = o.ctl_fd, .events = POLLIN};
         if (io.in_len && io.stdin_fd >= 0 && !io.tty)
@@ -695,9 +766,14 @@ int main(int argc, char **argv)
                 .fd = clients[i].fd,
                 .events = (short)((io.in_len ? 0 : POLLIN) | (clients[i].pending ? POLLOUT : 0))};
         /* Without a signalfd, look for the exit now and then. */
-        int r = poll(p, (nfds_t)np, sfd >= 0 ? -1 : 200);
+        int r = poll(p, (nfds_t)np, held ? 50 : sfd >= 0 ? -1 : 200);
         if (r < 0 && errno != EINTR)
             break;
+        if (at_wake >= 0 && p[at_wake].revents) {
+            uint64_t n;
+            ssize_t k = read(W.wake_fd, &n, sizeof(n));
+            (void)k;
+        }
         if (at_exec >= 0 && p[at_exec].revents) {
             char c;
             if (read(o.exec_fd, &c, 1) == 1)
@@ -776,6 +852,7 @@ int main(int argc, char **argv)
         if (outs[i] < 0)
             continue;
         for (int rounds = 0; rounds < 1024; rounds++) {
+            log_wait_room();
             ssize_t n = read(outs[i], buf, sizeof(buf));
             if (n <= 0)
                 break;

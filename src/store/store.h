@@ -103,7 +103,7 @@ struct store_container {
     int exit_code;
     char *reason;    /* "Completed", "Error", "OOMKilled", ... or NULL */
     char *message;   /* NULL: none */
-    char *image;     /* the ImageSpec.image the container was created from */
+    char *image;     /* what ContainerStatus shows: the pod's reference, a tag or the id */
     char *image_id;  /* "sha256:<config digest>" */
     char *image_ref; /* "name@sha256:<manifest digest>" */
     char *log_path;  /* absolute, NULL: no log */

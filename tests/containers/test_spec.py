@@ -366,27 +366,98 @@ def test_image_volumes_unimplemented(env):
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_what_the_host_cannot_give_is_reported(env):
+def daemon_has_cap(env, cap):
+    caps = int([l for l in open(f"/proc/{env.d.proc.pid}/status")
+                if l.startswith("CapEff")][0].split()[1], 16)
+    return bool(caps & (1 << cap))
+
+
+def test_what_the_host_cannot_give_is_logged_not_reported(env):
+    """What the host cannot give is the daemon's warning, logged once with
+    the container's id; the status message stays empty, since kubelet
+    prepends it to the container's termination message."""
     pb = env.pb
     pod = env.pod()
     cid = sleeper(env, pod, "aa", linux=pb.LinuxContainerConfig(
         security_context=pb.LinuxContainerSecurityContext(
             apparmor=pb.SecurityProfile(profile_type=pb.SecurityProfile.RuntimeDefault)),
         resources=pb.LinuxContainerResources(oom_score_adj=-999)))
-    st = env.status(cid).status
-    have_aa = os.path.exists("/sys/kernel/security/apparmor")
-    if not have_aa:
-        assert "AppArmor" in st.message
+    assert env.status(cid).status.message == ""
+    log = env.d.logtext()
+    if not os.path.exists("/sys/kernel/security/apparmor"):
+        assert log.count(f"container `{cid}`: ") == 1
+        assert "AppArmor profile not applied" in log
     own = int(open(f"/proc/{env.d.proc.pid}/oom_score_adj").read())
     seen = int(sh(env, cid, "cat /proc/1/oom_score_adj")[1])
-    caps = int([l for l in open(f"/proc/{env.d.proc.pid}/status")
-                if l.startswith("CapEff")][0].split()[1], 16)
-    if not caps & (1 << 24):  # no CAP_SYS_RESOURCE: clamped, with a warning
+    if not daemon_has_cap(env, 24):  # no CAP_SYS_RESOURCE: clamped, with a warning
         assert seen == own
-        assert "oom_score_adj -999 raised" in st.message
-        assert "oom_score_adj -999 raised" in env.d.logtext()
+        assert "oom_score_adj -999 raised" in log
     else:
         assert seen == -999
+
+
+def test_guaranteed_pod_termination_message_is_the_apps_own(env, tmp_path):
+    """A Guaranteed pod's container asks for oom_score_adj -997, which a
+    host without CAP_SYS_RESOURCE forbids: the clamp is the daemon's
+    warning, in its log, never in ContainerStatus.message (kubelet puts
+    that message in front of terminationMessagePath's contents)."""
+    if daemon_has_cap(env, 24):
+        pytest.skip("the daemon has CAP_SYS_RESOURCE: oom_score_adj -997 is not clamped")
+    pb = env.pb
+    pod = env.pod("guaranteed")
+    term = tmp_path / "termination-log"  # kubelet's per-container file
+    term.write_text("")
+    ctl = tmp_path / "ctl"
+    ctl.mkdir()
+    os.mkfifo(ctl / "go")
+    res = pb.LinuxContainerResources(cpu_period=100000, cpu_quota=50000, cpu_shares=512,
+                                     memory_limit_in_bytes=64 << 20, oom_score_adj=-997)
+    cid = env.run(pod, "app", ["/bin/sh", "-c",
+                               "echo -n 'the app says goodbye' > /dev/termination-log; "
+                               "read line < /ctl/go; exit 2"],
+                  linux=pb.LinuxContainerConfig(resources=res),
+                  mounts=[pb.Mount(container_path="/dev/termination-log", host_path=str(term)),
+                          pb.Mount(container_path="/ctl", host_path=str(ctl))])
+    st = env.status(cid).status
+    assert st.state == pb.CONTAINER_RUNNING
+    assert st.message == ""
+    # the container's own reading, once its program runs
+    wait_for(lambda: term.read_text() == "the app says goodbye", what="the termination message")
+    assert int(sh(env, cid, "cat /proc/1/oom_score_adj")[1]) == int(
+        open(f"/proc/{env.d.proc.pid}/oom_score_adj").read())
+    fd = os.open(ctl / "go", os.O_WRONLY)
+    os.write(fd, b"go\n")
+    os.close(fd)
+    st = env.wait_exited(cid)
+    assert (st.exit_code, st.reason, st.message) == (2, "Error", "")
+    assert term.read_text() == "the app says goodbye"
+    warning = f"container `{cid}`: oom_score_adj -997 raised to"
+    assert env.d.logtext().count(warning) == 1
+    # and so after a restart of the daemon, which reads the record back
+    env.kill9_restart()
+    st = env.status(cid).status
+    assert (st.exit_code, st.message) == (2, "")
+
+
+def test_a_warning_an_older_daemon_stored_is_dropped(env):
+    """Records written by a kinglet that kept its warnings in the status
+    message: read back, a container that has not exited has none, and its
+    exit brings none."""
+    pb = env.pb
+    pod = env.pod()
+    cid = sleeper(env, pod, "old")
+    env.kill9()
+    rec = os.path.join(env.d.root, "containers", cid + ".json")
+    with open(rec) as f:
+        r = json.load(f)
+    r["message"] = "oom_score_adj -997 raised to 0: the host forbids lower values"
+    with open(rec, "w") as f:
+        json.dump(r, f)
+    env.restart()
+    assert env.status(cid).status.message == ""
+    env.stop(cid)
+    st = env.wait_exited(cid)
+    assert (st.reason, st.message) == ("Error", "")
 
 
 def test_host_ipc_shares_the_hosts_dev_shm(env):
