@@ -690,6 +690,9 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
     snprintf(path, sizeof(path), "%s/%s/rootfs", bundles_dir, id);
     if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         return err_set(err, errno, "unmount `%s`", path);
+    snprintf(path, sizeof(path), "%s/%s", bundles_dir, id);
+    if ((r = ctr_imagevols_unmount(path, err)) < 0)
+        return r;
     _cleanup_close_ int bfd = open(bundles_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (bfd >= 0 && (r = rm_rf_at(bfd, id)) < 0)
         return err_set(err, -r, "remove `%s/%s`", bundles_dir, id);
