@@ -1122,10 +1122,9 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
                            m->container_path ? m->container_path : "");
         if (image) {
             /* kubelet's rule: a relative path without `..` (symlinks in
-             * the image are checked once it is mounted) */
+             * the image are checked once it is mounted). host_path is
+             * ignored, as containerd does. */
             const char *sub = m->image_sub_path;
-            if (m->host_path && *m->host_path)
-                return err_set(err, EINVAL, "mounts[%zu]: both host_path and image are set", i);
             if (sub && *sub && (sub[0] == '/' || !oci_path_is_clean(sub) || strlen(sub) > 4000))
                 return err_set(err, EINVAL,
                                "mounts[%zu]: image_sub_path `%.200s` must be a relative path "

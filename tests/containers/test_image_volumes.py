@@ -69,6 +69,18 @@ def test_whole_images_read_only(env):
     assert imagevol_mounts(env) == []
 
 
+def test_host_path_ignored(env):
+    """A host_path next to an image is ignored (as containerd does): the
+    image is mounted, never the host's directory."""
+    pb = env.pb
+    pod = env.pod()
+    m = pb.Mount(container_path="/vol", host_path="/", readonly=False,
+                 image=pb.ImageSpec(image=env.refs["volume"]))
+    cid = run_with(env, pod, "c", [m])
+    code, out, err = sh(env, cid, "ls /vol; touch /vol/x")
+    assert out == "data\ntop\n" and "Read-only file system" in err, (out, err)
+
+
 def test_sub_path(env):
     """image_sub_path mounts only that directory of the image (merged from
     both layers), also through a symlink that stays inside the image."""

@@ -357,15 +357,6 @@ def test_pid_modes(env):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_image_volumes_unimplemented(env):
-    pb = env.pb
-    pod = env.pod()
-    with pytest.raises(grpc.RpcError) as e:
-        sleeper(env, pod, "iv", mounts=[pb.Mount(container_path="/iv", host_path="/",
-                                                 image=pb.ImageSpec(image="busybox"))])
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
-
 def test_what_the_host_cannot_give_is_reported(env):
     pb = env.pb
     pod = env.pod()
