@@ -39,6 +39,11 @@ def remove_image(env, name):
                         timeout=30)
 
 
+def image_fs_used(env):
+    r = env.ims.ImageFsInfo(env.pb.ImageFsInfoRequest(), timeout=10)
+    return r.image_filesystems[0].used_bytes.value
+
+
 def imagevol_mounts(env):
     return [m for m in env.d.own_mounts() if "/imagevols/" in m]
 
@@ -146,9 +151,14 @@ def test_image_held_while_mounted(env):
         assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION, e.value
         assert f"is in use by container `{cid}` as an image volume" in e.value.details()
     assert image_id(env, "volume") == vid
+    # the image's layers stay counted in the image filesystem while held,
+    # as containerd counts the snapshots its volumes use
+    held = image_fs_used(env)
     env.remove(cid)
+    assert image_fs_used(env) == held
     remove_image(env, "volume")
     assert image_id(env, "volume") == ""
+    wait_for(lambda: image_fs_used(env) < held, what="the volume's layers to be collected")
 
 
 def test_restart_keeps_mount_and_hold(env):
