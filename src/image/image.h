@@ -239,6 +239,12 @@ int image_hold_volume(struct image_service *svc, const char *holder, const char 
 int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
                   struct err *err);
 
+/* Drops every hold whose holder keep(data, holder) refuses (a container
+ * that is gone: a create cut short by a crash left its holds saved), and
+ * collects the layers no one uses any more. Returns how many went. */
+size_t image_holds_prune(struct image_service *svc, bool (*keep)(void *data, const char *holder),
+                         void *data);
+
 /* Adds images from a `docker save` or OCI-layout archive at path ("-" is not
  * accepted here: the CLI spools stdin into a file first). cb's image_id is
  * the last image of the archive. */

@@ -815,6 +815,21 @@ int image_release(struct image_service *svc, const char *holder, image_done_cb c
     return 0;
 }
 
+size_t image_holds_prune(struct image_service *svc, bool (*keep)(void *data, const char *holder),
+                         void *data)
+{
+    size_t dropped = 0;
+    for (size_t i = svc->n_holds; i-- > 0;)
+        if (!keep(data, svc->holds[i]->holder)) {
+            log_debug("hold of `%s` dropped: its holder is no more", svc->holds[i]->holder);
+            hold_drop(svc, i);
+            dropped++;
+        }
+    if (dropped)
+        request_save(svc, true, NULL, NULL);
+    return dropped;
+}
+
 /* ---- fs info / paths ---------------------------------------------------------- */
 
 int image_fs_info(struct image_service *svc, struct image_fs_usage *ret, struct err *err)

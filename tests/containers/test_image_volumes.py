@@ -4,6 +4,8 @@ container, with `image_sub_path` only a directory of it. kubelet pulls the
 image first; the runtime refuses a missing one with NOT_FOUND, keeps the
 image from removal while a container mounts it, and keeps all of it across
 a restart of the daemon."""
+import os
+
 import grpc
 import pytest
 
@@ -189,4 +191,36 @@ def test_restart_keeps_mount_and_hold(env):
     assert imagevol_mounts(env) == []
     remove_image(env, "volume")
     assert env.ims.ListImages(pb.ListImagesRequest(), timeout=10).images  # the others stay
+    assert image_id(env, "volume") == ""
+
+
+def test_create_cut_short_leaves_no_hold(env):
+    """SIGKILL while CreateContainer mounts (its holds are saved, its record
+    is not): after a restart no mount is left and the image is free."""
+    import threading
+    from .conftest import channel
+    from .test_recovery import held_by_strace
+    pod = env.pod()
+    tracer = held_by_strace(env, "mount", "delay_enter")
+    errors = []
+
+    def create():
+        try:
+            env.create(pod, None, env.config("cut", command=["/bin/true"],
+                                             mounts=[vol(env, "/vol")]))
+        except grpc.RpcError as e:  # the daemon dies under it
+            errors.append(e)
+    t = threading.Thread(target=create, daemon=True)
+    t.start()
+    bundles = os.path.join(env.d.state, "containers")
+    wait_for(lambda: os.path.isdir(bundles) and os.listdir(bundles), what="the bundle")
+    assert t.is_alive() and not errors, "the call ended before the daemon was killed"
+    env.kill9()
+    tracer.wait(30)
+    t.join(30)
+    assert len(errors) == 1, errors
+    env.restart()
+    assert len(env.list()) == 0
+    assert imagevol_mounts(env) == []
+    remove_image(env, "volume")
     assert image_id(env, "volume") == ""
