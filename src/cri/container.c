@@ -696,6 +696,9 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
     snprintf(path, sizeof(path), "%s/%s/rootfs", bundles_dir, id);
     if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
         return err_set(err, errno, "unmount `%s`", path);
+    snprintf(path, sizeof(path), "%s/%s", bundles_dir, id);
+    if ((r = ctr_imagevols_unmount(path, err)) < 0)
+        return r;
     _cleanup_close_ int bfd = open(bundles_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (bfd >= 0 && (r = rm_rf_at(bfd, id)) < 0)
         return err_set(err, -r, "remove `%s/%s`", bundles_dir, id);
@@ -795,8 +798,26 @@ static void recover_done(uv_work_t *req, int status)
     cri_containers_started(cri);
 }
 
+/* A hold of a container (its id, or "<id>/<k>" for its image volumes)
+ * is kept while the container has a record; other holders are not ours. */
+static bool hold_wanted(void *data, const char *holder)
+{
+    char id[STORE_ID_LEN + 1];
+    size_t n = strcspn(holder, "/");
+    if (n != STORE_ID_LEN)
+        return true;
+    memcpy(id, holder, n);
+    id[n] = '\0';
+    return !store_id_valid(id) || container_find_exact(data, id);
+}
+
 void cri_containers_start(struct cri *cri)
 {
+    /* Before any create: holds of containers without a record are what a
+     * create cut short left (its holds are saved before its record). */
+    size_t pruned = cri->images ? image_holds_prune(cri->images, hold_wanted, cri) : 0;
+    if (pruned)
+        log_info("dropped %zu image hold(s) of containers that were never created", pruned);
     struct containers *cs = cri->containers;
     struct recover_job *j = calloc(1, sizeof(*j));
     if (!j || !(j->oci_root = strdup(cs->oci_root)) ||

@@ -27,14 +27,19 @@
 #include "cri/validate.h"
 #include "oci/oci.h"
 
-#define CTR_LAYERS_MAX 256
-
 /* (pod, name, attempt) of a create in flight. */
 struct ctr_pending {
     struct ctr_pending *next;
     char pod_id[STORE_ID_LEN + 1];
     char *name;
     uint32_t attempt;
+};
+
+/* An image volume: the config's mounts[mount] and its image's layers. */
+struct imagevol {
+    size_t mount;
+    char **lowers; /* snapshot directories, bottom layer first */
+    size_t n_lowers;
 };
 
 struct create_job {
@@ -46,6 +51,8 @@ struct create_job {
     char *oci_root, *bundles_dir, *records_dir;
     char **lowers; /* snapshot directories, bottom layer first */
     size_t n_lowers;
+    struct imagevol *vols;
+    size_t n_vols;
     char *image_config; /* path of the image's config blob */
     char pod_dir[4200];
     uint8_t *pod_config; /* serialized PodSandboxConfig */
@@ -61,15 +68,23 @@ struct create_job {
     int r;
 };
 
+static void paths_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void create_job_free(struct create_job *j)
 {
     store_ctr_clear(&j->rec);
     free(j->oci_root);
     free(j->bundles_dir);
     free(j->records_dir);
-    for (size_t i = 0; i < j->n_lowers; i++)
-        free(j->lowers[i]);
-    free(j->lowers);
+    paths_free(j->lowers, j->n_lowers);
+    for (size_t i = 0; i < j->n_vols; i++)
+        paths_free(j->vols[i].lowers, j->vols[i].n_lowers);
+    free(j->vols);
     free(j->image_config);
     free(j->pod_config);
     free(j->cgroup_parent);
@@ -81,49 +96,6 @@ static void create_job_free(struct create_job *j)
 }
 
 /* ---- the worker ---- */
-
-/* The overlay rootfs: lower directories given as /proc/self/fd/N of
- * O_PATH descriptors (short, and immune to renames meanwhile), the
- * writable layer's upper and work directories. */
-static int mount_rootfs(struct create_job *j, const char *layer, const char *rootfs,
-                        struct err *err)
-{
-    int fds[CTR_LAYERS_MAX];
-    size_t nfd = 0;
-    struct buf opts = {0};
-    int r = 0;
-    if (j->n_lowers == 0 || j->n_lowers > CTR_LAYERS_MAX)
-        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", j->n_lowers,
-                       CTR_LAYERS_MAX);
-    buf_printf(&opts, "lowerdir=");
-    /* overlayfs lists the top layer first */
-    for (size_t i = j->n_lowers; i-- > 0;) {
-        int fd = open(j->lowers[i], O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) {
-            r = err_set(err, errno, "image layer `%s`", j->lowers[i]);
-            goto out;
-        }
-        fds[nfd++] = fd;
-        buf_printf(&opts, "%s/proc/self/fd/%d", i + 1 == j->n_lowers ? "" : ":", fd);
-    }
-    buf_printf(&opts, ",upperdir=%s/upper,workdir=%s/work,index=off,xino=off", layer, layer);
-    if (buf_append(&opts, "", 1) < 0) {
-        r = err_set(err, ENOMEM, "overlay options");
-        goto out;
-    }
-    if (opts.len > 4095) {
-        r = err_set(err, E2BIG, "image has too many layers (%zu) for one overlay mount",
-                    j->n_lowers);
-        goto out;
-    }
-    if (mount("overlay", rootfs, "overlay", MS_NODEV, (char *)opts.data) < 0)
-        r = err_set(err, errno, "mount the container's overlay rootfs");
-out:
-    for (size_t i = 0; i < nfd; i++)
-        close(fds[i]);
-    buf_free(&opts);
-    return r;
-}
 
 /* ---- facts for the spec (container_spec.c), gathered in the worker ---- */
 
@@ -359,6 +331,7 @@ static void create_work(uv_work_t *req)
     json_t *spec = NULL; /* cs's */
     struct facts facts = {0};
     struct ctr_spec cs = {0};
+    char **sources = NULL; /* per config mount: an image volume's host path */
     int r;
     if (!cfg) {
         j->r = err_set(&j->err, ENOMEM, "unpack the container config");
@@ -386,8 +359,22 @@ static void create_work(uv_work_t *req)
         j->r = err_set(&j->err, r < 0 ? -r : errno, "create `%s`", bundle);
         goto fail;
     }
-    if ((j->r = mount_rootfs(j, layer, rootfs, &j->err)) < 0)
+    if ((j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err)) < 0)
         goto fail;
+    if (j->n_vols && !(sources = calloc(cfg->n_mounts, sizeof(*sources)))) {
+        j->r = err_set(&j->err, ENOMEM, "image volumes");
+        goto fail;
+    }
+    for (size_t i = 0; i < j->n_vols; i++) {
+        const struct imagevol *v = &j->vols[i];
+        if ((j->r = ctr_imagevol_mount(bundle, v->mount, v->lowers, v->n_lowers,
+                                       cfg->mounts[v->mount]->image_sub_path, &sources[v->mount],
+                                       &j->err)) < 0) {
+            err_wrap(&j->err, "image volume mounts[%zu] (`%.200s`)", v->mount,
+                     cfg->mounts[v->mount]->image->image);
+            goto fail;
+        }
+    }
     {
         _cleanup_close_ int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rfd < 0) {
@@ -414,6 +401,7 @@ static void create_work(uv_work_t *req)
         .n_devices = facts.n_devices,
         .host_devices = facts.host_devices,
         .n_host_devices = facts.n_host_devices,
+        .mount_sources = (const char *const *)sources,
     };
     snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
     in.pod_pid_ns = access(path, F_OK) == 0;
@@ -533,11 +521,13 @@ static void create_work(uv_work_t *req)
     }
     ctr_spec_clear(&cs);
     facts_clear(&facts);
+    paths_free(sources, cfg->n_mounts);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return;
 fail:
     ctr_spec_clear(&cs);
     facts_clear(&facts);
+    paths_free(sources, cfg->n_mounts);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     if (j->monitor_fd >= 0) {
         close(j->monitor_fd);
@@ -650,6 +640,87 @@ static void hold_done(void *data, int r, const struct err *err)
     }
     j->req.data = j;
     uv_queue_work(call->cri->loop, &j->req, create_work, create_done);
+}
+
+/* The snapshot directories of img's layers, bottom first; -ENOMEM. */
+static int snapshot_paths(struct cri *cri, const struct image_info *img, char ***ret, size_t *ret_n)
+{
+    char **v = calloc(img->n_layers + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < img->n_layers; i++)
+        if (!(v[i] = image_snapshot_path(cri->images, img->chain_ids[i]))) {
+            paths_free(v, i);
+            return -ENOMEM;
+        }
+    *ret = v;
+    *ret_n = img->n_layers;
+    return 0;
+}
+
+static void set_str(char **field, const char *v, bool *ok)
+{
+    char *d = strdup(v);
+    if (!d) {
+        *ok = false;
+        return;
+    }
+    if (*field != protobuf_c_empty_string)
+        free(*field);
+    *field = d;
+}
+
+/* Image volumes: each image must be in the store (kubelet pulls it first;
+ * a missing one is NOT_FOUND, as in containerd). The config the container
+ * keeps names each by its id and repo digest (image_ref), what
+ * ContainerStatus reports and kubelet's image garbage collection reads. */
+static int imagevols_resolve(struct cri *cri, Runtime__V1__ContainerConfig *cfg,
+                             struct create_job *j, struct err *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n_mounts; i++)
+        if (cfg->mounts[i]->image && *cfg->mounts[i]->image->image) {
+            Runtime__V1__ImageSpec *is = cfg->mounts[i]->image;
+            if (!image_lookup(cri->images, is->image))
+                return err_set_msg(err, ENOENT,
+                                   "image volume mounts[%zu]: image `%.256s` not found", i,
+                                   is->image);
+            n++;
+        }
+    if (!n)
+        return 0;
+    if (!(j->vols = calloc(n, sizeof(*j->vols))))
+        return err_set(err, ENOMEM, "image volumes");
+    for (size_t i = 0; i < cfg->n_mounts; i++) {
+        Runtime__V1__ImageSpec *is = cfg->mounts[i]->image;
+        if (!is || !*is->image)
+            continue;
+        const struct image_info *img = image_lookup(cri->images, is->image);
+        struct imagevol *v = &j->vols[j->n_vols++];
+        v->mount = i;
+        bool ok = snapshot_paths(cri, img, &v->lowers, &v->n_lowers) == 0;
+        set_str(&is->image_ref, img->n_repo_digests ? img->repo_digests[0] : img->id, &ok);
+        set_str(&is->image, img->id, &ok); /* last: img was found by the old one */
+        if (!ok)
+            return err_set(err, ENOMEM, "image volumes");
+    }
+    return 0;
+}
+
+/* Holds each image volume's image for container id (its sub-holders
+ * "<id>/<k>", released with the container). */
+static int imagevols_hold(struct cri *cri, const Runtime__V1__ContainerConfig *cfg,
+                          const struct create_job *j, struct err *err)
+{
+    for (size_t i = 0; i < j->n_vols; i++) {
+        char holder[STORE_ID_LEN + 32];
+        snprintf(holder, sizeof(holder), "%s/%zu", j->rec.id, j->vols[i].mount);
+        int r = image_hold_volume(cri->images, holder, cfg->mounts[j->vols[i].mount]->image->image,
+                                  NULL, NULL, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }
 
 /* Who holds (pod, name, attempt): a container's id, "a create in
@@ -772,13 +843,6 @@ void cri_create_container(struct cri_call *call)
                  cfg->image->image);
         return;
     }
-    size_t packed = protobuf_c_message_get_packed_size(&cfg->base);
-    if (packed > STORE_CONFIG_MAX) {
-        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
-                 "CreateContainer: the container configuration is larger than %d bytes",
-                 STORE_CONFIG_MAX);
-        return;
-    }
     struct create_job *j = calloc(1, sizeof(*j));
     struct ctr_pending *p = calloc(1, sizeof(*p));
     if (!j || !p) {
@@ -789,6 +853,14 @@ void cri_create_container(struct cri_call *call)
     }
     j->monitor_fd = -1;
     j->pending = p;
+    if (imagevols_resolve(cri, cfg, j, &err) < 0)
+        goto fail;
+    size_t packed = protobuf_c_message_get_packed_size(&cfg->base);
+    if (packed > STORE_CONFIG_MAX) {
+        err_set_msg(&err, EINVAL, "the container configuration is larger than %d bytes",
+                    STORE_CONFIG_MAX);
+        goto fail;
+    }
     struct store_container *rec = &j->rec;
     if (log_path(sb->config, cfg->log_path, &rec->log_path, &err) < 0)
         goto fail;
@@ -809,7 +881,7 @@ void cri_create_container(struct cri_call *call)
         (sb->rec.cgroup_path && !(j->cgroup_parent = strdup(sb->rec.cgroup_path))) ||
         !(j->pod_config = malloc(sb->rec.config_len ? sb->rec.config_len : 1)) ||
         !(p->name = strdup(cfg->metadata->name)) ||
-        !(j->lowers = calloc(img->n_layers + 1, sizeof(char *)))) {
+        snapshot_paths(cri, img, &j->lowers, &j->n_lowers) < 0) {
         err_set(&err, ENOMEM, "CreateContainer");
         goto fail;
     }
@@ -832,11 +904,6 @@ void cri_create_container(struct cri_call *call)
     rec->config_len = protobuf_c_message_pack(&cfg->base, rec->config);
     memcpy(j->pod_config, sb->rec.config, sb->rec.config_len);
     j->pod_config_len = sb->rec.config_len;
-    for (size_t i = 0; i < img->n_layers; i++, j->n_lowers++)
-        if (!(j->lowers[i] = image_snapshot_path(cri->images, img->chain_ids[i]))) {
-            err_set(&err, ENOMEM, "CreateContainer");
-            goto fail;
-        }
     sandbox_dir(cri, sb->rec.id, j->pod_dir, sizeof(j->pod_dir));
     j->pod_host_network = sb->host_network;
     const Runtime__V1__LinuxPodSandboxConfig *lx = sb->config->linux;
@@ -848,7 +915,12 @@ void cri_create_container(struct cri_call *call)
     p->next = cs->pending;
     cs->pending = p;
     j->call = call;
-    if (image_hold(cri->images, rec->id, img->id, hold_done, j, &err) < 0) {
+    /* the volumes' holds first: the container's own answers once all of
+     * them are saved */
+    if (imagevols_hold(cri, cfg, j, &err) < 0 ||
+        image_hold(cri->images, rec->id, img->id, hold_done, j, &err) < 0) {
+        struct err e = {0};
+        image_release(cri->images, rec->id, release_done, NULL, &e);
         pending_drop(cs, p);
         j->pending = NULL;
         cri_fail_err(call, &err);

@@ -984,6 +984,18 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
     }
     for (size_t k = 0; k < cfg->n_mounts; k++) {
         const Runtime__V1__Mount *cm = cfg->mounts[k];
+        if (cm->image && *cm->image->image) {
+            /* an image volume: read-only whatever the request says */
+            const char *src = in->mount_sources ? in->mount_sources[k] : NULL;
+            if (!src) {
+                json_decref(m);
+                return err_set(err, EINVAL, "mounts[%zu]: the image volume is not mounted", k);
+            }
+            json_array_append_new(
+                m, mnt(cm->container_path, "bind", src,
+                       json_pack("[s,s,s,s,s]", "rbind", "rprivate", "nosuid", "nodev", "ro")));
+            continue;
+        }
         json_t *o = json_pack("[s]", "rbind");
         switch (cm->propagation) {
         case RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_HOST_TO_CONTAINER:
@@ -1104,14 +1116,26 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     }
     for (size_t i = 0; i < cfg->n_mounts; i++) {
         const Runtime__V1__Mount *m = cfg->mounts[i];
-        if (m->image_sub_path && *m->image_sub_path)
-            return err_set(err, ENOSYS,
-                           "mounts[%zu]: image_sub_path (image volumes) is not supported yet", i);
-        if (m->image && m->image->image && *m->image->image)
-            return err_set(err, ENOSYS, "mounts[%zu]: image volumes are not supported yet", i);
+        bool image = m->image && m->image->image && *m->image->image;
         if (!m->container_path || m->container_path[0] != '/')
             return err_set(err, EINVAL, "mounts[%zu]: container_path `%.200s` is not absolute", i,
                            m->container_path ? m->container_path : "");
+        if (image) {
+            /* kubelet's rule: a relative path without `..` (symlinks in
+             * the image are checked once it is mounted). host_path is
+             * ignored, as containerd does. */
+            const char *sub = m->image_sub_path;
+            if (sub && *sub && (sub[0] == '/' || !oci_path_is_clean(sub) || strlen(sub) > 4000))
+                return err_set(err, EINVAL,
+                               "mounts[%zu]: image_sub_path `%.200s` must be a relative path "
+                               "without `..`",
+                               i, sub);
+            if (oci_mount_destination_check(m->container_path, "bind", true, err) < 0)
+                return err_wrap(err, "mounts[%zu]", i);
+            continue;
+        }
+        if (m->image_sub_path && *m->image_sub_path)
+            return err_set(err, EINVAL, "mounts[%zu]: image_sub_path is set without an image", i);
         if (!m->host_path || m->host_path[0] != '/')
             return err_set(err, EINVAL, "mounts[%zu]: host_path `%.200s` is not absolute", i,
                            m->host_path ? m->host_path : "");

@@ -63,6 +63,9 @@ struct ctr_spec_input {
     size_t n_devices;
     const struct ctr_device *host_devices; /* privileged: every host device */
     size_t n_host_devices;
+    /* per config mount, for image volumes: the host path to bind (the
+     * image's mount or its sub path); NULL: none */
+    const char *const *mount_sources;
     struct ctr_host_facts host;
 };
 

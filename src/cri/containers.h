@@ -17,8 +17,9 @@
  *   <root>/containers/<id>.json   the record (store/container.c)
  *   <root>/containers/<id>/       upper/ and work/: the writable layer,
  *                                 kept across reboots until removal
- *   <state>/containers/<id>/      the OCI bundle: config.json and rootfs/
- *                                 (the overlay mount point)
+ *   <state>/containers/<id>/      the OCI bundle: config.json, rootfs/
+ *                                 (the overlay mount point) and
+ *                                 imagevols/<k> (image volumes' mounts)
  *   <state>/oci/<id>/             the executor's state (src/oci)
  */
 #pragma once
@@ -111,6 +112,21 @@ void container_unlink_free(struct cri *cri, struct container *c);
  * and the writable layer. Idempotent. Blocking: workers only. */
 int container_remains_remove(const char *oci_root, const char *bundles_dir, const char *records_dir,
                              const char *id, struct err *err);
+/* The overlay mounts (container_mounts.c; blocking: workers only). */
+#define CTR_LAYERS_MAX 256
+/* Mounts lowers (snapshot directories, bottom layer first) at target:
+ * under the writable layer's upper/ and work/ when layer is set, else
+ * read-only. */
+int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
+                      struct err *err);
+/* Mounts the image volume of the config's mount k read-only below the
+ * bundle and gives the host path to bind into the container (its
+ * sub path, resolved inside the image). -ENOENT for a sub path that does
+ * not exist, -EINVAL for one that leads out of the image. */
+int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t n, const char *sub,
+                       char **ret_source, struct err *err);
+/* Unmounts a bundle's image volumes; idempotent. */
+int ctr_imagevols_unmount(const char *bundle, struct err *err);
 /* Saves c's record (off the loop): one write at a time per container, the
  * latest state wins. */
 void container_save(struct cri *cri, struct container *c);

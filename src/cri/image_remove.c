@@ -1,5 +1,7 @@
 /* RemoveImage by id, tag or digest. Idempotent: an absent image is OK
- * (kubelet retries removals and races its own garbage collection). */
+ * (kubelet retries removals and races its own garbage collection). An
+ * image mounted as an image volume is refused with FAILED_PRECONDITION
+ * (CRI-O refuses it too) until its containers are removed. */
 #include "cri/internal.h"
 
 static void remove_done(void *data, int r, const struct err *err)
@@ -26,6 +28,10 @@ void cri_remove_image(struct cri_call *call)
         return;
     }
     struct err err = {0};
-    if (image_remove(call->cri->images, ref, remove_done, call, &err) < 0)
-        cri_fail_err(call, &err);
+    if (image_remove(call->cri->images, ref, remove_done, call, &err) < 0) {
+        if (err.code == EBUSY)
+            cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "RemoveImage: %s", err_str(&err));
+        else
+            cri_fail_err(call, &err);
+    }
 }

@@ -7,7 +7,7 @@ libkcri_a_SOURCES = src/cri/cri.h src/cri/internal.h src/cri/service.c src/cri/v
 	src/cri/validate.h src/cri/validate.c \
 	src/cri/sandbox.h src/cri/sandbox.c src/cri/sandbox_run.c src/cri/sandbox_stop.c \
 	src/cri/sandbox_status.c src/cri/resources.c \
-	src/cri/containers.h src/cri/container.c src/cri/container_create.c \
+	src/cri/containers.h src/cri/container.c src/cri/container_create.c src/cri/container_mounts.c \
 	src/cri/container_spec.h src/cri/container_spec.c \
 	src/cri/container_start.c src/cri/container_stop.c src/cri/container_status.c \
 	src/cri/container_log.c src/cri/container_exec.c \

@@ -215,7 +215,9 @@ int image_list(struct image_service *svc, const char *filter, const struct image
 /* Removes an image by id, tag or digest. A tag of an image that has other
  * tags is only untagged; otherwise the image goes, and with it every layer
  * no other image uses. Absent images are not an error (CRI RemoveImage is
- * idempotent). cb runs on the loop once the store is updated on disk. */
+ * idempotent). -EBUSY (cb never runs) for an image an image volume holds
+ * (image_hold_volume). cb runs on the loop once the store is updated on
+ * disk. */
 typedef void (*image_done_cb)(void *data, int r, const struct err *err);
 int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, void *data,
                  struct err *err);
@@ -226,9 +228,22 @@ int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, v
  * next start respects it too. -ENOENT when the image is absent. */
 int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
                void *data, struct err *err);
-/* Drops holder's hold (absent: not an error); unused layers are collected. */
+/* Image volumes: as image_hold, and the image itself is kept too:
+ * image_remove of it fails with -EBUSY while the hold lasts. holder is a
+ * sub-holder of the container, "<container id>/<name>", so that releasing
+ * the container releases it. -ENOENT when the image is absent. */
+int image_hold_volume(struct image_service *svc, const char *holder, const char *ref,
+                      image_done_cb cb, void *data, struct err *err);
+/* Drops holder's hold and its sub-holders' ("holder/..."); absent: not an
+ * error. Unused layers are collected. */
 int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
                   struct err *err);
+
+/* Drops every hold whose holder keep(data, holder) refuses (a container
+ * that is gone: a create cut short by a crash left its holds saved), and
+ * collects the layers no one uses any more. Returns how many went. */
+size_t image_holds_prune(struct image_service *svc, bool (*keep)(void *data, const char *holder),
+                         void *data);
 
 /* Adds images from a `docker save` or OCI-layout archive at path ("-" is not
  * accepted here: the CLI spools stdin into a file first). cb's image_id is

@@ -276,6 +276,7 @@ void store_usage(struct store *st, uint64_t *bytes, uint64_t *inodes);
 /* Layers a container (the holder) keeps in use, whatever happens to images. */
 struct image_hold {
     char *holder;
+    char *image_id; /* an image volume's image, kept from removal; NULL: none */
     char **chain_ids;
     size_t n_layers;
 };

@@ -702,6 +702,17 @@ int image_remove(struct image_service *svc, const char *ref, image_done_cb cb, v
             }
             strv_remove(img->repo_tags, &img->n_repo_tags, t);
         } else {
+            /* an image volume's image stays while it is mounted, as in
+             * CRI-O (a container's own image may go: its hold keeps the
+             * layers, and kubelet never removes an image in use) */
+            for (size_t k = 0; k < svc->n_holds; k++)
+                if (svc->holds[k]->image_id && !strcmp(svc->holds[k]->image_id, img->id)) {
+                    const char *h = svc->holds[k]->holder;
+                    free(c);
+                    return err_set_msg(
+                        err, EBUSY, "image `%s` is in use by container `%.*s` as an image volume",
+                        ref, (int)strcspn(h, "/"), h);
+                }
             drop_image(svc, (size_t)i);
             gc = true;
         }
@@ -732,8 +743,15 @@ static void hold_drop(struct image_service *svc, size_t i)
     svc->n_holds--;
 }
 
-int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
-               void *data, struct err *err)
+/* The hold of holder's sub-holder "holder/..." (an image volume of it). */
+static bool is_sub_holder(const char *h, const char *holder)
+{
+    size_t n = strlen(holder);
+    return strncmp(h, holder, n) == 0 && h[n] == '/';
+}
+
+static int hold_add(struct image_service *svc, const char *holder, const char *ref, bool pin,
+                    image_done_cb cb, void *data, struct err *err)
 {
     if (!holder || !*holder || strlen(holder) > 256)
         return err_set(err, EINVAL, "invalid holder");
@@ -745,7 +763,7 @@ int image_hold(struct image_service *svc, const char *holder, const char *ref, i
     if (v)
         svc->holds = v;
     char **chain = NULL;
-    if (!h || !v || !(h->holder = strdup(holder)) ||
+    if (!h || !v || !(h->holder = strdup(holder)) || (pin && !(h->image_id = strdup(img->id))) ||
         strv_dup((const char *const *)img->chain_ids, img->n_layers, &chain) < 0) {
         image_hold_free(h);
         return err_set(err, ENOMEM, "hold image");
@@ -766,6 +784,18 @@ int image_hold(struct image_service *svc, const char *holder, const char *ref, i
     return 0;
 }
 
+int image_hold(struct image_service *svc, const char *holder, const char *ref, image_done_cb cb,
+               void *data, struct err *err)
+{
+    return hold_add(svc, holder, ref, false, cb, data, err);
+}
+
+int image_hold_volume(struct image_service *svc, const char *holder, const char *ref,
+                      image_done_cb cb, void *data, struct err *err)
+{
+    return hold_add(svc, holder, ref, true, cb, data, err);
+}
+
 int image_release(struct image_service *svc, const char *holder, image_done_cb cb, void *data,
                   struct err *err)
 {
@@ -773,12 +803,31 @@ int image_release(struct image_service *svc, const char *holder, image_done_cb c
     if (!c)
         return err_set(err, ENOMEM, "release image");
     *c = (struct remove_ctx){.cb = cb, .data = data};
-    ssize_t i = holder ? hold_index(svc, holder) : -1;
-    if (i >= 0)
-        hold_drop(svc, (size_t)i);
+    bool dropped = false;
+    for (size_t i = svc->n_holds; holder && i-- > 0;)
+        if (!strcmp(svc->holds[i]->holder, holder) ||
+            is_sub_holder(svc->holds[i]->holder, holder)) {
+            hold_drop(svc, i);
+            dropped = true;
+        }
     /* absent holder: nothing to do (idempotent) */
-    request_save(svc, i >= 0, remove_saved, c);
+    request_save(svc, dropped, remove_saved, c);
     return 0;
+}
+
+size_t image_holds_prune(struct image_service *svc, bool (*keep)(void *data, const char *holder),
+                         void *data)
+{
+    size_t dropped = 0;
+    for (size_t i = svc->n_holds; i-- > 0;)
+        if (!keep(data, svc->holds[i]->holder)) {
+            log_debug("hold of `%s` dropped: its holder is no more", svc->holds[i]->holder);
+            hold_drop(svc, i);
+            dropped++;
+        }
+    if (dropped)
+        request_save(svc, true, NULL, NULL);
+    return dropped;
 }
 
 /* ---- fs info / paths ---------------------------------------------------------- */

@@ -533,6 +533,7 @@ void image_hold_free(struct image_hold *h)
     if (!h)
         return;
     free(h->holder);
+    free(h->image_id);
     strv_free(h->chain_ids, h->n_layers);
     free(h);
 }
@@ -547,8 +548,10 @@ static int holds_from_json(json_t *a, struct image_hold ***ret, size_t *ret_n)
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(a, i);
         const char *holder = json_string_value(json_object_get(o, "holder"));
+        const char *image = json_string_value(json_object_get(o, "image"));
         struct image_hold *h = calloc(1, sizeof(*h));
         if (!h || !holder || !(h->holder = strdup(holder)) ||
+            (image && (!image_digest_valid(image) || !(h->image_id = strdup(image)))) ||
             strv_from_json(json_object_get(o, "layers"), &h->chain_ids, &h->n_layers, true) < 0) {
             image_hold_free(h);
             continue;
@@ -636,9 +639,13 @@ char *store_records_dump(struct image_info *const *imgs, size_t n, struct image_
     for (size_t i = 0; i < n; i++)
         json_array_append_new(a, store_record_to_json(imgs[i]));
     json_t *h = json_array();
-    for (size_t i = 0; i < n_holds; i++)
-        json_array_append_new(h, json_pack("{s:s,s:o}", "holder", holds[i]->holder, "layers",
-                                           strv_to_json(holds[i]->chain_ids, holds[i]->n_layers)));
+    for (size_t i = 0; i < n_holds; i++) {
+        json_t *o = json_pack("{s:s,s:o}", "holder", holds[i]->holder, "layers",
+                              strv_to_json(holds[i]->chain_ids, holds[i]->n_layers));
+        if (holds[i]->image_id)
+            json_object_set_new(o, "image", json_string(holds[i]->image_id));
+        json_array_append_new(h, o);
+    }
     json_t *root = json_pack("{s:i,s:o,s:o}", "version", 1, "images", a, "holds", h);
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);

@@ -99,6 +99,19 @@ def busybox_full_layer():
     return t.bytes()
 
 
+def volume_layers():
+    """The two layers of an image made to be an image volume (KEP-4639):
+    data in both, and symlinks that stay in it or try to leave it."""
+    low = (Tar().dir("data").dir("data/sub").file("data/sub/file", "one\n")
+           .symlink("data/inside", "sub")          # stays in the image
+           .symlink("data/out", "../../../../etc")  # leaves it through ..
+           .symlink("data/abs", "/etc")             # absolute
+           .bytes())
+    top = (Tar().dir("data").dir("data/sub").file("data/sub/two", "two\n").file("top", "top\n")
+           .bytes())
+    return [(low, "gzip"), (top, "gzip")]
+
+
 @pytest.fixture(scope="session")
 def test_images():
     if not os.path.exists(imagelib.BUSYBOX):
@@ -110,6 +123,7 @@ def test_images():
             BUSYBOX_CONFIG, Entrypoint=["/bin/echo", "ep"], Cmd=["cmd1", "cmd2"],
             WorkingDir="/work/dir", User="app", StopSignal="SIGUSR1",
             Env=["PATH=/bin", "FROM_IMAGE=1", "OVERRIDE=image"])),
+        "volume": Image(volume_layers(), config={}),
     }
 
 

@@ -357,15 +357,6 @@ def test_pid_modes(env):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_image_volumes_unimplemented(env):
-    pb = env.pb
-    pod = env.pod()
-    with pytest.raises(grpc.RpcError) as e:
-        sleeper(env, pod, "iv", mounts=[pb.Mount(container_path="/iv", host_path="/",
-                                                 image=pb.ImageSpec(image="busybox"))])
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
-
 def daemon_has_cap(env, cap):
     caps = int([l for l in open(f"/proc/{env.d.proc.pid}/status")
                 if l.startswith("CapEff")][0].split()[1], 16)

@@ -473,11 +473,56 @@ static void mounts_and_propagation(void **state)
     m1.readonly = false;
     assert_int_equal(build(&t), -EINVAL);
     m1.readonly = true;
-    m1.image_sub_path = "sub";
-    assert_int_equal(build(&t), -ENOSYS);
+    m1.image_sub_path = "sub"; /* without an image */
+    assert_int_equal(build(&t), -EINVAL);
     m1.image_sub_path = NULL;
     m1.host_path = "relative";
     assert_int_equal(build(&t), -EINVAL);
+    t_free(&t);
+}
+
+/* An image volume: a read-only bind of the source CreateContainer mounted,
+ * whatever the request says of readonly and propagation. */
+static void image_volumes(void **state)
+{
+    (void)state;
+    struct t t;
+    t_init(&t, NULL);
+    Runtime__V1__ImageSpec is = RUNTIME__V1__IMAGE_SPEC__INIT;
+    is.image = "sha256:0123";
+    Runtime__V1__Mount m1 = RUNTIME__V1__MOUNT__INIT;
+    m1.container_path = "/vol";
+    m1.host_path = "";
+    m1.image = &is;
+    m1.image_sub_path = "a/b";
+    m1.propagation = RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_BIDIRECTIONAL;
+    Runtime__V1__Mount *ms[] = {&m1};
+    t.cfg.mounts = ms;
+    t.cfg.n_mounts = 1;
+    /* not mounted: a programming error, refused */
+    assert_int_equal(build(&t), -EINVAL);
+    const char *sources[] = {"/b/imagevols/0/a/b"};
+    t.in.mount_sources = sources;
+    assert_int_equal(build(&t), 0);
+    json_t *m = json_object_get(t.out.spec, "mounts");
+    assert_json(json_array_get(m, json_array_size(m) - 1),
+                "{\"destination\":\"/vol\",\"options\":[\"rbind\",\"rprivate\",\"nosuid\","
+                "\"nodev\",\"ro\"],\"source\":\"/b/imagevols/0/a/b\",\"type\":\"bind\"}");
+    assert_null(path(t.out.spec, "linux", "rootfsPropagation"));
+    static const char *const bad[] = {"/a", "..", "a/../..", "a/..", "../a"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        m1.image_sub_path = (char *)bad[i];
+        assert_int_equal(build(&t), -EINVAL);
+        assert_non_null(strstr(t.err.msg, "relative path without"));
+    }
+    m1.image_sub_path = "a..b/..c"; /* names, not `..` */
+    assert_int_equal(build(&t), 0);
+    m1.host_path = "/srv"; /* ignored, as containerd does */
+    assert_int_equal(build(&t), 0);
+    m = json_object_get(t.out.spec, "mounts");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(m, json_array_size(m) - 1), "source")),
+        "/b/imagevols/0/a/b");
     t_free(&t);
 }
 
@@ -593,6 +638,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(seccomp_default_profile),
     cmocka_unit_test(seccomp_localhost_profile),
     cmocka_unit_test(mounts_and_propagation),
+    cmocka_unit_test(image_volumes),
     cmocka_unit_test(namespaces_and_cgroup),
     cmocka_unit_test(resources_oom_and_signal),
     cmocka_unit_test(devices),

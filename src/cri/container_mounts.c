@@ -1,0 +1,154 @@
+/* The overlay mounts a container is made of, in CreateContainer's worker:
+ * its rootfs (the image's layers under its writable layer) and its image
+ * volumes (KEP-4639: another image's layers, read-only, at a path of the
+ * container, or a directory of them: image_sub_path).
+ *
+ * An image volume is mounted in the host's mount namespace at
+ * <bundle>/imagevols/<k> (k: the index of its Mount in the config), as the
+ * rootfs is at <bundle>/rootfs, and the container gets a read-only bind of
+ * it (or of its sub path): both live as long as the bundle, so a restart
+ * of the daemon finds them in place, and container_remains_remove unmounts
+ * them before it removes the bundle. The image's layers are never written
+ * (a read-only overlay without an upper directory, or a read-only bind of
+ * a one-layer image, which overlayfs would refuse), so a sub path
+ * resolved once stays what it was. Blocking: workers only. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+
+#include "cri/containers.h"
+
+int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
+                      struct err *err)
+{
+    int fds[CTR_LAYERS_MAX];
+    size_t nfd = 0;
+    struct buf opts = {0};
+    int r = 0;
+    if (n == 0 || n > CTR_LAYERS_MAX)
+        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", n, CTR_LAYERS_MAX);
+    /* Lower directories as /proc/self/fd/N of O_PATH descriptors: short,
+     * and immune to renames meanwhile. overlayfs lists the top layer
+     * first. */
+    buf_printf(&opts, "lowerdir=");
+    for (size_t i = n; i-- > 0;) {
+        int fd = open(lowers[i], O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            r = err_set(err, errno, "image layer `%s`", lowers[i]);
+            goto out;
+        }
+        fds[nfd++] = fd;
+        buf_printf(&opts, "%s/proc/self/fd/%d", i + 1 == n ? "" : ":", fd);
+    }
+    if (!layer && n == 1) {
+        /* overlayfs wants two lower directories without an upper one */
+        char src[64];
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[0]);
+        if (mount(src, target, NULL, MS_BIND, NULL) < 0) {
+            r = err_set(err, errno, "bind the image's layer");
+        } else if (mount(NULL, target, NULL,
+                         MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
+            r = err_set(err, errno, "make the image's layer read-only");
+            umount2(target, MNT_DETACH);
+        }
+        goto out;
+    }
+    if (layer)
+        buf_printf(&opts, ",upperdir=%s/upper,workdir=%s/work", layer, layer);
+    buf_printf(&opts, ",index=off,xino=off");
+    if (buf_append(&opts, "", 1) < 0) {
+        r = err_set(err, ENOMEM, "overlay options");
+        goto out;
+    }
+    if (opts.len > 4095) {
+        r = err_set(err, E2BIG, "image has too many layers (%zu) for one overlay mount", n);
+        goto out;
+    }
+    unsigned long flags = MS_NODEV | (layer ? 0 : MS_RDONLY | MS_NOSUID);
+    if (mount("overlay", target, "overlay", flags, (char *)opts.data) < 0)
+        r = err_set(err, errno, "mount an overlay of the image's layers");
+out:
+    for (size_t i = 0; i < nfd; i++)
+        close(fds[i]);
+    buf_free(&opts);
+    return r;
+}
+
+/* The host path of sub inside the image mounted at mnt: resolved beneath
+ * it (a `..` or an absolute symlink that would leave it is refused, never
+ * followed), without magic links or other mounts. */
+static int sub_path_resolve(const char *mnt, const char *sub, char **ret, struct err *err)
+{
+    _cleanup_close_ int root = open(mnt, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return err_set(err, errno, "open the image volume `%s`", mnt);
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+    _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, sub, &how, sizeof(how));
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return err_set_msg(err, ENOENT, "image_sub_path `%.200s` does not exist in the image",
+                               sub);
+        if (errno == EXDEV || errno == ELOOP)
+            return err_set_msg(err, EINVAL,
+                               "image_sub_path `%.200s` leads out of the image (through `..` or "
+                               "an absolute symlink)",
+                               sub);
+        return err_set(err, errno, "image_sub_path `%.200s`", sub);
+    }
+    char proc[64], path[4200];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, path, sizeof(path) - 1);
+    if (n < 0)
+        return err_set(err, errno, "image_sub_path `%.200s`", sub);
+    path[n] = '\0';
+    size_t ml = strlen(mnt);
+    /* what openat2 resolved beneath root is below mnt: checked anyway */
+    if (strncmp(path, mnt, ml) != 0 || (path[ml] != '/' && path[ml] != '\0'))
+        return err_set_msg(err, EINVAL, "image_sub_path `%.200s` leads out of the image", sub);
+    if (!(*ret = strdup(path)))
+        return err_set(err, ENOMEM, "image_sub_path");
+    return 0;
+}
+
+int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t n, const char *sub,
+                       char **ret_source, struct err *err)
+{
+    char dir[4300], mnt[4400];
+    snprintf(dir, sizeof(dir), "%s/imagevols", bundle);
+    snprintf(mnt, sizeof(mnt), "%s/%zu", dir, k);
+    if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || mkdir(mnt, 0755) < 0)
+        return err_set(err, errno, "create `%s`", mnt);
+    int r = ctr_overlay_mount(lowers, n, NULL, mnt, err);
+    if (r < 0)
+        return r;
+    if (sub && *sub)
+        return sub_path_resolve(mnt, sub, ret_source, err);
+    if (!(*ret_source = strdup(mnt)))
+        return err_set(err, ENOMEM, "image volume");
+    return 0;
+}
+
+int ctr_imagevols_unmount(const char *bundle, struct err *err)
+{
+    char dir[4300];
+    snprintf(dir, sizeof(dir), "%s/imagevols", bundle);
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : err_set(err, errno, "open `%s`", dir);
+    int r = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char mnt[4600];
+        snprintf(mnt, sizeof(mnt), "%s/%s", dir, de->d_name);
+        if (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT &&
+            r == 0)
+            r = err_set(err, errno, "unmount `%s`", mnt);
+    }
+    closedir(d);
+    return r;
+}
