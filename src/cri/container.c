@@ -134,6 +134,7 @@ void container_link(struct cri *cri, struct container *c)
 void container_unlink_free(struct cri *cri, struct container *c)
 {
     struct containers *cs = cri->containers;
+    cri_cursors_skip(cs->cursors, c, c->next);
     if (c->prev)
         c->prev->next = c->next;
     else

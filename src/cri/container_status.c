@@ -184,7 +184,39 @@ void cri_container_status(struct cri_call *call)
     uv_queue_work(call->cri->loop, &j->req, verbose_work, verbose_done);
 }
 
-/* ---- ListContainers ---- */
+/* ---- ListContainers and StreamContainers ---- */
+
+/* The filter, with its id and pod prefixes resolved to full ids once (a
+ * stream keeps no pointer into the registry across loop turns). */
+struct ctr_list {
+    const Runtime__V1__ContainerFilter *f;
+    const char *idf, *podf;
+    char id[STORE_ID_LEN + 1], pod[STORE_ID_LEN + 1]; /* "": no match */
+};
+
+/* A chunk's items: the containers and their image specs. */
+struct ctr_items {
+    Runtime__V1__Container *items;
+    Runtime__V1__ImageSpec *images;
+    Runtime__V1__Container **ptrs;
+};
+
+static void ctr_list_init(struct cri *cri, const Runtime__V1__ContainerFilter *f,
+                          struct ctr_list *l)
+{
+    *l = (struct ctr_list){.f = f};
+    /* The id filter takes a full id or a unique prefix of one; so does the
+     * pod filter. */
+    l->idf = f && f->id && *f->id ? f->id : NULL;
+    l->podf = f && f->pod_sandbox_id && *f->pod_sandbox_id ? f->pod_sandbox_id : NULL;
+    bool ambiguous;
+    struct container *only = l->idf ? container_find(cri, l->idf, &ambiguous) : NULL;
+    struct sandbox *pod = l->podf ? sandbox_find(cri, l->podf, &ambiguous) : NULL;
+    if (only)
+        memcpy(l->id, only->rec.id, sizeof(l->id));
+    if (pod)
+        memcpy(l->pod, pod->rec.id, sizeof(l->pod));
+}
 
 static bool labels_match(const Runtime__V1__ContainerConfig *c,
                          const Runtime__V1__ContainerFilter *f)
@@ -200,48 +232,39 @@ static bool labels_match(const Runtime__V1__ContainerConfig *c,
     return true;
 }
 
-void cri_list_containers(struct cri_call *call)
+static bool ctr_list_match(const struct ctr_list *l, const struct container *c)
 {
-    Runtime__V1__ListContainersRequest *req = (Runtime__V1__ListContainersRequest *)call->req;
-    const Runtime__V1__ContainerFilter *f = req->filter;
-    struct containers *cs = call->cri->containers;
-    Runtime__V1__Container *items = calloc(cs->n + 1, sizeof(*items));
-    Runtime__V1__ImageSpec *images = calloc(cs->n + 1, sizeof(*images));
-    Runtime__V1__Container **ptrs = calloc(cs->n + 1, sizeof(*ptrs));
-    if (!items || !images || !ptrs) {
-        free(items);
-        free(images);
-        free(ptrs);
-        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    /* The id filter takes a full id or a unique prefix of one; so does the
-     * pod filter. */
-    const char *idf = f && f->id && *f->id ? f->id : NULL;
-    const char *podf = f && f->pod_sandbox_id && *f->pod_sandbox_id ? f->pod_sandbox_id : NULL;
-    bool ambiguous = false;
-    struct container *only = idf ? container_find(call->cri, idf, &ambiguous) : NULL;
-    struct sandbox *pod = podf ? sandbox_find(call->cri, podf, &ambiguous) : NULL;
-    size_t n = 0;
-    for (struct container *c = cs->head; c; c = c->next) {
-        if (idf && c != only)
+    const Runtime__V1__ContainerFilter *f = l->f;
+    if (l->idf && strcmp(l->id, c->rec.id) != 0)
+        return false;
+    if (l->podf && strcmp(l->pod, c->rec.pod_id) != 0)
+        return false;
+    if (f && f->state && f->state->state != container_state(c))
+        return false;
+    return !f || labels_match(c->config, f);
+}
+
+/* Fills out with the matching containers from *at on, at most max of them
+ * and, chunked, at most a list stream's chunk; *at ends at the first
+ * container not looked at. Returns the count. */
+static size_t ctr_list_fill(const struct ctr_list *l, struct container **at, struct ctr_items *out,
+                            size_t max, bool chunked)
+{
+    size_t n = 0, bytes = 0;
+    struct container *c = *at;
+    for (; c && n < max; c = c->next) {
+        if (!ctr_list_match(l, c))
             continue;
-        if (podf && (!pod || strcmp(pod->rec.id, c->rec.pod_id) != 0))
-            continue;
-        if (f && f->state && f->state->state != container_state(c))
-            continue;
-        if (f && !labels_match(c->config, f))
-            continue;
-        Runtime__V1__Container *it = &items[n];
+        Runtime__V1__Container *it = &out->items[n];
         runtime__v1__container__init(it);
         /* the image as kubelet sent it, as containerd lists it; the
          * status shows the one the pod names (container_status_fill) */
-        runtime__v1__image_spec__init(&images[n]);
-        images[n].image = c->rec.image;
+        runtime__v1__image_spec__init(&out->images[n]);
+        out->images[n].image = c->rec.image;
         it->id = c->rec.id;
         it->pod_sandbox_id = c->rec.pod_id;
         it->metadata = c->config->metadata;
-        it->image = c->config->image ? c->config->image : &images[n];
+        it->image = c->config->image ? c->config->image : &out->images[n];
         it->image_ref = c->rec.image_ref;
         it->image_id = c->rec.image_id;
         it->state = container_state(c);
@@ -250,13 +273,91 @@ void cri_list_containers(struct cri_call *call)
         it->labels = (Runtime__V1__Container__LabelsEntry **)c->config->labels;
         it->n_annotations = c->config->n_annotations;
         it->annotations = (Runtime__V1__Container__AnnotationsEntry **)c->config->annotations;
-        ptrs[n++] = it;
+        out->ptrs[n++] = it;
+        if (chunked && list_chunk_full(n, &bytes, &it->base)) {
+            c = c->next;
+            break;
+        }
     }
+    *at = c;
+    return n;
+}
+
+static int ctr_items_new(struct ctr_items *out, size_t n)
+{
+    out->items = calloc(n + 1, sizeof(*out->items));
+    out->images = calloc(n + 1, sizeof(*out->images));
+    out->ptrs = calloc(n + 1, sizeof(*out->ptrs));
+    return out->items && out->images && out->ptrs ? 0 : -ENOMEM;
+}
+
+static void ctr_items_clear(struct ctr_items *out)
+{
+    free(out->items);
+    free(out->images);
+    free(out->ptrs);
+}
+
+void cri_list_containers(struct cri_call *call)
+{
+    Runtime__V1__ListContainersRequest *req = (Runtime__V1__ListContainersRequest *)call->req;
+    struct containers *cs = call->cri->containers;
+    struct ctr_items out;
+    if (ctr_items_new(&out, cs->n) < 0) {
+        ctr_items_clear(&out);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    struct ctr_list l;
+    ctr_list_init(call->cri, req->filter, &l);
+    struct container *at = cs->head;
     Runtime__V1__ListContainersResponse resp = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
-    resp.n_containers = n;
-    resp.containers = ptrs;
+    resp.n_containers = ctr_list_fill(&l, &at, &out, cs->n, false);
+    resp.containers = out.ptrs;
     cri_reply(call, &resp.base);
-    free(items);
-    free(images);
-    free(ptrs);
+    ctr_items_clear(&out);
+}
+
+struct ctr_stream {
+    struct list_stream ls;
+    struct ctr_list l;
+    struct cri_cursor cur;
+    struct ctr_items out;
+};
+
+static int ctr_stream_fill(struct list_stream *ls)
+{
+    struct ctr_stream *s = (struct ctr_stream *)ls;
+    struct container *at = s->cur.at;
+    Runtime__V1__StreamContainersResponse resp = RUNTIME__V1__STREAM_CONTAINERS_RESPONSE__INIT;
+    resp.n_containers = ctr_list_fill(&s->l, &at, &s->out, LIST_CHUNK_ITEMS, true);
+    resp.containers = s->out.ptrs;
+    s->cur.at = at;
+    ls->done = !at;
+    return list_stream_pack(ls, &resp.base);
+}
+
+static void ctr_stream_release(struct list_stream *ls)
+{
+    struct ctr_stream *s = (struct ctr_stream *)ls;
+    cri_cursor_close(&ls->call->cri->containers->cursors, &s->cur);
+    ctr_items_clear(&s->out);
+}
+
+void cri_stream_containers(struct cri_call *call)
+{
+    Runtime__V1__StreamContainersRequest *req = (Runtime__V1__StreamContainersRequest *)call->req;
+    struct ctr_stream *s = calloc(1, sizeof(*s));
+    if (!s || ctr_items_new(&s->out, LIST_CHUNK_ITEMS) < 0) {
+        if (s)
+            ctr_items_clear(&s->out);
+        free(s);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    ctr_list_init(call->cri, req->filter, &s->l);
+    s->ls.fill = ctr_stream_fill;
+    s->ls.release = ctr_stream_release;
+    cri_cursor_open(&call->cri->containers->cursors, &s->cur, call->cri->containers->head);
+    list_stream_start(call, &s->ls);
 }

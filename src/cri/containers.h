@@ -91,6 +91,7 @@ struct containers {
     /* CreateContainer calls in flight, by (pod, name, attempt): a second
      * one with the same metadata is refused before its work starts. */
     struct ctr_pending *pending;
+    struct cri_cursor *cursors; /* of list streams, moved on by unlink */
 };
 
 int cri_containers_init(struct cri *cri, struct err *err);
@@ -205,6 +206,7 @@ void cri_stop_container(struct cri_call *call);               /* container_stop.
 void cri_remove_container(struct cri_call *call);             /* container_stop.c */
 void cri_container_status(struct cri_call *call);             /* container_status.c */
 void cri_list_containers(struct cri_call *call);              /* container_status.c */
+void cri_stream_containers(struct cri_call *call);            /* container_status.c */
 void cri_update_container_resources(struct cri_call *call);   /* container_update.c */
 void cri_reopen_container_log(struct cri_call *call);         /* container_log.c */
 void cri_exec_sync(struct cri_call *call);                    /* container_exec.c */
@@ -214,7 +216,10 @@ void cri_port_forward(struct cri_call *call);                 /* streaming.c */
 void cri_update_pod_sandbox_resources(struct cri_call *call); /* container_update.c */
 void cri_container_stats(struct cri_call *call);              /* stats.c */
 void cri_list_container_stats(struct cri_call *call);
+void cri_stream_container_stats(struct cri_call *call);
 void cri_pod_sandbox_stats(struct cri_call *call);
 void cri_list_pod_sandbox_stats(struct cri_call *call);
+void cri_stream_pod_sandbox_stats(struct cri_call *call);
 void cri_list_metric_descriptors(struct cri_call *call);
 void cri_list_pod_sandbox_metrics(struct cri_call *call);
+void cri_stream_pod_sandbox_metrics(struct cri_call *call);

@@ -110,6 +110,16 @@ void cri_image_status(struct cri_call *call)
     free(m.username);
 }
 
+/* ---- ListImages and StreamImages ---- */
+
+static void image_msgs_clear(struct image_msg *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(msgs[i].username);
+        msgs[i].username = NULL;
+    }
+}
+
 void cri_list_images(struct cri_call *call)
 {
     if (!call->cri->images) {
@@ -133,17 +143,93 @@ void cri_list_images(struct cri_call *call)
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "ListImages: out of memory");
         return;
     }
+    Runtime__V1__ListImagesResponse resp = RUNTIME__V1__LIST_IMAGES_RESPONSE__INIT;
+    resp.images = ptrs;
     for (int i = 0; i < n; i++) {
         image_msg_fill(&msgs[i], v[i]);
         ptrs[i] = &msgs[i].img;
     }
-    Runtime__V1__ListImagesResponse resp = RUNTIME__V1__LIST_IMAGES_RESPONSE__INIT;
-    resp.images = ptrs;
     resp.n_images = (size_t)n;
     cri_reply(call, &resp.base);
-    for (int i = 0; i < n; i++)
-        free(msgs[i].username);
+    image_msgs_clear(msgs, resp.n_images);
     free(msgs);
     free(ptrs);
     free(v);
+}
+
+/* The image index is small (each image is layers on disk) and its entries
+ * move when one is removed: a stream takes the ids of the matching images
+ * at its start and looks each up again when its chunk is made, skipping
+ * those removed meanwhile. */
+struct image_stream {
+    struct list_stream ls;
+    char **ids;
+    size_t n, next;
+    struct image_msg msgs[LIST_CHUNK_ITEMS];
+    Runtime__V1__Image *ptrs[LIST_CHUNK_ITEMS];
+};
+
+static int image_stream_fill(struct list_stream *ls)
+{
+    struct image_stream *s = (struct image_stream *)ls;
+    struct image_service *svc = ls->call->cri->images;
+    if (!svc)
+        return -EAGAIN; /* shutting down: UNAVAILABLE */
+    size_t k = 0, bytes = 0;
+    while (s->next < s->n) {
+        const struct image_info *img = image_lookup(svc, s->ids[s->next++]);
+        if (!img)
+            continue; /* removed meanwhile */
+        image_msg_fill(&s->msgs[k], img);
+        s->ptrs[k] = &s->msgs[k].img;
+        k++;
+        if (list_chunk_full(k, &bytes, &s->msgs[k - 1].img.base))
+            break;
+    }
+    Runtime__V1__StreamImagesResponse resp = RUNTIME__V1__STREAM_IMAGES_RESPONSE__INIT;
+    resp.images = s->ptrs;
+    resp.n_images = k;
+    ls->done = s->next >= s->n;
+    int r = list_stream_pack(ls, &resp.base);
+    image_msgs_clear(s->msgs, resp.n_images);
+    return r;
+}
+
+static void image_stream_release(struct list_stream *ls)
+{
+    struct image_stream *s = (struct image_stream *)ls;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->ids[i]);
+    free(s->ids);
+}
+
+void cri_stream_images(struct cri_call *call)
+{
+    if (!call->cri->images) {
+        cri_fail(call, GRPC_STATUS_UNAVAILABLE, "the image service is shutting down");
+        return;
+    }
+    Runtime__V1__StreamImagesRequest *req = (Runtime__V1__StreamImagesRequest *)call->req;
+    const char *filter = req->filter && req->filter->image ? req->filter->image->image : NULL;
+    _cleanup_free_ const struct image_info **v = NULL;
+    int n = image_list(call->cri->images, filter, &v);
+    struct image_stream *s = n < 0 ? NULL : calloc(1, sizeof(*s));
+    if (s && !(s->ids = calloc((size_t)n + 1, sizeof(*s->ids)))) {
+        free(s);
+        s = NULL;
+    }
+    for (int i = 0; s && i < n; i++) {
+        if (!(s->ids[s->n++] = strdup(v[i]->id))) {
+            image_stream_release(&s->ls);
+            free(s);
+            s = NULL;
+        }
+    }
+    if (!s) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "StreamImages: out of memory");
+        return;
+    }
+    s->ls.fill = image_stream_fill;
+    s->ls.release = image_stream_release;
+    list_stream_start(call, &s->ls);
 }

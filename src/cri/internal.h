@@ -85,6 +85,50 @@ int cri_send(struct cri_call *call, const ProtobufCMessage *msg);
 /* Streaming: ends the call with status. */
 void cri_finish(struct cri_call *call, int status, const char *message);
 
+/* ---- list streams (list_stream.c) ---- */
+
+/* A position in a list of the loop (containers, sandboxes) that survives
+ * removals: the list's unlink moves every cursor at the removed element to
+ * the next one (cri_cursors_skip). */
+struct cri_cursor {
+    struct cri_cursor *prev, *next;
+    void *at; /* the next element to look at, NULL: the end */
+};
+void cri_cursor_open(struct cri_cursor **head, struct cri_cursor *cur, void *at);
+void cri_cursor_close(struct cri_cursor **head, struct cri_cursor *cur);
+void cri_cursors_skip(struct cri_cursor *head, const void *gone, void *next);
+
+/* Bounds of one chunk of a list stream. */
+#define LIST_CHUNK_ITEMS 256
+#define LIST_CHUNK_BYTES (1u << 20)
+#define LIST_ASYNC       1
+
+/* One streaming list call. The family's handler allocates it (its own
+ * state after it), sets fill and release, and calls list_stream_start(),
+ * which owns it from then on. fill packs the next chunk into `chunk`
+ * (list_stream_pack) and sets done with the last one (a chunk may be
+ * empty); it returns 0, LIST_ASYNC when it went off the loop (it then calls
+ * list_stream_resume() on the loop), or -errno to end the call with that
+ * error. release frees the family's state (cursors closed, jobs are not in
+ * flight then). */
+struct list_stream {
+    struct cri_call *call;
+    int (*fill)(struct list_stream *ls);
+    void (*release)(struct list_stream *ls);
+    struct buf chunk; /* packed, not yet sent */
+    bool done;        /* the last chunk is made */
+    bool busy;        /* in the pump or off the loop: a cancel waits for it */
+    bool cancelled;
+    size_t sent; /* chunks */
+};
+void list_stream_start(struct cri_call *call, struct list_stream *ls);
+void list_stream_resume(struct list_stream *ls, int r);
+/* Packs msg as the next chunk: 0, -ENOMEM, -EFBIG. */
+int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg);
+/* Counts item into a chunk of `items` items and *bytes bytes: true when the
+ * chunk is full with it. */
+bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item);
+
 /* Handlers, one file per RPC or family. */
 void cri_version(struct cri_call *call);        /* version.c */
 void cri_status(struct cri_call *call);         /* runtime_config.c */
@@ -94,6 +138,7 @@ void cri_get_container_events(struct cri_call *call); /* events.c */
 void cri_pull_image(struct cri_call *call);           /* image_pull.c */
 void cri_image_status(struct cri_call *call);         /* image_status.c */
 void cri_list_images(struct cri_call *call);          /* image_status.c */
+void cri_stream_images(struct cri_call *call);        /* image_status.c */
 void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
 void cri_import_image(struct cri_call *call);         /* image_cli.c */

@@ -70,6 +70,7 @@ void sandbox_link(struct cri *cri, struct sandbox *sb)
 void sandbox_unlink_free(struct cri *cri, struct sandbox *sb)
 {
     struct sandboxes *s = cri->sandboxes;
+    cri_cursors_skip(s->cursors, sb, sb->next);
     if (sb->prev)
         sb->prev->next = sb->next;
     else

@@ -47,6 +47,7 @@ struct sandboxes {
     bool net_ready, net_checking;
     char net_reason[256];
     uint64_t net_checked_ns;
+    struct cri_cursor *cursors; /* of list streams, moved on by unlink */
 };
 
 int cri_sandboxes_init(struct cri *cri, const struct cri_config *cfg, struct err *err);
@@ -97,3 +98,4 @@ void cri_stop_pod_sandbox(struct cri_call *call);   /* sandbox_stop.c */
 void cri_remove_pod_sandbox(struct cri_call *call); /* sandbox_stop.c */
 void cri_pod_sandbox_status(struct cri_call *call); /* sandbox_status.c */
 void cri_list_pod_sandbox(struct cri_call *call);   /* sandbox_status.c */
+void cri_stream_pod_sandboxes(struct cri_call *call);

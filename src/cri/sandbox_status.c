@@ -122,6 +122,31 @@ void cri_pod_sandbox_status(struct cri_call *call)
     container_statuses_clear(&cst);
 }
 
+/* ---- ListPodSandbox and StreamPodSandboxes ---- */
+
+/* The filter, with its id prefix resolved to a full id once. */
+struct sb_list {
+    const Runtime__V1__PodSandboxFilter *f;
+    const char *idf;
+    char id[STORE_ID_LEN + 1]; /* "": no match */
+};
+
+struct sb_items {
+    Runtime__V1__PodSandbox *items;
+    Runtime__V1__PodSandbox **ptrs;
+};
+
+static void sb_list_init(struct cri *cri, const Runtime__V1__PodSandboxFilter *f, struct sb_list *l)
+{
+    *l = (struct sb_list){.f = f};
+    /* The id filter takes a full id or a unique prefix of one. */
+    l->idf = f && f->id && *f->id ? f->id : NULL;
+    bool ambiguous;
+    struct sandbox *only = l->idf ? sandbox_find(cri, l->idf, &ambiguous) : NULL;
+    if (only)
+        memcpy(l->id, only->rec.id, sizeof(l->id));
+}
+
 static bool labels_match(const Runtime__V1__PodSandboxConfig *c,
                          const Runtime__V1__PodSandboxFilter *f)
 {
@@ -136,34 +161,28 @@ static bool labels_match(const Runtime__V1__PodSandboxConfig *c,
     return true;
 }
 
-void cri_list_pod_sandbox(struct cri_call *call)
+static bool sb_list_match(const struct sb_list *l, const struct sandbox *sb)
 {
-    Runtime__V1__ListPodSandboxRequest *req = (Runtime__V1__ListPodSandboxRequest *)call->req;
-    const Runtime__V1__PodSandboxFilter *f = req->filter;
-    struct sandboxes *s = call->cri->sandboxes;
-    Runtime__V1__PodSandbox *items = calloc(s->n + 1, sizeof(*items));
-    Runtime__V1__PodSandbox **ptrs = calloc(s->n + 1, sizeof(*ptrs));
-    if (!items || !ptrs) {
-        free(items);
-        free(ptrs);
-        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    size_t n = 0;
-    /* The id filter takes a full id or a unique prefix of one. */
-    const char *idf = f && f->id && *f->id ? f->id : NULL;
-    bool ambiguous = false;
-    struct sandbox *only = idf ? sandbox_find(call->cri, idf, &ambiguous) : NULL;
-    for (struct sandbox *sb = s->head; sb; sb = sb->next) {
-        if (sb->creating)
+    const Runtime__V1__PodSandboxFilter *f = l->f;
+    if (sb->creating)
+        return false;
+    if (l->idf && strcmp(l->id, sb->rec.id) != 0)
+        return false;
+    if (f && f->state && f->state->state != state_of(sb))
+        return false;
+    return !f || labels_match(sb->config, f);
+}
+
+/* As ctr_list_fill (container_status.c), for sandboxes. */
+static size_t sb_list_fill(const struct sb_list *l, struct sandbox **at, struct sb_items *out,
+                           size_t max, bool chunked)
+{
+    size_t n = 0, bytes = 0;
+    struct sandbox *sb = *at;
+    for (; sb && n < max; sb = sb->next) {
+        if (!sb_list_match(l, sb))
             continue;
-        if (idf && sb != only)
-            continue;
-        if (f && f->state && f->state->state != state_of(sb))
-            continue;
-        if (f && !labels_match(sb->config, f))
-            continue;
-        Runtime__V1__PodSandbox *it = &items[n];
+        Runtime__V1__PodSandbox *it = &out->items[n];
         runtime__v1__pod_sandbox__init(it);
         it->id = sb->rec.id;
         it->metadata = sb->config->metadata;
@@ -174,13 +193,90 @@ void cri_list_pod_sandbox(struct cri_call *call)
         it->n_annotations = sb->config->n_annotations;
         it->annotations = (Runtime__V1__PodSandbox__AnnotationsEntry **)sb->config->annotations;
         it->runtime_handler = sb->rec.runtime_handler;
-        ptrs[n] = it;
-        n++;
+        out->ptrs[n++] = it;
+        if (chunked && list_chunk_full(n, &bytes, &it->base)) {
+            sb = sb->next;
+            break;
+        }
     }
+    *at = sb;
+    return n;
+}
+
+static int sb_items_new(struct sb_items *out, size_t n)
+{
+    out->items = calloc(n + 1, sizeof(*out->items));
+    out->ptrs = calloc(n + 1, sizeof(*out->ptrs));
+    return out->items && out->ptrs ? 0 : -ENOMEM;
+}
+
+static void sb_items_clear(struct sb_items *out)
+{
+    free(out->items);
+    free(out->ptrs);
+}
+
+void cri_list_pod_sandbox(struct cri_call *call)
+{
+    Runtime__V1__ListPodSandboxRequest *req = (Runtime__V1__ListPodSandboxRequest *)call->req;
+    struct sandboxes *s = call->cri->sandboxes;
+    struct sb_items out;
+    if (sb_items_new(&out, s->n) < 0) {
+        sb_items_clear(&out);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    struct sb_list l;
+    sb_list_init(call->cri, req->filter, &l);
+    struct sandbox *at = s->head;
     Runtime__V1__ListPodSandboxResponse resp = RUNTIME__V1__LIST_POD_SANDBOX_RESPONSE__INIT;
-    resp.n_items = n;
-    resp.items = ptrs;
+    resp.n_items = sb_list_fill(&l, &at, &out, s->n, false);
+    resp.items = out.ptrs;
     cri_reply(call, &resp.base);
-    free(items);
-    free(ptrs);
+    sb_items_clear(&out);
+}
+
+struct sb_stream {
+    struct list_stream ls;
+    struct sb_list l;
+    struct cri_cursor cur;
+    struct sb_items out;
+};
+
+static int sb_stream_fill(struct list_stream *ls)
+{
+    struct sb_stream *s = (struct sb_stream *)ls;
+    struct sandbox *at = s->cur.at;
+    Runtime__V1__StreamPodSandboxesResponse resp = RUNTIME__V1__STREAM_POD_SANDBOXES_RESPONSE__INIT;
+    resp.n_pod_sandboxes = sb_list_fill(&s->l, &at, &s->out, LIST_CHUNK_ITEMS, true);
+    resp.pod_sandboxes = s->out.ptrs;
+    s->cur.at = at;
+    ls->done = !at;
+    return list_stream_pack(ls, &resp.base);
+}
+
+static void sb_stream_release(struct list_stream *ls)
+{
+    struct sb_stream *s = (struct sb_stream *)ls;
+    cri_cursor_close(&ls->call->cri->sandboxes->cursors, &s->cur);
+    sb_items_clear(&s->out);
+}
+
+void cri_stream_pod_sandboxes(struct cri_call *call)
+{
+    Runtime__V1__StreamPodSandboxesRequest *req =
+        (Runtime__V1__StreamPodSandboxesRequest *)call->req;
+    struct sb_stream *s = calloc(1, sizeof(*s));
+    if (!s || sb_items_new(&s->out, LIST_CHUNK_ITEMS) < 0) {
+        if (s)
+            sb_items_clear(&s->out);
+        free(s);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    sb_list_init(call->cri, req->filter, &s->l);
+    s->ls.fill = sb_stream_fill;
+    s->ls.release = sb_stream_release;
+    cri_cursor_open(&call->cri->sandboxes->cursors, &s->cur, call->cri->sandboxes->head);
+    list_stream_start(call, &s->ls);
 }

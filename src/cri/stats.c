@@ -171,7 +171,8 @@ enum stats_kind { STATS_CONTAINER, STATS_CONTAINERS, STATS_POD, STATS_PODS, STAT
 
 struct stats_job {
     uv_work_t req;
-    struct cri_call *call; /* loop side only */
+    struct cri_call *call;  /* loop side only: a unary call */
+    struct list_stream *ls; /* or a stream's chunk */
     enum stats_kind kind;
     struct sample *ctrs, *pods;
     size_t n_ctrs, n_pods;
@@ -672,143 +673,84 @@ static size_t pod_metrics(const struct sandbox *sb, const struct sample *s, stru
 
 /* ---- answers ---- */
 
-static void reply_oom(struct cri_call *call)
+/* The messages of a job's answer, pointing into the samples, the registry
+ * and themselves: the unary and the streaming answers send the same. */
+struct stats_msgs {
+    size_t n; /* top-level items: container stats, pod stats or pod metrics */
+    struct ctr_msg *cm;
+    Runtime__V1__ContainerStats **cp;
+    struct pod_msg *pm;
+    Runtime__V1__PodSandboxStats **pp;
+    struct metric_msg *mm;
+    Runtime__V1__Metric **mp;
+    Runtime__V1__PodSandboxMetrics *xm, **xp;
+    Runtime__V1__ContainerMetrics *ym, **yp;
+};
+
+static void stats_msgs_clear(struct stats_msgs *m)
 {
-    cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    free(m->cm);
+    free(m->cp);
+    free(m->pm);
+    free(m->pp);
+    free(m->mm);
+    free(m->mp);
+    free(m->xm);
+    free(m->xp);
+    free(m->ym);
+    free(m->yp);
 }
 
-static void reply_containers(struct stats_job *j)
+static void build_containers(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
-    struct cri_call *call = j->call;
-    struct cri *cri = call->cri;
-    struct ctr_msg *m = calloc(j->n_ctrs + 1, sizeof(*m));
-    Runtime__V1__ContainerStats **p = calloc(j->n_ctrs + 1, sizeof(*p));
-    if (!m || !p) {
-        free(m);
-        free(p);
-        reply_oom(call);
-        return;
-    }
-    size_t n = 0;
     for (size_t i = 0; i < j->n_ctrs; i++) {
         struct container *c = container_find_exact(cri, j->ctrs[i].id);
         if (!c)
             continue; /* removed meanwhile */
-        ctr_fill(cri, c, &j->ctrs[i], &m[n]);
-        p[n] = &m[n].st;
-        n++;
+        ctr_fill(cri, c, &j->ctrs[i], &m->cm[m->n]);
+        m->cp[m->n] = &m->cm[m->n].st;
+        m->n++;
     }
-    if (j->kind == STATS_CONTAINER) {
-        if (!n) {
-            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the container is gone");
-        } else {
-            Runtime__V1__ContainerStatsResponse resp = RUNTIME__V1__CONTAINER_STATS_RESPONSE__INIT;
-            resp.stats = p[0];
-            cri_reply(call, &resp.base);
-        }
-    } else {
-        Runtime__V1__ListContainerStatsResponse resp =
-            RUNTIME__V1__LIST_CONTAINER_STATS_RESPONSE__INIT;
-        resp.stats = p;
-        resp.n_stats = n;
-        cri_reply(call, &resp.base);
-    }
-    free(m);
-    free(p);
 }
 
-static void reply_pods(struct stats_job *j)
+static void build_pods(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
-    struct cri_call *call = j->call;
-    struct cri *cri = call->cri;
-    struct pod_msg *pm = calloc(j->n_pods + 1, sizeof(*pm));
-    Runtime__V1__PodSandboxStats **pp = calloc(j->n_pods + 1, sizeof(*pp));
-    struct ctr_msg *cm = calloc(j->n_ctrs + 1, sizeof(*cm));
-    Runtime__V1__ContainerStats **cp = calloc(j->n_ctrs + 1, sizeof(*cp));
-    if (!pm || !pp || !cm || !cp) {
-        free(pm);
-        free(pp);
-        free(cm);
-        free(cp);
-        reply_oom(call);
-        return;
-    }
-    size_t n = 0, k = 0;
+    size_t k = 0;
     for (size_t i = 0; i < j->n_pods; i++) {
         bool amb;
         struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
         if (!sb)
             continue;
-        pod_fill(sb, &j->pods[i], &pm[n]);
+        pod_fill(sb, &j->pods[i], &m->pm[m->n]);
         size_t first = k;
         for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
             struct container *c = container_find_exact(cri, j->ctrs[c_].id);
             if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
                 continue;
-            ctr_fill(cri, c, &j->ctrs[c_], &cm[k]);
-            cp[k] = &cm[k].st;
+            ctr_fill(cri, c, &j->ctrs[c_], &m->cm[k]);
+            m->cp[k] = &m->cm[k].st;
             k++;
         }
-        pm[n].lx.containers = cp + first;
-        pm[n].lx.n_containers = k - first;
-        pp[n] = &pm[n].st;
-        n++;
+        m->pm[m->n].lx.containers = m->cp + first;
+        m->pm[m->n].lx.n_containers = k - first;
+        m->pp[m->n] = &m->pm[m->n].st;
+        m->n++;
     }
-    if (j->kind == STATS_POD) {
-        if (!n) {
-            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the pod sandbox is gone");
-        } else {
-            Runtime__V1__PodSandboxStatsResponse resp =
-                RUNTIME__V1__POD_SANDBOX_STATS_RESPONSE__INIT;
-            resp.stats = pp[0];
-            cri_reply(call, &resp.base);
-        }
-    } else {
-        Runtime__V1__ListPodSandboxStatsResponse resp =
-            RUNTIME__V1__LIST_POD_SANDBOX_STATS_RESPONSE__INIT;
-        resp.stats = pp;
-        resp.n_stats = n;
-        cri_reply(call, &resp.base);
-    }
-    free(pm);
-    free(pp);
-    free(cm);
-    free(cp);
 }
 
-static void reply_metrics(struct stats_job *j)
+static void build_metrics(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
-    struct cri_call *call = j->call;
-    struct cri *cri = call->cri;
-    size_t per_ctr = ARRAY_SIZE(metrics), per_pod = ARRAY_SIZE(metrics) * STATS_IFACES;
-    size_t nm = j->n_ctrs * per_ctr + j->n_pods * per_pod + 1;
-    struct metric_msg *mm = calloc(nm, sizeof(*mm));
-    Runtime__V1__Metric **mp = calloc(nm, sizeof(*mp));
-    Runtime__V1__PodSandboxMetrics *pm = calloc(j->n_pods + 1, sizeof(*pm));
-    Runtime__V1__PodSandboxMetrics **pp = calloc(j->n_pods + 1, sizeof(*pp));
-    Runtime__V1__ContainerMetrics *cm = calloc(j->n_ctrs + 1, sizeof(*cm));
-    Runtime__V1__ContainerMetrics **cp = calloc(j->n_ctrs + 1, sizeof(*cp));
-    if (!mm || !mp || !pm || !pp || !cm || !cp) {
-        free(mm);
-        free(mp);
-        free(pm);
-        free(pp);
-        free(cm);
-        free(cp);
-        reply_oom(call);
-        return;
-    }
-    size_t used = 0, n = 0, k = 0;
+    size_t used = 0, k = 0;
     for (size_t i = 0; i < j->n_pods; i++) {
         bool amb;
         struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
         if (!sb)
             continue;
-        Runtime__V1__PodSandboxMetrics *p = &pm[n];
+        Runtime__V1__PodSandboxMetrics *p = &m->xm[m->n];
         runtime__v1__pod_sandbox_metrics__init(p);
         p->pod_sandbox_id = sb->rec.id;
-        p->metrics = mp + used;
-        p->n_metrics = pod_metrics(sb, &j->pods[i], mm + used, mp + used);
+        p->metrics = m->mp + used;
+        p->n_metrics = pod_metrics(sb, &j->pods[i], m->mm + used, m->mp + used);
         used += p->n_metrics;
         size_t first = k;
         for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
@@ -820,49 +762,153 @@ static void reply_metrics(struct stats_job *j)
                 c->du_inodes = j->ctrs[c_].du_inodes;
                 c->du_ns = j->ctrs[c_].ts;
             }
-            runtime__v1__container_metrics__init(&cm[k]);
-            cm[k].container_id = c->rec.id;
-            cm[k].metrics = mp + used;
-            cm[k].n_metrics = ctr_metrics(c, &j->ctrs[c_], mm + used, mp + used);
-            used += cm[k].n_metrics;
-            cp[k] = &cm[k];
+            runtime__v1__container_metrics__init(&m->ym[k]);
+            m->ym[k].container_id = c->rec.id;
+            m->ym[k].metrics = m->mp + used;
+            m->ym[k].n_metrics = ctr_metrics(c, &j->ctrs[c_], m->mm + used, m->mp + used);
+            used += m->ym[k].n_metrics;
+            m->yp[k] = &m->ym[k];
             k++;
         }
-        p->container_metrics = cp + first;
+        p->container_metrics = m->yp + first;
         p->n_container_metrics = k - first;
-        pp[n++] = p;
+        m->xp[m->n++] = p;
     }
-    Runtime__V1__ListPodSandboxMetricsResponse resp =
-        RUNTIME__V1__LIST_POD_SANDBOX_METRICS_RESPONSE__INIT;
-    resp.pod_metrics = pp;
-    resp.n_pod_metrics = n;
-    cri_reply(call, &resp.base);
-    free(mm);
-    free(mp);
-    free(pm);
-    free(pp);
-    free(cm);
-    free(cp);
+}
+
+/* The messages for what job j measured: 0, -ENOMEM. */
+static int stats_build(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
+{
+    *m = (struct stats_msgs){0};
+    size_t nc = j->n_ctrs + 1, np = j->n_pods + 1;
+    bool ok = (m->cm = calloc(nc, sizeof(*m->cm))) && (m->cp = calloc(nc, sizeof(*m->cp)));
+    if (ok && (j->kind == STATS_POD || j->kind == STATS_PODS))
+        ok = (m->pm = calloc(np, sizeof(*m->pm))) && (m->pp = calloc(np, sizeof(*m->pp)));
+    if (ok && j->kind == STATS_METRICS) {
+        size_t nm =
+            j->n_ctrs * ARRAY_SIZE(metrics) + j->n_pods * ARRAY_SIZE(metrics) * STATS_IFACES + 1;
+        ok = (m->mm = calloc(nm, sizeof(*m->mm))) && (m->mp = calloc(nm, sizeof(*m->mp))) &&
+             (m->xm = calloc(np, sizeof(*m->xm))) && (m->xp = calloc(np, sizeof(*m->xp))) &&
+             (m->ym = calloc(nc, sizeof(*m->ym))) && (m->yp = calloc(nc, sizeof(*m->yp)));
+    }
+    if (!ok) {
+        stats_msgs_clear(m);
+        return -ENOMEM;
+    }
+    if (j->kind == STATS_CONTAINER || j->kind == STATS_CONTAINERS)
+        build_containers(cri, j, m);
+    else if (j->kind == STATS_METRICS)
+        build_metrics(cri, j, m);
+    else
+        build_pods(cri, j, m);
+    return 0;
+}
+
+static void reply(struct stats_job *j)
+{
+    struct cri_call *call = j->call;
+    struct stats_msgs m;
+    if (stats_build(call->cri, j, &m) < 0) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    switch (j->kind) {
+    case STATS_CONTAINER: {
+        Runtime__V1__ContainerStatsResponse resp = RUNTIME__V1__CONTAINER_STATS_RESPONSE__INIT;
+        resp.stats = m.cp[0];
+        if (!m.n)
+            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the container is gone");
+        else
+            cri_reply(call, &resp.base);
+        break;
+    }
+    case STATS_CONTAINERS: {
+        Runtime__V1__ListContainerStatsResponse resp =
+            RUNTIME__V1__LIST_CONTAINER_STATS_RESPONSE__INIT;
+        resp.stats = m.cp;
+        resp.n_stats = m.n;
+        cri_reply(call, &resp.base);
+        break;
+    }
+    case STATS_POD: {
+        Runtime__V1__PodSandboxStatsResponse resp = RUNTIME__V1__POD_SANDBOX_STATS_RESPONSE__INIT;
+        resp.stats = m.pp[0];
+        if (!m.n)
+            cri_fail(call, GRPC_STATUS_NOT_FOUND, "the pod sandbox is gone");
+        else
+            cri_reply(call, &resp.base);
+        break;
+    }
+    case STATS_PODS: {
+        Runtime__V1__ListPodSandboxStatsResponse resp =
+            RUNTIME__V1__LIST_POD_SANDBOX_STATS_RESPONSE__INIT;
+        resp.stats = m.pp;
+        resp.n_stats = m.n;
+        cri_reply(call, &resp.base);
+        break;
+    }
+    case STATS_METRICS: {
+        Runtime__V1__ListPodSandboxMetricsResponse resp =
+            RUNTIME__V1__LIST_POD_SANDBOX_METRICS_RESPONSE__INIT;
+        resp.pod_metrics = m.xp;
+        resp.n_pod_metrics = m.n;
+        cri_reply(call, &resp.base);
+        break;
+    }
+    }
+    stats_msgs_clear(&m);
+}
+
+/* A chunk of a stream: the kind's Stream*Response. */
+static int pack_chunk(struct list_stream *ls, struct stats_job *j)
+{
+    struct stats_msgs m;
+    int r = stats_build(ls->call->cri, j, &m);
+    if (r < 0)
+        return r;
+    if (j->kind == STATS_CONTAINERS) {
+        Runtime__V1__StreamContainerStatsResponse resp =
+            RUNTIME__V1__STREAM_CONTAINER_STATS_RESPONSE__INIT;
+        resp.container_stats = m.cp;
+        resp.n_container_stats = m.n;
+        r = list_stream_pack(ls, &resp.base);
+    } else if (j->kind == STATS_PODS) {
+        Runtime__V1__StreamPodSandboxStatsResponse resp =
+            RUNTIME__V1__STREAM_POD_SANDBOX_STATS_RESPONSE__INIT;
+        resp.pod_sandbox_stats = m.pp;
+        resp.n_pod_sandbox_stats = m.n;
+        r = list_stream_pack(ls, &resp.base);
+    } else {
+        Runtime__V1__StreamPodSandboxMetricsResponse resp =
+            RUNTIME__V1__STREAM_POD_SANDBOX_METRICS_RESPONSE__INIT;
+        resp.pod_sandbox_metrics = m.xp;
+        resp.n_pod_sandbox_metrics = m.n;
+        r = list_stream_pack(ls, &resp.base);
+    }
+    stats_msgs_clear(&m);
+    return r;
 }
 
 static void stats_done(uv_work_t *req, int status)
 {
     struct stats_job *j = req->data;
+    struct list_stream *ls = j->ls;
+    if (ls) {
+        int r = status < 0 ? -ECANCELED : ls->cancelled ? 0 : pack_chunk(ls, j);
+        stats_job_free(j);
+        list_stream_resume(ls, r);
+        return;
+    }
     if (status < 0)
         cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
-    else if (j->kind == STATS_CONTAINER || j->kind == STATS_CONTAINERS)
-        reply_containers(j);
-    else if (j->kind == STATS_METRICS)
-        reply_metrics(j);
     else
-        reply_pods(j);
+        reply(j);
     stats_job_free(j);
 }
 
 /* ---- handlers ---- */
 
-static struct stats_job *job_new(struct cri_call *call, enum stats_kind kind, size_t ctrs,
-                                 size_t pods)
+static struct stats_job *job_new(enum stats_kind kind, size_t ctrs, size_t pods)
 {
     struct stats_job *j = calloc(1, sizeof(*j));
     if (j && (!(j->ctrs = calloc(ctrs + 1, sizeof(*j->ctrs))) ||
@@ -870,30 +916,53 @@ static struct stats_job *job_new(struct cri_call *call, enum stats_kind kind, si
         stats_job_free(j);
         j = NULL;
     }
-    if (!j) {
-        reply_oom(call);
+    if (!j)
         return NULL;
-    }
-    j->call = call;
     j->kind = kind;
     j->req.data = j;
     return j;
 }
 
-static void queue(struct stats_job *j)
+static struct stats_job *call_job_new(struct cri_call *call, enum stats_kind kind, size_t ctrs,
+                                      size_t pods)
 {
-    uv_queue_work(j->call->cri->loop, &j->req, stats_work, stats_done);
+    struct stats_job *j = job_new(kind, ctrs, pods);
+    if (!j) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    j->call = call;
+    return j;
 }
 
-static void add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
+static void queue(struct cri *cri, struct stats_job *j)
 {
-    for (struct container *c = cri->containers->head; c; c = c->next) {
-        bool mine = false;
-        for (size_t i = 0; i < j->n_pods && !mine; i++)
-            mine = !strcmp(j->pods[i].id, c->rec.pod_id);
-        if (mine && ctr_wanted(cri, c, NULL))
+    uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
+}
+
+static bool pod_of(const struct stats_job *j, const struct container *c)
+{
+    for (size_t i = 0; i < j->n_pods; i++)
+        if (!strcmp(j->pods[i].id, c->rec.pod_id))
+            return true;
+    return false;
+}
+
+/* The containers (that run) of the job's pods join it; -ENOMEM. */
+static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
+{
+    size_t n = 0;
+    for (struct container *c = cri->containers->head; c; c = c->next)
+        n += pod_of(j, c) && ctr_wanted(cri, c, NULL);
+    struct sample *v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    free(j->ctrs);
+    j->ctrs = v;
+    for (struct container *c = cri->containers->head; c && j->n_ctrs < n; c = c->next)
+        if (pod_of(j, c) && ctr_wanted(cri, c, NULL))
             ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
-    }
+    return 0;
 }
 
 void cri_container_stats(struct cri_call *call)
@@ -907,11 +976,23 @@ void cri_container_stats(struct cri_call *call)
                  amb ? "is an ambiguous prefix" : "not found");
         return;
     }
-    struct stats_job *j = job_new(call, STATS_CONTAINER, 1, 0);
+    struct stats_job *j = call_job_new(call, STATS_CONTAINER, 1, 0);
     if (!j)
         return;
     ctr_sample(call->cri, c, &j->ctrs[j->n_ctrs++]);
-    queue(j);
+    queue(call->cri, j);
+}
+
+/* The containers a ListContainerStats filter wants from *at on, at most max
+ * of them, into j; *at ends at the first container not looked at. */
+static void ctrs_take(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
+                      struct container **at, struct stats_job *j, size_t max)
+{
+    struct container *c = *at;
+    for (; c && j->n_ctrs < max; c = c->next)
+        if (ctr_wanted(cri, c, f))
+            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
+    *at = c;
 }
 
 void cri_list_container_stats(struct cri_call *call)
@@ -919,13 +1000,12 @@ void cri_list_container_stats(struct cri_call *call)
     Runtime__V1__ListContainerStatsRequest *req =
         (Runtime__V1__ListContainerStatsRequest *)call->req;
     struct cri *cri = call->cri;
-    struct stats_job *j = job_new(call, STATS_CONTAINERS, cri->containers->n, 0);
+    struct stats_job *j = call_job_new(call, STATS_CONTAINERS, cri->containers->n, 0);
     if (!j)
         return;
-    for (struct container *c = cri->containers->head; c; c = c->next)
-        if (ctr_wanted(cri, c, req->filter))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
-    queue(j);
+    struct container *at = cri->containers->head;
+    ctrs_take(cri, req->filter, &at, j, cri->containers->n);
+    queue(cri, j);
 }
 
 void cri_pod_sandbox_stats(struct cri_call *call)
@@ -940,26 +1020,45 @@ void cri_pod_sandbox_stats(struct cri_call *call)
                  amb ? "is an ambiguous prefix" : "not found");
         return;
     }
-    struct stats_job *j = job_new(call, STATS_POD, cri->containers->n, 1);
+    struct stats_job *j = call_job_new(call, STATS_POD, 0, 1);
     if (!j)
         return;
     pod_sample(cri, sb, &j->pods[j->n_pods++]);
-    add_ctrs_of_pods(cri, j);
-    queue(j);
+    if (add_ctrs_of_pods(cri, j) < 0) {
+        stats_job_free(j);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    queue(cri, j);
+}
+
+/* The pods a ListPodSandboxStats filter wants from *at on, at most max of
+ * them, with their containers, into j; -ENOMEM. */
+static int pods_take(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
+                     struct sandbox **at, struct stats_job *j, size_t max)
+{
+    struct sandbox *sb = *at;
+    for (; sb && j->n_pods < max; sb = sb->next)
+        if (!sb->creating && pod_wanted(cri, sb, f))
+            pod_sample(cri, sb, &j->pods[j->n_pods++]);
+    *at = sb;
+    return add_ctrs_of_pods(cri, j);
 }
 
 static void pods_job(struct cri_call *call, enum stats_kind kind,
                      const Runtime__V1__PodSandboxStatsFilter *f)
 {
     struct cri *cri = call->cri;
-    struct stats_job *j = job_new(call, kind, cri->containers->n, cri->sandboxes->n);
+    struct stats_job *j = call_job_new(call, kind, 0, cri->sandboxes->n);
     if (!j)
         return;
-    for (struct sandbox *sb = cri->sandboxes->head; sb; sb = sb->next)
-        if (!sb->creating && pod_wanted(cri, sb, f))
-            pod_sample(cri, sb, &j->pods[j->n_pods++]);
-    add_ctrs_of_pods(cri, j);
-    queue(j);
+    struct sandbox *at = cri->sandboxes->head;
+    if (pods_take(cri, f, &at, j, cri->sandboxes->n) < 0) {
+        stats_job_free(j);
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    queue(cri, j);
 }
 
 void cri_list_pod_sandbox_stats(struct cri_call *call)
@@ -970,3 +1069,97 @@ void cri_list_pod_sandbox_stats(struct cri_call *call)
 }
 
 void cri_list_pod_sandbox_metrics(struct cri_call *call) { pods_job(call, STATS_METRICS, NULL); }
+
+/* ---- streams ---- */
+
+/* A stream measures a chunk of containers or pods at a time: the next
+ * chunk's samples are taken (on the loop) once the last chunk is sent. */
+#define STATS_CHUNK_CTRS 128
+#define STATS_CHUNK_PODS 32
+
+struct stats_stream {
+    struct list_stream ls;
+    enum stats_kind kind;
+    const Runtime__V1__ContainerStatsFilter *ctr_filter; /* in the request */
+    const Runtime__V1__PodSandboxStatsFilter *pod_filter;
+    struct cri_cursor cur;
+    bool pods; /* cur walks the sandboxes */
+};
+
+static int stats_stream_fill(struct list_stream *ls)
+{
+    struct stats_stream *s = (struct stats_stream *)ls;
+    struct cri *cri = ls->call->cri;
+    struct stats_job *j =
+        job_new(s->kind, s->pods ? 0 : STATS_CHUNK_CTRS, s->pods ? STATS_CHUNK_PODS : 0);
+    if (!j)
+        return -ENOMEM;
+    j->ls = ls;
+    int r = 0;
+    if (s->pods) {
+        struct sandbox *at = s->cur.at;
+        r = pods_take(cri, s->pod_filter, &at, j, STATS_CHUNK_PODS);
+        s->cur.at = at;
+        ls->done = !at;
+    } else {
+        struct container *at = s->cur.at;
+        ctrs_take(cri, s->ctr_filter, &at, j, STATS_CHUNK_CTRS);
+        s->cur.at = at;
+        ls->done = !at;
+    }
+    if (r < 0 || (!j->n_ctrs && !j->n_pods)) {
+        stats_job_free(j);
+        return r;
+    }
+    queue(cri, j);
+    return LIST_ASYNC;
+}
+
+static void stats_stream_release(struct list_stream *ls)
+{
+    struct stats_stream *s = (struct stats_stream *)ls;
+    struct cri *cri = ls->call->cri;
+    cri_cursor_close(s->pods ? &cri->sandboxes->cursors : &cri->containers->cursors, &s->cur);
+}
+
+static void stats_stream(struct cri_call *call, enum stats_kind kind,
+                         const Runtime__V1__ContainerStatsFilter *cf,
+                         const Runtime__V1__PodSandboxStatsFilter *pf)
+{
+    struct cri *cri = call->cri;
+    struct stats_stream *s = calloc(1, sizeof(*s));
+    if (!s) {
+        cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    s->kind = kind;
+    s->ctr_filter = cf;
+    s->pod_filter = pf;
+    s->pods = kind != STATS_CONTAINERS;
+    s->ls.fill = stats_stream_fill;
+    s->ls.release = stats_stream_release;
+    if (s->pods)
+        cri_cursor_open(&cri->sandboxes->cursors, &s->cur, cri->sandboxes->head);
+    else
+        cri_cursor_open(&cri->containers->cursors, &s->cur, cri->containers->head);
+    list_stream_start(call, &s->ls);
+}
+
+void cri_stream_container_stats(struct cri_call *call)
+{
+    Runtime__V1__StreamContainerStatsRequest *req =
+        (Runtime__V1__StreamContainerStatsRequest *)call->req;
+    stats_stream(call, STATS_CONTAINERS, req->filter, NULL);
+}
+
+void cri_stream_pod_sandbox_stats(struct cri_call *call)
+{
+    Runtime__V1__StreamPodSandboxStatsRequest *req =
+        (Runtime__V1__StreamPodSandboxStatsRequest *)call->req;
+    stats_stream(call, STATS_PODS, NULL, req->filter);
+}
+
+void cri_stream_pod_sandbox_metrics(struct cri_call *call)
+{
+    stats_stream(call, STATS_METRICS, NULL, NULL);
+}

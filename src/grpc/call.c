@@ -462,7 +462,7 @@ int grpc_call_send(struct grpc_call *call, const void *msg, size_t len)
     struct conn *c = call->conn;
     struct grpc_server *srv = c->srv;
     size_t add = len + 5, mine = call->out.len - call->out_off;
-    if (mine + add > GRPC_MAX_SEND_MESSAGE + 5)
+    if (call->send_limit ? call_over_limit(call) : mine + add > GRPC_MAX_SEND_MESSAGE + 5)
         return -ENOBUFS;
     /* A connection under its budget may take one more message, whatever
      * its size: a client that reads is served whatever its budget, and a
@@ -519,15 +519,29 @@ int grpc_call_when_room(struct grpc_call *call, grpc_cancel_fn fn, void *data)
     struct conn *c = call->conn;
     if (call->responded || call->cancelled || !call->stream_open || !c || c->evicting)
         return -ECANCELED;
-    /* Only the connection's own output draining wakes it. */
-    if (c->pending == 0 || !conn_over_budget(c))
-        return -EAGAIN;
     call->room_fn = fn;
     call->room_data = data;
+    if (call_over_limit(call)) {
+        /* Its own output draining wakes it (conn_dispatch_parked). */
+        link_append(&c->draining, &call->wait);
+        return 0;
+    }
+    /* Only the connection's own output draining wakes it. */
+    if (c->pending == 0 || !conn_over_budget(c)) {
+        call->room_fn = NULL;
+        return -EAGAIN;
+    }
     link_append(&c->parked, &call->wait);
     conn_timer_update(c);
     return 0;
 }
+
+bool call_over_limit(const struct grpc_call *call)
+{
+    return call->send_limit && call->out.len - call->out_off >= call->send_limit;
+}
+
+void grpc_call_set_send_limit(struct grpc_call *call, size_t bytes) { call->send_limit = bytes; }
 
 void call_room(struct grpc_call *call)
 {

@@ -313,6 +313,22 @@ void conn_dispatch_parked(struct conn *c)
         else
             call_dispatch(call);
     }
+    /* Calls held by their own send limit, once their output drained under
+     * it; one that sends past it again goes back to the end of the list. */
+    for (bool again = true; again;) {
+        again = false;
+        for (struct link *l = c->draining.next; l != &c->draining; l = l->next) {
+            struct grpc_call *call = container_of(l, struct grpc_call, wait);
+            if (c->closing || c->evicting || conn_over_budget(c))
+                break;
+            if (call_over_limit(call))
+                continue;
+            link_remove(&call->wait);
+            call_room(call);
+            again = true;
+            break;
+        }
+    }
     c->dispatching = false;
 }
 
@@ -504,6 +520,7 @@ static struct conn *conn_new(struct grpc_server *srv, bool tcp)
     link_init(&c->calls);
     link_init(&c->incomplete);
     link_init(&c->parked);
+    link_init(&c->draining);
     int r = tcp ? uv_tcp_init(srv->loop, &c->h.tcp) : uv_pipe_init(srv->loop, &c->h.pipe, 0);
     if (r < 0) {
         free(c);

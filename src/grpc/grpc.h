@@ -134,6 +134,15 @@ int grpc_call_send(struct grpc_call *call, const void *msg, size_t len);
  * nothing the connection holds would drain (the daemon's budget is held by
  * other connections): give up then. */
 int grpc_call_when_room(struct grpc_call *call, grpc_cancel_fn fn, void *data);
+/* Bounds what this call may hold queued for its client: once `bytes` are
+ * queued and not yet taken, grpc_call_send refuses with -ENOBUFS (a call
+ * under its limit may take one more message, whatever its size), and
+ * grpc_call_when_room waits until the call's own output is back under the
+ * limit as well as its connection under its budget. A server-streaming
+ * handler with much to send sets it, so that a client that reads slowly
+ * makes the daemon hold at most this much for it. 0 restores the default
+ * (one message of up to GRPC_MAX_SEND_MESSAGE). */
+void grpc_call_set_send_limit(struct grpc_call *call, size_t bytes);
 /* Ends the call: trailers with status and message (percent-encoded on the
  * wire), or a trailers-only response when nothing was sent. The call must
  * not be used afterwards. */

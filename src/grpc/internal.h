@@ -85,6 +85,7 @@ struct conn {
     struct link calls;
     struct link incomplete; /* calls whose request is not complete, oldest first */
     struct link parked;     /* complete requests waiting for the output budget */
+    struct link draining;   /* calls waiting for their own output (send_limit) */
     uint64_t created_ms, last_read_ms, idle_since_ms, progress_ms, ping_ms;
     size_t pending; /* response bytes its calls have queued */
     uint64_t seq;   /* order of arrival, to break ties of idle_since_ms */
@@ -105,7 +106,7 @@ struct conn {
 struct grpc_call {
     struct conn *conn; /* NULL once the stream is gone */
     struct link node;
-    struct link wait; /* in conn->incomplete or conn->parked */
+    struct link wait; /* in conn->incomplete, conn->parked or conn->draining */
     uint64_t started_ms;
     int32_t stream_id;
     const struct method *method;
@@ -135,6 +136,7 @@ struct grpc_call {
 
     struct buf out; /* framed response messages */
     size_t out_off;
+    size_t send_limit; /* grpc_call_set_send_limit; 0: one message */
 
     uv_timer_t *deadline; /* freed in its close callback */
     grpc_cancel_fn cancel_fn;
@@ -150,11 +152,14 @@ void conn_flush(struct conn *c);
 void conn_goaway(struct conn *c);
 /* The earliest deadline of c may have moved closer. */
 void conn_timer_update(struct conn *c);
-/* Dispatches parked calls while the connection is within its budget. */
+/* Dispatches parked calls while the connection is within its budget, and
+ * resumes calls whose own output drained under their send limit. */
 void conn_dispatch_parked(struct conn *c);
 bool conn_over_budget(const struct conn *c);
 /* call.c: a call parked by grpc_call_when_room is resumed. */
 void call_room(struct grpc_call *call);
+/* call.c: the call is over its own send limit (grpc_call_set_send_limit). */
+bool call_over_limit(const struct grpc_call *call);
 /* Frees c's queued output now and closes it at the next loop iteration
  * (safe from inside a handler of another connection). */
 void conn_evict(struct conn *c, const char *why);
