@@ -290,10 +290,10 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
     if (strcmp(key, "cdi-spec-dirs") == 0) {
         /* absolute directories, comma-separated; "" = none (every CDI
          * device asked for is then unresolvable) */
-        size_t n = 0;
+        size_t n = 0, vlen = strlen(value);
         for (const char *p = value; *p;) {
             size_t len = strcspn(p, ",");
-            if (p[0] != '/' || ++n > 16)
+            if (p[0] != '/' || ++n > 16 || value[vlen - 1] == ',')
                 return err_set(err, EINVAL,
                                "cdi-spec-dirs: `%s` is not up to 16 absolute directories, "
                                "comma-separated",

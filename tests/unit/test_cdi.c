@@ -72,15 +72,15 @@ static void yaml_and_json(void **state)
     json_t *y = parse_ok(yaml_spec, true);
     /* typed as YAML 1.1: 0640 octal, 0x1f hex; "0" stays a string */
     json_t *dn = json_array_get(
-        json_object_get(json_object_get(json_array_get(json_object_get(y, "devices"), 0),
-                                        "containerEdits"),
-                        "deviceNodes"),
+        json_object_get(
+            json_object_get(json_array_get(json_object_get(y, "devices"), 0), "containerEdits"),
+            "deviceNodes"),
         0);
     assert_int_equal(json_integer_value(json_object_get(dn, "fileMode")), 0640);
     assert_int_equal(json_integer_value(json_object_get(dn, "major")), 31);
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(y, "devices"), 0), "name")),
-        "0");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(y, "devices"), 0), "name")),
+                        "0");
     /* the same spec as JSON gives the same object */
     char *text = json_dumps(y, JSON_COMPACT);
     json_t *j = parse_ok(text, false);
@@ -136,13 +136,14 @@ static void malformed(void **state)
 
 static json_t *oci(void)
 {
-    return json_loads("{\"process\":{\"env\":[\"PATH=/bin\",\"X=0\"],\"user\":{\"uid\":1000,"
-                      "\"gid\":1000,\"additionalGids\":[1000]}},"
-                      "\"mounts\":[{\"destination\":\"/proc\"},{\"destination\":\"/lib/x/y\"},"
-                      "{\"destination\":\"/lib/x\",\"source\":\"/old\"}],"
-                      "\"linux\":{\"resources\":{\"devices\":[{\"allow\":false,\"access\":\"rwm\"}]},"
-                      "\"devices\":[{\"path\":\"/dev/gpu0\",\"type\":\"c\",\"major\":9,\"minor\":9}]}}",
-                      0, NULL);
+    return json_loads(
+        "{\"process\":{\"env\":[\"PATH=/bin\",\"X=0\"],\"user\":{\"uid\":1000,"
+        "\"gid\":1000,\"additionalGids\":[1000]}},"
+        "\"mounts\":[{\"destination\":\"/proc\"},{\"destination\":\"/lib/x/y\"},"
+        "{\"destination\":\"/lib/x\",\"source\":\"/old\"}],"
+        "\"linux\":{\"resources\":{\"devices\":[{\"allow\":false,\"access\":\"rwm\"}]},"
+        "\"devices\":[{\"path\":\"/dev/gpu0\",\"type\":\"c\",\"major\":9,\"minor\":9}]}}",
+        0, NULL);
 }
 
 static void resolve_and_apply(void **state)
