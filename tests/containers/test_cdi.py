@@ -6,9 +6,11 @@ nothing resolves or a broken spec fails CreateContainer naming it, with
 nothing of the container left behind."""
 import json
 import os
+import struct
 
 import grpc
 import pytest
+import yaml
 
 from .test_spec import sh, sleeper
 
@@ -22,9 +24,11 @@ def cdi_dirs(tmp_path):
 
 
 @pytest.fixture
-def cdi_env(env_factory, cdi_dirs):
+def cdi_env(env_factory, cdi_dirs, kinglet_bin):
     etc, run = cdi_dirs
-    return env_factory(extra_args=["--cdi-spec-dirs", f"{etc},{run}"])
+    e = env_factory(extra_args=["--cdi-spec-dirs", f"{etc},{run}"])
+    e.static = static_binary(kinglet_bin)
+    return e
 
 
 def write(path, text):
@@ -32,6 +36,30 @@ def write(path, text):
     tmp = path.with_name("." + path.name + ".tmp")
     tmp.write_text(text)
     os.rename(tmp, path)
+
+
+def static_binary(path):
+    """Whether the binary has no program interpreter (the static build,
+    which reads CDI specs in JSON only: no libyaml, for its size)."""
+    with open(path, "rb") as f:
+        elf = f.read(64)
+        phoff, = struct.unpack_from("<Q", elf, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", ph, i * phentsize)[0] != 3 for i in range(phnum))
+
+
+def write_yaml(env, dirpath, stem, text):
+    """A YAML spec as stem.yaml, or as the same spec in JSON (stem.json)
+    where the binary reads no YAML; the path written."""
+    if env.static:
+        path = dirpath / (stem + ".json")
+        write(path, json.dumps(yaml.safe_load(text)))
+    else:
+        path = dirpath / (stem + ".yaml")
+        write(path, text)
+    return path
 
 
 YAML_SPEC = """\
@@ -84,9 +112,16 @@ def test_cdi_devices_reach_the_container(cdi_env, cdi_dirs, tmp_path):
     data.mkdir()
     (data / "hello").write_text("from the host\n")
     marker = tmp_path / "hook-ran"
-    write(etc / "null.yaml", YAML_SPEC.format(data=data, marker=marker))
     write(run / "zero.json", zero_spec())
     pod = env.pod()
+    if env.static:
+        # the static binary refuses YAML, saying so
+        write(etc / "null.yaml", YAML_SPEC.format(data=data, marker=marker))
+        with pytest.raises(grpc.RpcError) as e:
+            sleeper(env, pod, "yaml", CDI_devices=[pb.CDIDevice(name="example.com/null=0")])
+        assert "write the spec as JSON" in e.value.details()
+        os.unlink(etc / "null.yaml")
+    write_yaml(env, etc, "null", YAML_SPEC.format(data=data, marker=marker))
     cid = sleeper(env, pod, "cdi", CDI_devices=[pb.CDIDevice(name="example.com/null=0")],
                   annotations={"cdi.k8s.io/zero": "example.com/zero=z"})
     # the device nodes under their new names, with the spec's mode (YAML
@@ -141,11 +176,11 @@ def test_cdi_unknown_device_and_broken_spec_fail_create(cdi_env, cdi_dirs):
     e = create("badname", "gpu0")
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "gpu0" in e.details()
     # a spec of the kind asked for that does not validate: the file and why
-    write(etc / "bad.yaml", 'cdiVersion: "0.6.0"\nkind: example.com/bad\ndevices:\n'
-          '- name: d\n  containerEdits:\n    deviceNodes:\n    - path: dev/relative\n')
+    bad = write_yaml(env, etc, "bad", 'cdiVersion: "0.6.0"\nkind: example.com/bad\ndevices:\n'
+                     '- name: d\n  containerEdits:\n    deviceNodes:\n    - path: dev/relative\n')
     e = create("bad", "example.com/zero=z", "example.com/bad=d")
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
-    assert str(etc / "bad.yaml") in e.details() and "dev/relative" in e.details()
+    assert str(bad) in e.details() and "dev/relative" in e.details()
     # a file that is not even JSON: named when a device is unresolvable
     write(etc / "broken.json", '{"cdiVersion": "0.6.0", "kind": ')
     e = create("broken", "example.com/other=0")
@@ -182,15 +217,15 @@ def test_cdi_spec_replaced_between_containers_is_reread(cdi_env, cdi_dirs):
     assert "CDI_GEN=2" in sh(env, b, "env")[1].splitlines()
     assert sh(env, b, "test -c /dev/cdi-zero2 && test ! -e /dev/cdi-zero && echo ok")[1] == "ok\n"
     # a spec in the later directory overrides the earlier one's device
-    write(etc / "zero.yaml", 'cdiVersion: "1.0.0"\nkind: example.com/zero\ndevices:\n'
-          '- name: z\n  containerEdits:\n    env: [CDI_GEN=etc]\n')
+    etc_spec = write_yaml(env, etc, "zero", 'cdiVersion: "1.0.0"\nkind: example.com/zero\n'
+                          'devices:\n- name: z\n  containerEdits:\n    env: [CDI_GEN=etc]\n')
     c = sleeper(env, pod, "c", CDI_devices=dev)
     assert "CDI_GEN=2" in sh(env, c, "env")[1].splitlines()
     # the device removed from the spec: the next create fails
     write(run / "zero.json", zero_spec(name="other"))
     d = sleeper(env, pod, "d", CDI_devices=dev)
     assert "CDI_GEN=etc" in sh(env, d, "env")[1].splitlines()
-    os.unlink(etc / "zero.yaml")
+    os.unlink(etc_spec)
     with pytest.raises(grpc.RpcError) as e:
         sleeper(env, pod, "e", CDI_devices=dev)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND and "example.com/zero=z" in \
