@@ -287,6 +287,21 @@ int config_set(struct config *cfg, const char *key, const char *value, struct er
         cfg->n_runtime_handlers++;
         return 0;
     }
+    if (strcmp(key, "cdi-spec-dirs") == 0) {
+        /* absolute directories, comma-separated; "" = none (every CDI
+         * device asked for is then unresolvable) */
+        size_t n = 0, vlen = strlen(value);
+        for (const char *p = value; *p;) {
+            size_t len = strcspn(p, ",");
+            if (p[0] != '/' || ++n > 16 || value[vlen - 1] == ',')
+                return err_set(err, EINVAL,
+                               "cdi-spec-dirs: `%s` is not up to 16 absolute directories, "
+                               "comma-separated",
+                               value);
+            p += len + (p[len] == ',');
+        }
+        return set_str(&cfg->cdi_spec_dirs, value);
+    }
     if (strcmp(key, "pod-network") == 0) {
         if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
             return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
@@ -390,5 +405,6 @@ void config_free(struct config *cfg)
     for (size_t i = 0; i < cfg->n_runtime_handlers; i++)
         free(cfg->runtime_handlers[i]);
     free(cfg->runtime_handlers);
+    free(cfg->cdi_spec_dirs);
     *cfg = (struct config){0};
 }

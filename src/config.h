@@ -43,10 +43,15 @@ struct config {
      * kinglet's own executor */
     char **runtime_handlers;
     size_t n_runtime_handlers;
+    /* CDI spec directories, comma-separated, later ones win; NULL =
+     * CONFIG_CDI_SPEC_DIRS */
+    char *cdi_spec_dirs;
     /* the gRPC endpoint's limits (grpc-* settings); 0 = the server's
      * default, a timeout set to 0 is GRPC_NEVER */
     struct grpc_server_options grpc;
 };
+
+#define CONFIG_CDI_SPEC_DIRS "/etc/cdi,/var/run/cdi"
 
 void config_defaults(struct config *cfg);
 /* Sets one setting by its name (the long flag's name); -EINVAL with the

@@ -78,6 +78,8 @@ static const char usage_text[] =
     "      --stream-tls-key FILE   certificate chain and key (PEM; both or neither)\n"
     "      --runtime-handler NAME  accept RuntimeClass handler NAME besides the default\n"
     "                              (repeatable; every handler runs kinglet's executor)\n"
+    "      --cdi-spec-dirs DIR[,DIR]  where CDI device specs are read, later ones\n"
+    "                              overriding earlier ones (default /etc/cdi,/var/run/cdi)\n"
     "gRPC endpoint limits (timeouts in seconds, 0 = never):\n"
     "      --grpc-max-connections N  connections at once (default 1024); when full, a\n"
     "                              new one replaces the connection idle the longest\n"
@@ -163,6 +165,7 @@ static int parse_args(struct config *cfg, int argc, char **argv, struct err *err
         {"stream-tls-cert", required_argument, NULL, 'T'},
         {"stream-tls-key", required_argument, NULL, 'K'},
         /* long-only options (>= 256): the setting is the option's name */
+        {"cdi-spec-dirs", required_argument, NULL, 256},
         {"grpc-max-connections", required_argument, NULL, 256},
         {"image-pull-progress-timeout", required_argument, NULL, 256},
         {"image-pull-min-rate", required_argument, NULL, 256},
@@ -332,6 +335,7 @@ static int daemon_start(struct daemon *d, struct err *err)
         .stream_tls_key = d->cfg.stream_tls_key,
         .runtime_handlers = (const char *const *)d->cfg.runtime_handlers,
         .n_runtime_handlers = d->cfg.n_runtime_handlers,
+        .cdi_spec_dirs = d->cfg.cdi_spec_dirs ? d->cfg.cdi_spec_dirs : CONFIG_CDI_SPEC_DIRS,
     };
     /* The `kinglet oci` processes we start put processes into containers:
      * they start from a view of our binary that nothing can write, made

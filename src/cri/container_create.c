@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "cdi/cdi.h"
 #include "cri/container_spec.h"
 #include "cri/containers.h"
 #include "cri/validate.h"
@@ -61,6 +62,7 @@ struct create_job {
     char *cgroup_parent; /* the container cgroup's parent, NULL: none */
     char *target_pid_ns; /* PID mode TARGET: /proc/PID/ns/pid of the target */
     char *cgroup_mount;  /* the cgroup2 mount, with cgroup_parent */
+    char *cdi_dirs;      /* CDI spec directories, comma-separated */
     /* out */
     int monitor_fd;
     pid_t pid;
@@ -90,6 +92,7 @@ static void create_job_free(struct create_job *j)
     free(j->cgroup_parent);
     free(j->target_pid_ns);
     free(j->cgroup_mount);
+    free(j->cdi_dirs);
     if (j->monitor_fd >= 0)
         close(j->monitor_fd);
     free(j);
@@ -256,6 +259,44 @@ static void host_facts(struct ctr_host_facts *h)
     }
 }
 
+/* The edits of the CDI devices the container asks for, resolved from the
+ * spec directories as they are now (a spec rewritten since the last
+ * container is read again) and completed from the host's nodes. *ret
+ * NULL: none asked for. Before anything of the container is made, so that
+ * an unknown device or a broken spec costs nothing to undo. */
+static int cdi_edits(const struct create_job *j, const Runtime__V1__ContainerConfig *cfg,
+                     json_t **ret, struct err *err)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int r;
+    *ret = NULL;
+    if ((r = ctr_cdi_names(cfg, &names, &n, err)) < 0 || n == 0)
+        return r;
+    const char *dirs[16];
+    size_t nd = 0;
+    _cleanup_free_ char *copy = strdup(j->cdi_dirs);
+    struct cdi_registry reg = {0};
+    if (!copy) {
+        r = err_set(err, ENOMEM, "CDI");
+        goto out;
+    }
+    for (char *save = NULL, *d = strtok_r(copy, ",", &save); d && nd < ARRAY_SIZE(dirs);
+         d = strtok_r(NULL, ",", &save))
+        dirs[nd++] = d;
+    if ((r = cdi_registry_load(dirs, nd, &reg, err)) < 0 ||
+        (r = cdi_resolve(&reg, names, n, ret, err)) < 0 || (r = cdi_edits_fill(*ret, err)) < 0) {
+        json_decref(*ret);
+        *ret = NULL;
+    }
+out:
+    cdi_registry_clear(&reg);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return r;
+}
+
 /* mkdir -p of path inside the tree at rootfd, never leaving it. */
 static int mkdir_in_root(int rootfd, const char *path, struct err *err)
 {
@@ -329,12 +370,17 @@ static void create_work(uv_work_t *req)
     Runtime__V1__ContainerConfig *cfg = (Runtime__V1__ContainerConfig *)protobuf_c_message_unpack(
         &runtime__v1__container_config__descriptor, NULL, j->rec.config_len, j->rec.config);
     json_t *spec = NULL; /* cs's */
+    json_t *cdi = NULL;
     struct facts facts = {0};
     struct ctr_spec cs = {0};
     char **sources = NULL; /* per config mount: an image volume's host path */
     int r;
     if (!cfg) {
         j->r = err_set(&j->err, ENOMEM, "unpack the container config");
+        return;
+    }
+    if ((j->r = cdi_edits(j, cfg, &cdi, &j->err)) < 0) {
+        protobuf_c_message_free_unpacked(&cfg->base, NULL);
         return;
     }
     /* The writable layer survives reboots (kubelet expects it to stay
@@ -402,6 +448,7 @@ static void create_work(uv_work_t *req)
         .host_devices = facts.host_devices,
         .n_host_devices = facts.n_host_devices,
         .mount_sources = (const char *const *)sources,
+        .cdi_edits = cdi,
     };
     snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
     in.pod_pid_ns = access(path, F_OK) == 0;
@@ -522,12 +569,14 @@ static void create_work(uv_work_t *req)
     ctr_spec_clear(&cs);
     facts_clear(&facts);
     paths_free(sources, cfg->n_mounts);
+    json_decref(cdi);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return;
 fail:
     ctr_spec_clear(&cs);
     facts_clear(&facts);
     paths_free(sources, cfg->n_mounts);
+    json_decref(cdi);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     if (j->monitor_fd >= 0) {
         close(j->monitor_fd);
@@ -877,6 +926,7 @@ void cri_create_container(struct cri_call *call)
         !(rec->image_ref = strdup(img->n_repo_digests ? img->repo_digests[0] : img->id)) ||
         !(j->oci_root = strdup(cs->oci_root)) || !(j->bundles_dir = strdup(cs->bundles_dir)) ||
         !(j->records_dir = strdup(cs->records_dir)) ||
+        !(j->cdi_dirs = strdup(cri->cdi_spec_dirs)) ||
         !(j->image_config = image_blob_path(cri->images, img->id)) ||
         (sb->rec.cgroup_path && !(j->cgroup_parent = strdup(sb->rec.cgroup_path))) ||
         !(j->pod_config = malloc(sb->rec.config_len ? sb->rec.config_len : 1)) ||

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdi/cdi.h"
 #include "cri/container_spec.h"
 #include "cri/containers.h"
 #include "cri/validate.h"
@@ -1096,6 +1097,81 @@ static json_t *build_namespaces(const struct ctr_spec_input *in)
 /* Absolute, without a ".." component (what the executor takes). */
 static bool clean_abs_path(const char *p) { return p && p[0] == '/' && oci_path_is_clean(p); }
 
+#define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
+
+static void strv_free_n(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Appends name unless it is there already. */
+static int names_add(char ***v, size_t *n, const char *name, size_t len, const char *what,
+                     struct err *err)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strlen((*v)[i]) == len && !memcmp((*v)[i], name, len))
+            return 0;
+    char *s = strndup(name, len);
+    if (!s)
+        return err_set(err, ENOMEM, "CDI devices");
+    if (!cdi_name_valid(s)) {
+        int r = err_set(err, EINVAL, "%s: CDI device name `%.200s` is not vendor.com/class=name",
+                        what, s);
+        free(s);
+        return r;
+    }
+    if (*n >= CDI_NAMES_MAX) {
+        free(s);
+        return err_set(err, EINVAL, "more than %d CDI devices", CDI_NAMES_MAX);
+    }
+    char **nv = realloc(*v, (*n + 2) * sizeof(char *));
+    if (!nv) {
+        free(s);
+        return err_set(err, ENOMEM, "CDI devices");
+    }
+    *v = nv;
+    nv[(*n)++] = s;
+    nv[*n] = NULL;
+    return 0;
+}
+
+int ctr_cdi_names(const Runtime__V1__ContainerConfig *cfg, char ***ret, size_t *ret_n,
+                  struct err *err)
+{
+    char **v = NULL;
+    size_t n = 0;
+    int r = 0;
+    *ret = NULL;
+    *ret_n = 0;
+    for (size_t i = 0; i < cfg->n_cdi_devices && r >= 0; i++) {
+        const char *name = cfg->cdi_devices[i]->name ? cfg->cdi_devices[i]->name : "";
+        r = names_add(&v, &n, name, strlen(name), "cdi_devices", err);
+    }
+    for (size_t i = 0; i < cfg->n_annotations && r >= 0; i++) {
+        const char *k = cfg->annotations[i]->key, *val = cfg->annotations[i]->value;
+        if (!k || !str_has_prefix(k, CDI_ANNOTATION_PREFIX) || !val)
+            continue;
+        char what[128];
+        snprintf(what, sizeof(what), "annotation `%.100s`", k);
+        for (const char *p = val; r >= 0;) {
+            size_t len = strcspn(p, ",");
+            r = names_add(&v, &n, p, len, what, err);
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+    }
+    if (r < 0) {
+        strv_free_n(v, n);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
 int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
 {
     const Runtime__V1__LinuxContainerConfig *lx = cfg->linux;
@@ -1103,6 +1179,14 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
     if (cfg->n_envs > 4096 || cfg->n_mounts > 1024 || cfg->n_devices > 1024 ||
         cfg->n_command + cfg->n_args > 65536)
         return err_set(err, EINVAL, "too many envs, mounts, devices or arguments");
+    {
+        char **names;
+        size_t n;
+        int r = ctr_cdi_names(cfg, &names, &n, err);
+        if (r < 0)
+            return r;
+        strv_free_n(names, n);
+    }
     for (size_t i = 0; i < cfg->n_envs; i++) {
         const char *k = cfg->envs[i]->key;
         if (!k || !*k || strchr(k, '='))
@@ -1378,6 +1462,18 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         goto fail;
     }
     ret->spec = spec;
+    if (in->cdi_edits) {
+        if ((r = cdi_edits_apply(spec, in->cdi_edits, privileged, err)) < 0)
+            goto fail;
+        /* the groups the record keeps (exec, status) take the CDI ones
+         * (process is the spec's new one now) */
+        size_t i;
+        json_t *g;
+        json_array_foreach(
+            json_object_get(json_object_get(json_object_get(spec, "process"), "user"),
+                            "additionalGids"),
+            i, g) groups_add(ret, (uint32_t)json_integer_value(g));
+    }
     /* What the executor would refuse is refused now, by its own parser:
      * INVALID_ARGUMENT at create naming the field, not a failed start. */
     char *text = json_dumps(spec, JSON_COMPACT);

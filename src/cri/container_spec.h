@@ -17,7 +17,9 @@
  *     without --seccomp-default asks;
  *   - mounts (the sandbox's /dev/shm and /etc files, the config's binds with
  *     propagation and recursive read-only), devices, namespaces, resources,
- *     oom_score_adj (clamped to what the host allows), annotations.
+ *     oom_score_adj (clamped to what the host allows), annotations;
+ *   - last, the edits of the CDI devices it asks for (cdi_edits_apply),
+ *     their additional GIDs added to the groups.
  *
  * Errors: -EINVAL naming the field (a user or group the image lacks, an
  * unknown capability, a bad profile), -ENOSYS for what kinglet does not do
@@ -66,6 +68,7 @@ struct ctr_spec_input {
     /* per config mount, for image volumes: the host path to bind (the
      * image's mount or its sub path); NULL: none */
     const char *const *mount_sources;
+    const json_t *cdi_edits; /* cdi_resolve's, filled; NULL: none */
     struct ctr_host_facts host;
 };
 
@@ -78,6 +81,14 @@ struct ctr_spec {
     char *cgroup_path;   /* NULL: none */
     struct buf warnings; /* "; "-separated, NUL-terminated when len > 0 */
 };
+
+/* The CDI devices a container asks for: the names of cdi_devices, then
+ * those of its `cdi.k8s.io/` annotations (comma-separated), as containerd
+ * reads them; duplicates once. A NULL-terminated array (NULL and 0 when
+ * none). -EINVAL naming a name that is not vendor/class=device or one
+ * too many (CDI_NAMES_MAX), -ENOMEM. */
+int ctr_cdi_names(const Runtime__V1__ContainerConfig *cfg, char ***ret, size_t *ret_n,
+                  struct err *err);
 
 /* The checks that need nothing but the request (on the loop, before any
  * work): enums in range, names of capabilities, mounts, image_sub_path.

@@ -34,6 +34,8 @@ struct cri_config {
     /* RuntimeClass handlers accepted besides the default ("") */
     const char *const *runtime_handlers;
     size_t n_runtime_handlers;
+    /* CDI spec directories, comma-separated, later ones win (NULL: none) */
+    const char *cdi_spec_dirs;
 };
 
 struct cri;

@@ -43,6 +43,7 @@ struct cri {
     char *root_dir;
     char *state_dir;
     char *containers_dir; /* <root>/containers: containers' writable layers */
+    char *cdi_spec_dirs;  /* comma-separated; "": none */
     struct cri_route *routes;
     size_t n_routes;
     char *pod_cidr; /* from UpdateRuntimeConfig, persisted */

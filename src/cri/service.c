@@ -294,8 +294,9 @@ int cri_new(uv_loop_t *loop, const struct cri_config *cfg, struct cri **ret, str
     cri->socket_path = strdup(cfg->socket_path);
     cri->root_dir = strdup(cfg->root_dir);
     cri->state_dir = strdup(cfg->state_dir);
+    cri->cdi_spec_dirs = strdup(cfg->cdi_spec_dirs ? cfg->cdi_spec_dirs : "");
     int r = cri_events_new(&cri->events);
-    if (r < 0 || !cri->socket_path || !cri->root_dir || !cri->state_dir) {
+    if (r < 0 || !cri->socket_path || !cri->root_dir || !cri->state_dir || !cri->cdi_spec_dirs) {
         cri_free(cri);
         return err_set(err, ENOMEM, "cri");
     }
@@ -381,6 +382,7 @@ void cri_free(struct cri *cri)
     free(cri->socket_path);
     free(cri->root_dir);
     free(cri->state_dir);
+    free(cri->cdi_spec_dirs);
     free(cri->containers_dir);
     free(cri->pod_cidr);
     free(cri->cgroup2_mount);

@@ -110,6 +110,13 @@ tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/mo
 tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
 
+# cdi: CDI spec files (JSON and YAML), resolved and applied.
+noinst_PROGRAMS += tests/fuzz/fuzz_cdi_spec
+tests_fuzz_fuzz_cdi_spec_SOURCES = tests/fuzz/fuzz_cdi_spec.c $(libkcdi_a_SOURCES)
+tests_fuzz_fuzz_cdi_spec_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_cdi_spec_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_cdi_spec_LDADD = libkbase.a $(DEP_LIBS)
+
 # cri: request messages fed straight into the handlers' checks.
 noinst_PROGRAMS += tests/fuzz/fuzz_cri_requests
 tests_fuzz_fuzz_cri_requests_CFLAGS = $(FUZZ_CFLAGS)
@@ -157,7 +164,7 @@ tests_fuzz_fuzz_net_nft_listing_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_F
 tests_fuzz_fuzz_net_nft_listing_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_net_nft_listing_LDADD = libkbase.a $(DEP_LIBS) -lpthread
 endif
-EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
+EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/cdi_spec_corpus tests/fuzz/stream_spdy_corpus tests/fuzz/stream_http_corpus \
 	tests/fuzz/stream_ws_corpus \
 	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \

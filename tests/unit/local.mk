@@ -79,3 +79,9 @@ TESTS += tests/unit/test_stream
 tests_unit_test_stream_SOURCES = tests/unit/test_stream.c src/stream/ws.c
 tests_unit_test_stream_CFLAGS = $(KUNIT_CFLAGS_ALL)
 tests_unit_test_stream_LDADD = libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
+# cdi: CDI specs (JSON, YAML), names, resolution, OCI edits.
+check_PROGRAMS += tests/unit/test_cdi
+TESTS += tests/unit/test_cdi
+tests_unit_test_cdi_CFLAGS = $(KUNIT_CFLAGS_ALL)
+tests_unit_test_cdi_LDADD = libkcdi.a libkbase.a $(DEP_LIBS) $(CMOCKA_LIBS)

@@ -138,11 +138,28 @@ static void grpc_limits(void **state)
     config_free(&c);
 }
 
+static void cdi_spec_dirs(void **state)
+{
+    (void)state;
+    struct config c;
+    struct err err = {0};
+    config_defaults(&c);
+    assert_null(c.cdi_spec_dirs); /* CONFIG_CDI_SPEC_DIRS */
+    assert_int_equal(config_set(&c, "cdi-spec-dirs", "/a/cdi,/b", &err), 0);
+    assert_string_equal(c.cdi_spec_dirs, "/a/cdi,/b");
+    assert_int_equal(config_set(&c, "cdi-spec-dirs", "", &err), 0);
+    const char *bad[] = {"relative", "/a,rel", "/a,,/b", "/a,"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (config_set(&c, "cdi-spec-dirs", bad[i], &err) != -EINVAL)
+            fail_msg("`%s` accepted", bad[i]);
+        assert_non_null(strstr(err.msg, "cdi-spec-dirs"));
+    }
+    config_free(&c);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(defaults),
-    cmocka_unit_test(parse_file),
-    cmocka_unit_test(errors_name_the_line),
-    cmocka_unit_test(hostport),
-    cmocka_unit_test(grpc_limits),
+    cmocka_unit_test(cdi_spec_dirs), cmocka_unit_test(defaults),
+    cmocka_unit_test(parse_file),    cmocka_unit_test(errors_name_the_line),
+    cmocka_unit_test(hostport),      cmocka_unit_test(grpc_limits),
 };
 UNIT_MAIN(tests)
