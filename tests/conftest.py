@@ -62,8 +62,11 @@ os.environ["KINGLET_MONITOR_UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=
 # TSan's 66), after the suppressions of tests/tsan.supp, applied here: the
 # binary runs from a sealed memfd, which no symbolizer can open, so the
 # reports are symbolized here with the binary the run tests (KINGLET_BIN).
+# symbolize=0: TSan's own symbolizer would be a child of the daemon whose
+# pipes the daemon keeps, and tests count the daemon's descriptors.
 os.environ["TSAN_OPTIONS"] = (
-    f"log_path={SANITIZER_REPORTS}/tsan:halt_on_error=0:exitcode=0:second_deadlock_stack=1 "
+    f"log_path={SANITIZER_REPORTS}/tsan:halt_on_error=0:exitcode=0:second_deadlock_stack=1"
+    ":symbolize=0 "
     + os.environ.get("TSAN_OPTIONS", ""))
 TSAN_SUPPRESSIONS = SRCDIR / "tests" / "tsan.supp"
 
