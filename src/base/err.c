@@ -6,8 +6,14 @@
 
 #include "base.h"
 
+/* The largest errno (the kernel's MAX_ERRNO): a code from another process
+ * (a container's may send any number) beyond it, or INT_MIN, is EIO. */
+#define ERRNO_MAX 4095
+
 _printf_(4, 0) static int set(struct err *err, int code, bool no_sys, const char *fmt, va_list ap)
 {
+    if (code < -ERRNO_MAX || code > ERRNO_MAX)
+        code = EIO;
     if (code < 0)
         code = -code;
     if (!err)

@@ -1,6 +1,7 @@
 /* src/base: the error object, size parsing, du_path, rm_rf_at, sealed memfds
  * and SHA-256. */
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -219,6 +220,10 @@ static void errors_show_the_system_text_once(void **state)
     assert_string_equal(err_str(&e), "manifest unknown (MANIFEST_UNKNOWN)");
     err_wrap(&e, "pull `%s`", "busybox");
     assert_string_equal(err_str(&e), "pull `busybox`: manifest unknown (MANIFEST_UNKNOWN)");
+    /* A code no errno can be (sent by another process): EIO. */
+    assert_int_equal(err_set(&e, INT_MIN, "odd"), -EIO);
+    assert_int_equal(err_set(&e, 70000, "odd"), -EIO);
+    assert_int_equal(err_set(&e, -4095, "edge"), -4095);
     /* Code 0: EIO, with no system text. */
     assert_int_equal(err_set(&e, 0, "broken"), -EIO);
     assert_string_equal(err_str(&e), "broken");
