@@ -71,12 +71,16 @@ struct opts {
     size_t buffer;
 };
 
-static uint64_t real_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/* Times recorded (the wall clock); durations (a clock that is never set). */
+static uint64_t real_ns(void) { return clock_ns(CLOCK_REALTIME); }
+static uint64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 /* ---- the log writer ---- */
 
@@ -90,7 +94,7 @@ struct writer {
     uint8_t *ring;
     size_t cap, head, len; /* bytes [head, head+len) mod cap are pending */
     bool busy;             /* a write is in progress */
-    uint64_t busy_since;   /* since when (real_ns) */
+    uint64_t busy_since;   /* since when (mono_ns) */
     bool slow;             /* the last write took LOG_STALL_NS or more */
     int wake_fd;           /* an eventfd: a write ended (room, perhaps) */
     bool stop;
@@ -166,10 +170,10 @@ static void *writer_main(void *unused)
         const uint8_t *p = W.ring + W.head;
         int fd = W.fd;
         W.busy = true;
-        W.busy_since = real_ns();
+        W.busy_since = mono_ns();
         pthread_mutex_unlock(&W.mu);
         ssize_t w = fd >= 0 ? write(fd, p, n) : -1;
-        uint64_t took = real_ns() - W.busy_since;
+        uint64_t took = mono_ns() - W.busy_since;
         pthread_mutex_lock(&W.mu);
         W.busy = false;
         W.slow = took >= LOG_STALL_NS;
@@ -298,7 +302,7 @@ static bool log_hold(void)
 {
     if (!W.ring || W.len <= W.cap / 2)
         return false;
-    if (W.slow || (W.busy && real_ns() - W.busy_since >= LOG_STALL_NS))
+    if (W.slow || (W.busy && mono_ns() - W.busy_since >= LOG_STALL_NS))
         return false;
     return true;
 }
