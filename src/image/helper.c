@@ -28,9 +28,10 @@
  *      ptrace, keyrings, ...), sockets other than IPv4/IPv6 TCP and UDP
  *      and rtnetlink (registries, proxies, DNS, getaddrinfo: no unix
  *      socket, so no CRI socket), signals to any process but itself,
- *      new processes (threads only), and device nodes but fifos and
- *      whiteouts (char 0/0): root as it is, it can neither reach the
- *      daemon nor touch another process nor the host's devices;
+ *      changes to the limits, priority or scheduling of any process but
+ *      itself (other helpers share its uid), new processes (threads only), and device nodes but
+ * fifos and whiteouts (char 0/0): root as it is, it can neither reach the daemon nor touch another
+ * process nor the host's devices;
  *   6. runs the job, and reports over fd 3.
  * An unprivileged caller (`kinglet image` as a user) skips 3 and 4: it has
  * nothing to give up.
@@ -70,6 +71,7 @@
 #include <sys/mount.h>
 #include <sys/fanotify.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -675,6 +677,39 @@ static int sandbox_seccomp_signals(scmp_filter_ctx ctx)
     return r;
 }
 
+/* Other processes of its uid: concurrent helpers share it (sandbox_ids),
+ * and the kernel lets a process change the resource limits (prlimit64),
+ * nice value (setpriority), scheduling (sched_set*), CPU affinity and I/O
+ * priority of another with the same uid, no capability needed. So these
+ * act on the calling thread only, named as 0 (glibc's setrlimit is
+ * prlimit64(0, ...)); setpriority only as PRIO_PROCESS (PRIO_USER would
+ * reach every helper at once). ioprio_set is refused (with SYS_ADMIN,
+ * kept for unpacking, it would even give the helper real-time I/O), as
+ * are page migrations of another process; unpacking uses none of them.
+ * What else acts on another process is refused elsewhere: signals above,
+ * ptrace, process_vm_*, kcmp, pidfd_* and fork in the list, /proc
+ * writes by the read-only mounts. */
+static int sandbox_seccomp_others(scmp_filter_ctx ctx)
+{
+    static const int self_only[] = {SCMP_SYS(prlimit64),          SCMP_SYS(sched_setaffinity),
+                                    SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+                                    SCMP_SYS(sched_setattr),      SCMP_SYS(migrate_pages),
+                                    SCMP_SYS(move_pages)};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(self_only) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), self_only[i], 1,
+                             SCMP_A0(SCMP_CMP_NE, 0, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 0);
+    return r;
+}
+
 /* New sockets: TCP to registries and proxies, UDP and TCP for DNS (IPv4,
  * IPv6), and rtnetlink, which glibc's getaddrinfo reads addresses with.
  * No unix socket: the daemon's CRI socket, nscd and the like are out of
@@ -803,6 +838,8 @@ static int sandbox_seccomp(struct err *err)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(vfork), 0);
     if (r == 0)
         r = sandbox_seccomp_signals(ctx);
+    if (r == 0)
+        r = sandbox_seccomp_others(ctx);
     if (r == 0)
         r = sandbox_seccomp_sockets(ctx);
     /* Filesystem ioctls: with CAP_SYS_ADMIN (kept for unpacking) FIFREEZE
@@ -1017,6 +1054,35 @@ static int attack_step(const char *step)
     } else if (strcmp(verb, "pidfd-kill") == 0) {
         fd = (int)syscall(SYS_pidfd_open, (pid_t)n, 0);
         r = fd < 0 ? -1 : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    } else if (strcmp(verb, "prlimit") == 0) {
+        /* another process's (same uid) open files down to 1 */
+        struct rlimit rl = {1, 1};
+        r = prlimit((pid_t)n, RLIMIT_NOFILE, &rl, NULL);
+    } else if (strcmp(verb, "setpriority") == 0) {
+        r = setpriority(PRIO_PROCESS, (id_t)n, 19);
+    } else if (strcmp(verb, "setpriority-user") == 0) {
+        r = setpriority(PRIO_USER, (id_t)n, 19);
+    } else if (strcmp(verb, "sched-setaffinity") == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        r = sched_setaffinity((pid_t)n, sizeof(set), &set);
+    } else if (strcmp(verb, "sched-setscheduler") == 0) {
+        struct sched_param sp = {.sched_priority = 0};
+        r = sched_setscheduler((pid_t)n, SCHED_IDLE, &sp);
+    } else if (strcmp(verb, "sched-setparam") == 0) {
+        struct sched_param sp = {.sched_priority = 0};
+        r = sched_setparam((pid_t)n, &sp);
+    } else if (strcmp(verb, "sched-setattr") == 0) {
+        /* struct sched_attr of the kernel, version 0 (48 bytes) */
+        uint32_t attr[12] = {48, SCHED_IDLE};
+        r = (int)syscall(SYS_sched_setattr, (pid_t)n, attr, 0);
+    } else if (strcmp(verb, "ioprio") == 0) {
+        /* IOPRIO_WHO_PROCESS, IOPRIO_CLASS_IDLE */
+        r = (int)syscall(SYS_ioprio_set, 1, (pid_t)n, 3 << 13);
+    } else if (strcmp(verb, "migrate-pages") == 0) {
+        unsigned long nodes = 1;
+        r = (int)syscall(SYS_migrate_pages, (pid_t)n, 8 * sizeof(nodes), &nodes, &nodes);
     } else if (strcmp(verb, "setown") == 0) {
         r = fcntl(HELPER_FD, F_SETOWN, (pid_t)n);
     } else if (strcmp(verb, "fork") == 0) {
