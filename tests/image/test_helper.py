@@ -258,6 +258,33 @@ def test_sandbox_holds_against_the_kernels_edges(daemon_factory, kinglet_bin, tm
     assert d.stop() == 0
 
 
+def test_acquire_flood_stops_the_helper(cri, daemon_factory, monkeypatch):
+    """A taken-over helper that asks the daemon for one layer again and
+    again (each failed build lets it ask anew): the daemon holds the layer
+    once, and past the layer limit of a pull stops the helper and fails the
+    pull, saying why; its memory stays where it was. The flood runs in a
+    helper the daemon started (KINGLET_TEST_HELPER_ATTACK)."""
+    monkeypatch.setenv("KINGLET_TEST_HELPER_ATTACK", "acquire-flood:100000")
+    d = daemon_factory([])
+    monkeypatch.delenv("KINGLET_TEST_HELPER_ATTACK")
+    ims = cri.grpc.ImageServiceStub(channel(d))
+    ims.ListImages(cri.pb.ListImagesRequest(), timeout=30)
+    with open(f"/proc/{d.pid}/clear_refs", "w") as f:
+        f.write("5")  # the peak starts again from here
+    base = d.rss_kb()
+    with pytest.raises(grpc.RpcError) as e:
+        start_pull(cri, d, "127.0.0.1:1/x/flood:1").result()
+    peak = int(status_field(d.pid, "VmHWM").split()[0]) - base
+    if not d.sanitized():
+        assert peak < 2048, f"peak RSS {peak} kB over {base} kB"
+    assert "the image helper asked for more than 256 layers, the limit of a pull" in \
+        e.value.details(), e.value.details()
+    wait_for(lambda: not helpers(d.pid), timeout=30, what="the helper to go")
+    # the daemon still answers
+    ims.ListImages(cri.pb.ListImagesRequest(), timeout=30)
+    assert d.stop() == 0
+
+
 def proc_state(pid):
     """What a process's neighbour of the same uid could change: its open
     files limit, nice value, scheduling policy, CPU affinity and I/O
