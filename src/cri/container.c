@@ -584,11 +584,14 @@ static int load_records(struct cri *cri, struct err *err)
     struct containers *cs = cri->containers;
     struct store_container *recs = NULL;
     size_t n = 0, bad = 0;
-    int r = store_ctr_load_all(cs->records_dir, &recs, &n, &bad, err);
+    int r = store_ctr_load_all(cs->records_dir, &recs, &n, &cs->unloaded, &bad, err);
     if (r < 0)
         return r;
-    if (bad)
-        log_warn("%zu unreadable container record(s) in `%s` ignored", bad, cs->records_dir);
+    cs->n_unloaded = bad;
+    for (size_t i = 0; i < bad; i++)
+        log_warn("container record `%s/%s.json` is unreadable: the container is ignored, and "
+                 "what it holds is kept",
+                 cs->records_dir, cs->unloaded[i]);
     for (size_t i = 0; i < n; i++) {
         struct container *c = calloc(1, sizeof(*c));
         if (!c) {
@@ -612,7 +615,18 @@ static int load_records(struct cri *cri, struct err *err)
             c->rec.message = NULL;
         }
         if (!c->config || !c->config->metadata || (c->rec.resources && !c->resources)) {
-            log_warn("container `%s`: unreadable configuration in its record; ignored", c->rec.id);
+            log_warn("container `%s`: unreadable configuration in its record: the container "
+                     "is ignored, and what it holds is kept",
+                     c->rec.id);
+            char **v = reallocarray(cs->unloaded, cs->n_unloaded + 1, sizeof(char *));
+            if (v)
+                cs->unloaded = v;
+            if (!v || !(v[cs->n_unloaded] = strdup(c->rec.id))) {
+                container_free(c);
+                store_ctrs_free(recs, n);
+                return err_set(err, ENOMEM, "load containers");
+            }
+            cs->n_unloaded++;
             container_free(c);
             continue;
         }
@@ -646,6 +660,7 @@ void cri_containers_free(struct cri *cri)
         return;
     while (cs->head)
         container_unlink_free(cri, cs->head);
+    store_ids_free(cs->unloaded, cs->n_unloaded);
     free(cs->records_dir);
     free(cs->bundles_dir);
     free(cs->oci_root);
@@ -709,6 +724,17 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
     return 0;
 }
 
+/* A record on disk that was not loaded (unreadable, or its configuration
+ * is) still names a container: its bundle, layer and executor state stay
+ * for an operator to look at, or for a daemon that reads it to use. */
+static bool has_record(const struct recover_job *j, const char *id)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s.json", j->records_dir, id);
+    return access(path, F_OK) == 0 || errno != ENOENT;
+}
+
+/* Strangers are what no record names at all: creations cut short. */
 static void remove_strangers(struct recover_job *j, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -716,7 +742,8 @@ static void remove_strangers(struct recover_job *j, const char *dir)
         struct dirent *de = readdir(d);
         if (!de)
             break;
-        if (!store_id_valid(de->d_name) || recover_known(j, de->d_name))
+        if (!store_id_valid(de->d_name) || has_record(j, de->d_name) ||
+            recover_known(j, de->d_name))
             continue;
         struct err e = {0};
         if (container_remains_remove(j->oci_root, j->bundles_dir, j->records_dir, de->d_name, &e) <
@@ -800,7 +827,8 @@ static void recover_done(uv_work_t *req, int status)
 }
 
 /* A hold of a container (its id, or "<id>/<k>" for its image volumes)
- * is kept while the container has a record; other holders are not ours. */
+ * is kept while the container has a record, loaded or not; other holders
+ * are not ours. */
 static bool hold_wanted(void *data, const char *holder)
 {
     char id[STORE_ID_LEN + 1];
@@ -809,7 +837,13 @@ static bool hold_wanted(void *data, const char *holder)
         return true;
     memcpy(id, holder, n);
     id[n] = '\0';
-    return !store_id_valid(id) || container_find_exact(data, id);
+    if (!store_id_valid(id) || container_find_exact(data, id))
+        return true;
+    const struct containers *cs = ((struct cri *)data)->containers;
+    for (size_t i = 0; i < cs->n_unloaded; i++)
+        if (strcmp(cs->unloaded[i], id) == 0)
+            return true;
+    return false;
 }
 
 void cri_containers_start(struct cri *cri)

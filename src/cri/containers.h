@@ -88,6 +88,10 @@ struct containers {
     char *records_dir; /* <root>/containers (also the writable layers) */
     char *bundles_dir; /* <state>/containers */
     char *oci_root;    /* <state>/oci */
+    /* Records found at start but not loaded (unreadable): whatever they
+     * name (image holds, bundle, writable layer) stays, as theirs. */
+    char **unloaded;
+    size_t n_unloaded;
     /* CreateContainer calls in flight, by (pod, name, attempt): a second
      * one with the same metadata is refused before its work starts. */
     struct ctr_pending *pending;

@@ -28,9 +28,10 @@
  *      ptrace, keyrings, ...), sockets other than IPv4/IPv6 TCP and UDP
  *      and rtnetlink (registries, proxies, DNS, getaddrinfo: no unix
  *      socket, so no CRI socket), signals to any process but itself,
- *      new processes (threads only), and device nodes but fifos and
- *      whiteouts (char 0/0): root as it is, it can neither reach the
- *      daemon nor touch another process nor the host's devices;
+ *      changes to the limits, priority or scheduling of any process but
+ *      itself (other helpers share its uid), new processes (threads only), and device nodes but
+ * fifos and whiteouts (char 0/0): root as it is, it can neither reach the daemon nor touch another
+ * process nor the host's devices;
  *   6. runs the job, and reports over fd 3.
  * An unprivileged caller (`kinglet image` as a user) skips 3 and 4: it has
  * nothing to give up.
@@ -48,7 +49,10 @@
  *
  * What the helper says is checked like outside input: a "built" is taken
  * only for a layer the daemon told this helper to build and whose snapshot
- * is on disk; a result only names layers the job holds. When the helper
+ * is on disk; a result only names layers the job holds; a layer asked for
+ * again is held once, and a helper that asks for more layers than a job of
+ * its kind has (IMAGE_LAYERS_MAX for a pull, IMAGE_IMPORT_LAYERS_MAX for an
+ * import) is stopped, so that it cannot grow the daemon. When the helper
  * dies, every layer it was building is marked failed, so waiters move on.
  * Cancellation (shutdown) and any protocol error SIGKILL it. */
 #include <fcntl.h>
@@ -70,6 +74,7 @@
 #include <sys/mount.h>
 #include <sys/fanotify.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -206,6 +211,7 @@ struct parent {
     size_t n_building;
     char **waiting; /* acquires of layers another job is building */
     size_t n_waiting;
+    size_t acquires, acquires_max; /* asked so far, and what a job of its kind may ask */
     bool done;
 };
 
@@ -232,14 +238,27 @@ static int strv_push(char ***v, size_t *n, const char *s)
     return 0;
 }
 
-/* 1 answered, 0 still busy elsewhere, < 0 the helper is unreachable. */
+static bool job_holds(struct job *job, const char *chain_id)
+{
+    for (size_t i = 0; i < job->n_held; i++)
+        if (strcmp(job->held[i], chain_id) == 0)
+            return true;
+    return false;
+}
+
+/* 1 answered, 0 still busy elsewhere, < 0 the helper is unreachable. A
+ * layer the job holds already (two images of an archive share it) is
+ * answered as any other, but held once: its second reference goes back at
+ * once, so no number of repeats grows job->held or the table's count. */
 static int try_acquire(struct parent *p, const char *chain_id)
 {
     struct store *st = p->job->sh->st;
     int a = store_snap_try_acquire(st, chain_id);
     if (a == -EAGAIN)
         return 0;
-    if (a >= 0 && job_hold(p->job, chain_id) < 0) {
+    if (a >= 0 && job_holds(p->job, chain_id)) {
+        store_snap_release(st, chain_id);
+    } else if (a >= 0 && job_hold(p->job, chain_id) < 0) {
         if (a == 0)
             store_snap_built(st, chain_id, false, 0, 0);
         store_snap_release(st, chain_id);
@@ -258,14 +277,6 @@ static bool snapshot_on_disk(struct store *st, const char *chain_id)
     char path[128];
     snprintf(path, sizeof(path), "snapshots/%s/info.json", chain_id + 7);
     return faccessat(st->root_fd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-static bool job_holds(struct job *job, const char *chain_id)
-{
-    for (size_t i = 0; i < job->n_held; i++)
-        if (strcmp(job->held[i], chain_id) == 0)
-            return true;
-    return false;
 }
 
 static int take_result(struct parent *p, json_t *a)
@@ -305,9 +316,17 @@ static int handle(struct parent *p, const char *line)
     if (p->done) {
         r = -EBADMSG; /* nothing after the result */
     } else if (acq) {
-        if (!image_digest_valid(acq))
+        if (!image_digest_valid(acq)) {
             r = -EBADMSG;
-        else if ((r = try_acquire(p, acq)) == 0)
+        } else if (++p->acquires > p->acquires_max) {
+            /* each asks for a layer: past what a job of its kind has, the
+             * helper is not ours any more */
+            r = job->r = err_set_msg(&job->err, EPROTO,
+                                     "`%s`: the image helper asked for more than %zu layers, the "
+                                     "limit of %s; it was stopped",
+                                     job->ref_str, p->acquires_max,
+                                     job->kind == JOB_PULL ? "a pull" : "an import");
+        } else if ((r = try_acquire(p, acq)) == 0)
             r = strv_push(&p->waiting, &p->n_waiting, acq);
         else if (r > 0)
             r = 0;
@@ -398,7 +417,11 @@ out:
 
 void job_helper_run(struct job *job)
 {
-    struct parent p = {.job = job, .fd = -1, .pid = -1};
+    struct parent p = {.job = job,
+                       .fd = -1,
+                       .pid = -1,
+                       .acquires_max =
+                           job->kind == JOB_PULL ? IMAGE_LAYERS_MAX : IMAGE_IMPORT_LAYERS_MAX};
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         job->r = err_set(&job->err, errno, "`%s`: image helper socket", job->ref_str);
@@ -675,6 +698,39 @@ static int sandbox_seccomp_signals(scmp_filter_ctx ctx)
     return r;
 }
 
+/* Other processes of its uid: concurrent helpers share it (sandbox_ids),
+ * and the kernel lets a process change the resource limits (prlimit64),
+ * nice value (setpriority), scheduling (sched_set*), CPU affinity and I/O
+ * priority of another with the same uid, no capability needed. So these
+ * act on the calling thread only, named as 0 (glibc's setrlimit is
+ * prlimit64(0, ...)); setpriority only as PRIO_PROCESS (PRIO_USER would
+ * reach every helper at once). ioprio_set is refused (with SYS_ADMIN,
+ * kept for unpacking, it would even give the helper real-time I/O), as
+ * are page migrations of another process; unpacking uses none of them.
+ * What else acts on another process is refused elsewhere: signals above,
+ * ptrace, process_vm_*, kcmp, pidfd_* and fork in the list, /proc
+ * writes by the read-only mounts. */
+static int sandbox_seccomp_others(scmp_filter_ctx ctx)
+{
+    static const int self_only[] = {SCMP_SYS(prlimit64),          SCMP_SYS(sched_setaffinity),
+                                    SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+                                    SCMP_SYS(sched_setattr),      SCMP_SYS(migrate_pages),
+                                    SCMP_SYS(move_pages)};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(self_only) && r == 0; i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), self_only[i], 1,
+                             SCMP_A0(SCMP_CMP_NE, 0, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0, 0));
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 0);
+    return r;
+}
+
 /* New sockets: TCP to registries and proxies, UDP and TCP for DNS (IPv4,
  * IPv6), and rtnetlink, which glibc's getaddrinfo reads addresses with.
  * No unix socket: the daemon's CRI socket, nscd and the like are out of
@@ -804,6 +860,8 @@ static int sandbox_seccomp(struct err *err)
     if (r == 0)
         r = sandbox_seccomp_signals(ctx);
     if (r == 0)
+        r = sandbox_seccomp_others(ctx);
+    if (r == 0)
         r = sandbox_seccomp_sockets(ctx);
     /* Filesystem ioctls: with CAP_SYS_ADMIN (kept for unpacking) FIFREEZE
      * on any file freezes the whole filesystem for every process (and
@@ -912,7 +970,9 @@ static int report_error(int fd, const struct err *err)
  * code taken over through a parser bug would, printing "STEP ok" or
  * "STEP ERRNONAME". The daemon never passes arguments to its helper, and
  * whoever runs this runs it with their own privileges, less the sandbox:
- * it proves what the sandbox holds, and gives nobody anything. */
+ * it proves what the sandbox holds, and gives nobody anything. Steps that
+ * attack the daemon through the helper's channel run in a helper the
+ * daemon started, with the steps in KINGLET_TEST_HELPER_ATTACK. */
 static int attack_step(const char *step)
 {
     char verb[32];
@@ -1017,6 +1077,67 @@ static int attack_step(const char *step)
     } else if (strcmp(verb, "pidfd-kill") == 0) {
         fd = (int)syscall(SYS_pidfd_open, (pid_t)n, 0);
         r = fd < 0 ? -1 : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    } else if (strcmp(verb, "acquire-flood") == 0) {
+        /* over a helper's channel to its job thread (fd 3; see
+         * KINGLET_TEST_HELPER_ATTACK): ARG acquires of one layer, each
+         * answered; one it is told to build is reported failed at once,
+         * so that it can be asked for again */
+        static const char id[] =
+            "sha256:f100df100df100df100df100df100df100df100df100df100df100df100df1f1";
+        struct buf in = {0};
+        for (long i = 0; i < n && r == 0; i++) {
+            r = send_json(HELPER_FD, json_pack("{s:s}", "acquire", id));
+            char *line = NULL;
+            size_t used = 0;
+            ssize_t got = 1;
+            while (r == 0 && !(line = next_line(&in, &used)) && (got = fill(HELPER_FD, &in)) > 0)
+                ;
+            if (r == 0 && !line)
+                r = got < 0 ? (int)got : -EPIPE;
+            if (r < 0)
+                break;
+            json_t *m = json_loads(line, 0, NULL);
+            json_int_t a = json_integer_value(json_object_get(m, "r"));
+            json_decref(m);
+            buf_consume(&in, used);
+            if (a == 0)
+                r = send_json(HELPER_FD, json_pack("{s:s,s:b,s:i,s:i}", "built", id, "ok", 0,
+                                                   "bytes", 0, "inodes", 0));
+        }
+        buf_free(&in);
+        if (r < 0) {
+            errno = -r;
+            r = -1;
+        }
+    } else if (strcmp(verb, "prlimit") == 0) {
+        /* another process's (same uid) open files down to 1 */
+        struct rlimit rl = {1, 1};
+        r = prlimit((pid_t)n, RLIMIT_NOFILE, &rl, NULL);
+    } else if (strcmp(verb, "setpriority") == 0) {
+        r = setpriority(PRIO_PROCESS, (id_t)n, 19);
+    } else if (strcmp(verb, "setpriority-user") == 0) {
+        r = setpriority(PRIO_USER, (id_t)n, 19);
+    } else if (strcmp(verb, "sched-setaffinity") == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        r = sched_setaffinity((pid_t)n, sizeof(set), &set);
+    } else if (strcmp(verb, "sched-setscheduler") == 0) {
+        struct sched_param sp = {.sched_priority = 0};
+        r = sched_setscheduler((pid_t)n, SCHED_IDLE, &sp);
+    } else if (strcmp(verb, "sched-setparam") == 0) {
+        struct sched_param sp = {.sched_priority = 0};
+        r = sched_setparam((pid_t)n, &sp);
+    } else if (strcmp(verb, "sched-setattr") == 0) {
+        /* struct sched_attr of the kernel, version 0 (48 bytes) */
+        uint32_t attr[12] = {48, SCHED_IDLE};
+        r = (int)syscall(SYS_sched_setattr, (pid_t)n, attr, 0);
+    } else if (strcmp(verb, "ioprio") == 0) {
+        /* IOPRIO_WHO_PROCESS, IOPRIO_CLASS_IDLE */
+        r = (int)syscall(SYS_ioprio_set, 1, (pid_t)n, 3 << 13);
+    } else if (strcmp(verb, "migrate-pages") == 0) {
+        unsigned long nodes = 1;
+        r = (int)syscall(SYS_migrate_pages, (pid_t)n, 8 * sizeof(nodes), &nodes, &nodes);
     } else if (strcmp(verb, "setown") == 0) {
         r = fcntl(HELPER_FD, F_SETOWN, (pid_t)n);
     } else if (strcmp(verb, "fork") == 0) {
@@ -1046,6 +1167,15 @@ static int attack_step(const char *step)
     return 0;
 }
 
+static void attack_steps(const char *steps)
+{
+    char *copy = strdup(steps), *save = NULL;
+    for (char *s = copy ? strtok_r(copy, ",", &save) : NULL; s; s = strtok_r(NULL, ",", &save))
+        attack_step(s);
+    free(copy);
+    fflush(stdout);
+}
+
 static int test_attack(const char *steps, const char *store)
 {
     struct err err = {0};
@@ -1053,11 +1183,7 @@ static int test_attack(const char *steps, const char *store)
         fprintf(stderr, "kinglet image-pull: sandbox: %s\n", err.msg);
         return 1;
     }
-    char *copy = strdup(steps), *save = NULL;
-    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        attack_step(s);
-    free(copy);
-    fflush(stdout);
+    attack_steps(steps);
     _exit(0); /* as the helper ends: no exit handlers (a leak check forks) */
 }
 
@@ -1120,6 +1246,15 @@ int image_helper_main(int argc, char **argv)
     if ((r = sandbox(store, (pid_t)ppid, err)) < 0) {
         err_wrap(err, "image helper sandbox");
         goto out;
+    }
+    /* Tests only: the steps of --test-attack, run by a helper the daemon
+     * started, as attacker code that took it over would, on its channel
+     * (acquire-flood). Whoever sets the daemon's environment is root
+     * already; the steps get nothing the sandbox does not allow. */
+    const char *attack = getenv("KINGLET_TEST_HELPER_ATTACK");
+    if (attack) {
+        attack_steps(attack);
+        _exit(1);
     }
     if (job.kind == JOB_PULL) {
         if ((r = image_ref_parse(ref, &job.ref, err)) < 0)

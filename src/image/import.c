@@ -281,6 +281,14 @@ static int import_image(struct job *job, int dirfd, const char *config, size_t c
         r = err_set(err, ENOMEM, "import");
         goto out;
     }
+    /* each layer is one acquire from the daemon's snapshot table, which
+     * stops a helper that asks for more */
+    if (n_layers > IMAGE_IMPORT_LAYERS_MAX - job->n_layers) {
+        r = err_set_msg(err, E2BIG, "the archive's images have more than %d layers in all",
+                        IMAGE_IMPORT_LAYERS_MAX);
+        goto out;
+    }
+    job->n_layers += n_layers;
     uint64_t size = config_len;
     for (size_t i = 0; i < n_layers; i++) {
         struct file_opener fo = {.dirfd = dirfd, .path = layer_paths[i], .fd = -1};

@@ -15,6 +15,10 @@
 #define IMAGE_TOKEN_MAX      (64u << 10)
 #define IMAGE_ERROR_BODY_MAX 4096
 
+/* Layers of all the images of one archive, a layer that two images share
+ * counted twice: what an import may ask the daemon's snapshot table for. */
+#define IMAGE_IMPORT_LAYERS_MAX (16 * IMAGE_LAYERS_MAX)
+
 /* ---- digests (digest.c, on base/sha256.c) -------------------------------- */
 struct hasher;
 struct hasher *hasher_new(void);
@@ -322,8 +326,9 @@ struct job {
     struct err err;
     struct image_info **results;
     size_t n_results;
-    char **held; /* chain ids this job holds a reference on */
+    char **held; /* chain ids this job holds a reference on, each once */
     size_t n_held;
+    size_t n_layers;    /* import: layers of its images so far */
     pthread_mutex_t mu; /* held, first error of the layer workers */
     struct job *next;
 };

@@ -16,8 +16,9 @@
 
 void job_thread_background(void)
 {
-    /* per-thread on Linux: only this thread's nice value changes */
-    setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+    /* per-thread on Linux: only this thread's nice value changes (0: the
+     * calling thread, all that the helper's seccomp filter allows) */
+    setpriority(PRIO_PROCESS, 0, 10);
 }
 
 int job_hold(struct job *job, const char *chain_id)

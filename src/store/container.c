@@ -226,7 +226,7 @@ int store_ctr_from_json(const char *text, size_t len, struct store_container *re
 
 struct ctr_load {
     struct store_container *ctrs;
-    size_t n;
+    size_t n, cap;
 };
 
 static int ctr_load_one(const char *id, const char *text, size_t len, void *data)
@@ -241,21 +241,25 @@ static int ctr_load_one(const char *id, const char *text, size_t len, void *data
         store_ctr_clear(&c);
         return -EINVAL;
     }
-    struct store_container *nc = realloc(l->ctrs, (l->n + 1) * sizeof(*nc));
-    if (!nc) {
-        store_ctr_clear(&c);
-        return -ENOMEM;
+    if (l->n == l->cap) { /* doubling: tens of thousands of records load in linear time */
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        struct store_container *nc = reallocarray(l->ctrs, cap, sizeof(*nc));
+        if (!nc) {
+            store_ctr_clear(&c);
+            return -ENOMEM;
+        }
+        l->ctrs = nc;
+        l->cap = cap;
     }
-    l->ctrs = nc;
     l->ctrs[l->n++] = c;
     return 0;
 }
 
 int store_ctr_load_all(const char *dir, struct store_container **ret, size_t *ret_n,
-                       size_t *ret_bad, struct err *err)
+                       char ***ret_bad_ids, size_t *ret_bad, struct err *err)
 {
     struct ctr_load l = {0};
-    int r = store_record_scan(dir, STORE_CTRS_MAX, ctr_load_one, &l, ret_bad, err);
+    int r = store_record_scan(dir, ctr_load_one, &l, ret_bad_ids, ret_bad, err);
     if (r < 0) {
         store_ctrs_free(l.ctrs, l.n);
         return r;

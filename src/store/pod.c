@@ -143,7 +143,7 @@ int store_pod_delete(const char *dir, const char *id, struct err *err)
 
 struct pod_load {
     struct store_pod *pods;
-    size_t n;
+    size_t n, cap;
 };
 
 static int pod_load_one(const char *id, const char *text, size_t len, void *data)
@@ -158,12 +158,16 @@ static int pod_load_one(const char *id, const char *text, size_t len, void *data
         store_pod_clear(&p);
         return -EINVAL;
     }
-    struct store_pod *np = realloc(l->pods, (l->n + 1) * sizeof(*np));
-    if (!np) {
-        store_pod_clear(&p);
-        return -ENOMEM;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        struct store_pod *np = reallocarray(l->pods, cap, sizeof(*np));
+        if (!np) {
+            store_pod_clear(&p);
+            return -ENOMEM;
+        }
+        l->pods = np;
+        l->cap = cap;
     }
-    l->pods = np;
     l->pods[l->n++] = p;
     return 0;
 }
@@ -172,7 +176,7 @@ int store_pod_load_all(const char *dir, struct store_pod **ret, size_t *ret_n, s
                        struct err *err)
 {
     struct pod_load l = {0};
-    int r = store_record_scan(dir, STORE_PODS_MAX, pod_load_one, &l, ret_bad, err);
+    int r = store_record_scan(dir, pod_load_one, &l, NULL, ret_bad, err);
     if (r < 0) {
         store_pods_free(l.pods, l.n);
         return r;

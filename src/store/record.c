@@ -73,10 +73,34 @@ int store_record_delete(const char *dir, const char *id, struct err *err)
     return 0;
 }
 
-int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *data, size_t *ret_bad,
-                      struct err *err)
+void store_ids_free(char **ids, size_t n)
+{
+    for (size_t i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+/* One more record that was not loaded: counted, and named when asked. */
+static int bad_add(const char *id, char ***ret_bad_ids, size_t *ret_bad)
+{
+    if (ret_bad_ids) {
+        char **v = reallocarray(*ret_bad_ids, *ret_bad + 1, sizeof(char *));
+        if (!v)
+            return -ENOMEM;
+        *ret_bad_ids = v;
+        if (!(v[*ret_bad] = strdup(id)))
+            return -ENOMEM;
+    }
+    (*ret_bad)++;
+    return 0;
+}
+
+int store_record_scan(const char *dir, store_record_fn fn, void *data, char ***ret_bad_ids,
+                      size_t *ret_bad, struct err *err)
 {
     *ret_bad = 0;
+    if (ret_bad_ids)
+        *ret_bad_ids = NULL;
     /* Scans run at start: temporaries of writes that a crash cut short
      * (their writer is dead) go first. */
     size_t stale = 0;
@@ -90,7 +114,6 @@ int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *dat
         close(dfd);
         return err_set(err, errno, "open `%s`", dir);
     }
-    size_t n = 0;
     int r = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -102,27 +125,23 @@ int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *dat
         id[STORE_ID_LEN] = '\0';
         if (!store_id_valid(id))
             continue;
-        if (n >= max) {
-            (*ret_bad)++;
-            continue;
-        }
         _cleanup_free_ char *text = NULL;
         size_t tlen = 0;
-        if (read_file_at(dirfd(d), de->d_name, STORE_RECORD_MAX, &text, &tlen) < 0) {
-            (*ret_bad)++;
-            continue;
-        }
-        r = fn(id, text, tlen, data);
+        r = read_file_at(dirfd(d), de->d_name, STORE_RECORD_MAX, &text, &tlen);
+        if (r == 0)
+            r = fn(id, text, tlen, data);
+        if (r < 0 && r != -ENOMEM)
+            r = bad_add(id, ret_bad_ids, ret_bad);
         if (r == -ENOMEM) {
             r = err_set(err, ENOMEM, "load the records of `%s`", dir);
             break;
         }
-        if (r < 0)
-            (*ret_bad)++;
-        else
-            n++;
         r = 0;
     }
     closedir(d);
+    if (r < 0 && ret_bad_ids) {
+        store_ids_free(*ret_bad_ids, *ret_bad);
+        *ret_bad_ids = NULL;
+    }
     return r;
 }

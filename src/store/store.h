@@ -21,8 +21,6 @@
 #define STORE_ID_LEN     64          /* 64 hex digits */
 #define STORE_RECORD_MAX (1 << 20)   /* bytes of one record file */
 #define STORE_CONFIG_MAX (512 << 10) /* bytes of the opaque config */
-#define STORE_PODS_MAX   4096        /* records loaded at start */
-#define STORE_CTRS_MAX   16384       /* container records loaded at start */
 
 enum store_pod_state { STORE_POD_READY, STORE_POD_NOTREADY };
 
@@ -53,16 +51,21 @@ int store_record_write(const char *dir, const char *id, const char *json, size_t
                        struct err *err);
 /* Removes <dir>/<id>.json durably; a missing record is success. */
 int store_record_delete(const char *dir, const char *id, struct err *err);
-/* Calls fn for every <id>.json of dir (at most max of them; a missing dir
- * has none) with the file's text (at most STORE_RECORD_MAX bytes). fn
- * returns 0 to take the record, -ENOMEM to stop the scan (the scan then
- * fails with -ENOMEM), or another negative value for a malformed record,
- * which is skipped and counted in *ret_bad, as are unreadable files and
- * records past max. Temporaries that dead writers left in dir (a crash in
- * the middle of store_record_write) are removed first. */
+/* Calls fn for every <id>.json of dir (a missing dir has none) with the
+ * file's text (at most STORE_RECORD_MAX bytes). fn returns 0 to take the
+ * record, -ENOMEM to stop the scan (the scan then fails with -ENOMEM), or
+ * another negative value for a malformed record, which is skipped and
+ * counted in *ret_bad (and named, by the file's id, in *ret_bad_ids
+ * unless that is NULL; free with store_ids_free), as are unreadable files. There is no cap on the
+ * count: every record is one the daemon wrote and held in memory while it
+ * ran, and one left unloaded would be a container (or pod) the node no
+ * longer answers for, whose state recovery could take for a stranger's.
+ * Temporaries that dead writers left in dir (a crash in the middle of
+ * store_record_write) are removed first. */
 typedef int (*store_record_fn)(const char *id, const char *text, size_t len, void *data);
-int store_record_scan(const char *dir, size_t max, store_record_fn fn, void *data, size_t *ret_bad,
-                      struct err *err);
+int store_record_scan(const char *dir, store_record_fn fn, void *data, char ***ret_bad_ids,
+                      size_t *ret_bad, struct err *err);
+void store_ids_free(char **ids, size_t n);
 
 /* ---- pod sandboxes (pod.c) ---- */
 
@@ -123,8 +126,9 @@ int store_ctr_to_json(const struct store_container *c, char **ret, size_t *ret_l
 /* Parses a record; -EINVAL naming the field, -ENOMEM. */
 int store_ctr_from_json(const char *text, size_t len, struct store_container *ret, struct err *err);
 void store_ctr_clear(struct store_container *c);
-/* Loads every record of dir, as store_pod_load_all. */
+/* Loads every record of dir, as store_pod_load_all; the ids of those
+ * skipped are in *ret_bad_ids (free with store_ids_free). */
 int store_ctr_load_all(const char *dir, struct store_container **ret, size_t *ret_n,
-                       size_t *ret_bad, struct err *err);
+                       char ***ret_bad_ids, size_t *ret_bad, struct err *err);
 void store_ctrs_free(struct store_container *c, size_t n);
 const char *store_ctr_state_name(enum store_ctr_state s);

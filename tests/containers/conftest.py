@@ -270,6 +270,44 @@ class Env:
         return self.rs.ListContainers(self.pb.ListContainersRequest(filter=f), timeout=10).containers
 
 
+def clone_exited(env, cid, n, edit=None):
+    """n exited containers made cheaply while the daemon is down (it must
+    be): the record of the exited container cid cloned with new ids and
+    names, as recovery finds records at start. The clones hold nothing but
+    their record. edit(cfg, i) may change each clone's ContainerConfig.
+    Returns the new ids."""
+    import base64
+    import json
+    assert env.d.proc.poll() is not None, "the daemon must be down"
+    records = os.path.join(env.d.root, "containers")
+    with open(os.path.join(records, cid + ".json")) as f:
+        rec = json.load(f)
+    cfg = env.pb.ContainerConfig.FromString(base64.b64decode(rec["config"]))
+    ids = []
+    for i in range(n):
+        new = uuid.uuid4().hex + uuid.uuid4().hex
+        cfg.metadata.name = f"c{i}"
+        if edit:
+            edit(cfg, i)
+        rec["id"] = new
+        rec["config"] = base64.b64encode(cfg.SerializeToString()).decode()
+        with open(os.path.join(records, new + ".json"), "w") as f:
+            json.dump(rec, f)
+        ids.append(new)
+    return ids
+
+
+def unclone(env, ids):
+    """Removes the records of clone_exited (with the daemon down) that are
+    still there."""
+    records = os.path.join(env.d.root, "containers")
+    for new in ids:
+        try:
+            os.unlink(os.path.join(records, new + ".json"))
+        except FileNotFoundError:
+            pass  # removed by the test
+
+
 @pytest.fixture
 def cgroup_parent():
     """A cgroup parent of the test's own, removed afterwards."""

@@ -5,23 +5,19 @@ same filters, in bounded chunks; a node with tens of thousands of exited
 containers streams with bounded daemon memory where the unary list passes
 the 16 MiB message limit; a client that goes away mid-stream leaves nothing
 held."""
-import base64
 import concurrent.futures
-import json
 import os
-import uuid
 
 import grpc
 import pytest
 
-from .conftest import channel, wait_for
+from .conftest import channel, clone_exited, unclone, wait_for
 
 # kubelet's limit on a CRI answer, and the daemon's
 MAX_MSG = 16 << 20
 # Exited containers for the scale tests; each record is padded so that the
-# unary list passes MAX_MSG whatever the count. The issue's figure is 20,000,
-# but the daemon loads at most STORE_CTRS_MAX (16384) records at start, and
-# the test makes its containers as records found at start.
+# unary list passes MAX_MSG whatever the count (the issue's figure is 20,000;
+# test_recovery's test_every_record_is_loaded_at_start goes past that).
 EXITED = int(os.environ.get("KINGLET_TEST_EXITED", "16000"))
 # removed while a stream is under way (past what the client has read)
 REMOVED = min(EXITED // 4, 500)
@@ -148,45 +144,29 @@ def reset_hwm(d):
 
 @pytest.fixture
 def many_exited(env):
-    """A pod with EXITED exited containers, made cheaply: one real exited
-    container's record cloned with new ids and names while the daemon is
-    down, as recovery finds them at start."""
+    """A pod with EXITED exited containers, made cheaply (clone_exited)."""
     pb = env.pb
     pod = env.pod("many")
     cid = env.run(pod, "c", ["/bin/true"])
     env.wait_exited(cid)
     env.kill9()
-    records = os.path.join(env.d.root, "containers")
-    with open(os.path.join(records, cid + ".json")) as f:
-        rec = json.load(f)
-    cfg = pb.ContainerConfig.FromString(base64.b64decode(rec["config"]))
     # pad each item so that the count passes the message limit
     pad = max(0, (MAX_MSG + (1 << 20)) // EXITED - 300)
-    cfg.annotations["pad"] = "x" * pad
-    ids = []
-    for i in range(EXITED):
-        new = uuid.uuid4().hex + uuid.uuid4().hex
-        cfg.metadata.name = f"c{i}"
+
+    def edit(cfg, i):
+        cfg.annotations["pad"] = "x" * pad
         cfg.labels["half"] = str(i % 2)
-        rec["id"] = new
-        rec["config"] = base64.b64encode(cfg.SerializeToString()).decode()
-        with open(os.path.join(records, new + ".json"), "w") as f:
-            json.dump(rec, f)
-        ids.append(new)
+    ids = clone_exited(env, cid, EXITED, edit)
     env.restart()
     wait_for(lambda: len(streamed(env.rs.StreamPodSandboxes(
         pb.StreamPodSandboxesRequest(), timeout=30))[0]) == 1, timeout=60,
         what="the daemon to recover")
     yield pod, set(ids) | {cid}
-    # the clones go as they came (they hold nothing but their record), so
-    # that the env's own clean-up lists a node of ordinary size
+    # the clones go as they came, so that the env's own clean-up lists a
+    # node of ordinary size
     if env.d.proc.poll() is None:
         env.kill9()
-    for new in ids:
-        try:
-            os.unlink(os.path.join(records, new + ".json"))
-        except FileNotFoundError:
-            pass  # removed by the test
+    unclone(env, ids)
     env.restart()
 
 

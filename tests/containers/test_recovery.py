@@ -193,3 +193,100 @@ def test_reboot(env):
     env.rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod[0]), timeout=60)
     assert not env.list()
     assert not os.listdir(os.path.join(env.d.root, "containers"))
+
+
+def test_unloaded_record_keeps_what_it_names(env):
+    """A container record the daemon cannot read at start (here its
+    configuration does not decode) leaves the container ignored, not gone:
+    recovery takes only what no record names for the remains of a creation
+    cut short, so the bundle, the writable layer, the executor's state and
+    the image hold stay; once the record reads again, the container is
+    back as it was, its log with it."""
+    import base64
+    import json
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "kept", ["/bin/sh", "-c", "echo hello; echo data > /made; exit 3"])
+    before = env.wait_exited(cid)
+    named = [env.bundle(cid), os.path.join(env.d.root, "containers", cid),
+             os.path.join(env.d.state, "oci", cid)]
+    assert all(os.path.exists(p) for p in named), named
+    env.kill9()
+    path = os.path.join(env.d.root, "containers", cid + ".json")
+    with open(path) as f:
+        good = f.read()
+    rec = json.loads(good)
+    rec["config"] = base64.b64encode(b"\xff\xff\xff\xff").decode()
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    env.restart()
+    # (calls wait for recovery: once one is answered, it is over)
+    assert cid not in {c.id for c in env.list()}
+    assert f"container `{cid}`: unreadable configuration" in env.d.logtext()
+    missing = [p for p in named if not os.path.exists(p)]
+    assert not missing, f"removed with the record still there: {missing}"
+    assert "image hold(s) of containers that were never created" not in env.d.logtext()
+    assert os.path.exists(path)
+    env.kill9()
+    with open(path, "w") as f:
+        f.write(good)
+    env.restart()
+    st = env.status(cid).status
+    assert st.state == pb.CONTAINER_EXITED
+    assert (st.exit_code, st.started_at, st.finished_at, st.image_ref) == \
+        (3, before.started_at, before.finished_at, before.image_ref)
+    with open(st.log_path) as f:
+        assert "hello" in f.read()
+    layer = os.path.join(env.d.root, "containers", cid)
+    assert any("made" in files for _, _, files in os.walk(layer)), "the writable layer's file"
+    env.remove(cid)
+    assert not any(os.path.exists(p) for p in named)
+
+
+# Past what kinglet once loaded at start (16,384 container records): the
+# node of the issue, with 20,000 exited containers.
+MANY = 20000
+
+
+def test_every_record_is_loaded_at_start(env):
+    """Every container record is loaded at start, however many there are
+    (containerd has no limit either): containers created past any count
+    come back after a restart with their state, and nothing they hold is
+    taken for a stranger's. The daemon's memory for each exited container
+    is measured and bounded."""
+    from .conftest import clone_exited, unclone
+    pb = env.pb
+    pod = env.pod()
+    real = [env.run(pod, f"real{i}", ["/bin/sh", "-c", f"echo out{i}; exit {i + 1}"])
+            for i in range(3)]
+    before = {c: env.wait_exited(c) for c in real}
+    env.kill9_restart()
+    assert {c.id for c in env.list()} == set(real)
+    rss0 = env.d.rss_kb()
+    env.kill9()
+    ids = clone_exited(env, real[0], MANY)
+    try:
+        env.restart()
+        ch = channel(env.d, **{"grpc.max_receive_message_length": 64 << 20})
+        rs = env.cri.grpc.RuntimeServiceStub(ch)
+        got = set()
+        for chunk in rs.StreamContainers(pb.StreamContainersRequest(), timeout=300):
+            got.update(c.id for c in chunk.containers)
+        assert len(got) == MANY + len(real) and got == set(ids) | set(real)
+        for c in real:
+            st = env.status(c).status
+            assert (st.state, st.exit_code, st.finished_at) == \
+                (pb.CONTAINER_EXITED, before[c].exit_code, before[c].finished_at)
+            assert os.path.isdir(env.bundle(c))
+            assert os.path.isdir(os.path.join(env.d.root, "containers", c))
+        assert "unreadable" not in env.d.logtext()
+        per = (env.d.rss_kb() - rss0) * 1024 / MANY
+        print(f"RSS {rss0} kB with {len(real)} containers, {env.d.rss_kb()} kB with "
+              f"{MANY + len(real)}: {per:.0f} bytes per exited container")
+        if not env.d.sanitized():
+            assert per < 8192, f"{per:.0f} bytes of RSS per exited container record"
+    finally:
+        if env.d.proc.poll() is None:
+            env.kill9()
+        unclone(env, ids)
+        env.restart()

@@ -258,6 +258,79 @@ def test_sandbox_holds_against_the_kernels_edges(daemon_factory, kinglet_bin, tm
     assert d.stop() == 0
 
 
+def test_acquire_flood_stops_the_helper(cri, daemon_factory, monkeypatch):
+    """A taken-over helper that asks the daemon for one layer again and
+    again (each failed build lets it ask anew): the daemon holds the layer
+    once, and past the layer limit of a pull stops the helper and fails the
+    pull, saying why; its memory stays where it was. The flood runs in a
+    helper the daemon started (KINGLET_TEST_HELPER_ATTACK)."""
+    monkeypatch.setenv("KINGLET_TEST_HELPER_ATTACK", "acquire-flood:100000")
+    d = daemon_factory([])
+    monkeypatch.delenv("KINGLET_TEST_HELPER_ATTACK")
+    ims = cri.grpc.ImageServiceStub(channel(d))
+    ims.ListImages(cri.pb.ListImagesRequest(), timeout=30)
+    with open(f"/proc/{d.pid}/clear_refs", "w") as f:
+        f.write("5")  # the peak starts again from here
+    base = d.rss_kb()
+    with pytest.raises(grpc.RpcError) as e:
+        start_pull(cri, d, "127.0.0.1:1/x/flood:1").result()
+    peak = int(status_field(d.pid, "VmHWM").split()[0]) - base
+    if not d.sanitized():
+        assert peak < 2048, f"peak RSS {peak} kB over {base} kB"
+    assert "the image helper asked for more than 256 layers, the limit of a pull" in \
+        e.value.details(), e.value.details()
+    wait_for(lambda: not helpers(d.pid), timeout=30, what="the helper to go")
+    # the daemon still answers
+    ims.ListImages(cri.pb.ListImagesRequest(), timeout=30)
+    assert d.stop() == 0
+
+
+def proc_state(pid):
+    """What a process's neighbour of the same uid could change: its open
+    files limit, nice value, scheduling policy, CPU affinity and I/O
+    priority."""
+    with open(f"/proc/{pid}/limits") as f:
+        nofile = re.search(r"^Max open files\s+(\S+)\s+(\S+)", f.read(), re.M).groups()
+    with open(f"/proc/{pid}/stat") as f:
+        nice = int(f.read().rsplit(")", 1)[1].split()[16])
+    ioprio = subprocess.run(["ionice", "-p", str(pid)], capture_output=True,
+                            text=True).stdout.strip() if shutil.which("ionice") else None
+    return (nofile, nice, os.sched_getscheduler(pid), os.sched_getaffinity(pid), ioprio)
+
+
+def test_sandbox_cannot_touch_another_helper(daemon_factory, kinglet_bin):
+    """Concurrent helpers share one uid, and the kernel lets a process
+    change the limits, nice value, scheduling, affinity and I/O priority of
+    another of its uid: a taken-over helper cannot, against a second
+    process of that uid (a helper of another pull), yet still sets its
+    own."""
+    d = daemon_factory([])
+    store = os.path.join(d.root, "image")
+    victim = subprocess.Popen(["sleep", "600"], user=HELPER_UID, group=HELPER_UID,
+                              extra_groups=[])
+    try:
+        before = proc_state(victim.pid)
+        v = victim.pid
+        theirs = [f"prlimit:{v}", f"setpriority:{v}", f"setpriority-user:{HELPER_UID}",
+                  f"sched-setaffinity:{v}", f"sched-setscheduler:{v}", f"sched-setparam:{v}",
+                  f"sched-setattr:{v}", f"ioprio:{v}", f"migrate-pages:{v}"]
+        # controls: its own (0: the calling thread)
+        own = ["prlimit:0", "setpriority:0", "sched-setaffinity:0", "sched-setscheduler:0"]
+        seq = theirs + own
+        p = subprocess.run([kinglet_bin, "image-pull", "--test-attack=" + ",".join(seq), store],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        got = [line.split() for line in p.stdout.splitlines()]
+        assert [g[0] for g in got] == [s.split(":")[0] for s in seq], p.stdout
+        for (verb, result), step in zip(got, seq):
+            assert result == ("ok" if step in own else "EPERM"), (step, result)
+        assert proc_state(victim.pid) == before
+    finally:
+        victim.kill()
+        victim.wait()
+    assert d.stop() == 0
+
+
 def test_sandbox_holds_against_mounts_made_later(daemon_factory, kinglet_bin, tmp_path):
     """Every mount is read-only in the helper, and so must be one the host
     makes while it runs: on a node whose / is shared (systemd's), a

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from imagelib import sha256
+from imagelib import Image, Tar, sha256
 
 
 def _add(tar, name, data):
@@ -190,6 +190,22 @@ def test_import_hostile(kimage, images, tmp_path, kind):
     }[kind]
     assert p.stderr.startswith(f"kinglet image: import `{arc}`: ") and why in p.stderr, p.stderr
     assert kimage.ls() == [] and kimage.snapshots() == [] and kimage.tmp_entries() == []
+
+
+def test_import_layers_in_all_are_limited(kimage, tmp_path):
+    """An archive's images have at most IMAGE_IMPORT_LAYERS_MAX (4,096)
+    layers in all, a layer two images share counted for each: what the
+    daemon lets an import helper ask for (a helper that asks for more is
+    stopped). Here 17 images of 256 layers each, one tiny layer repeated:
+    the import says so."""
+    layers = [(Tar().file("f", "x").bytes(), "none")] * 256
+    imgs = [Image(layers, config={"Cmd": ["/bin/sh"], "Env": [f"I={i}"]}) for i in range(17)]
+    arc = tmp_path / "many.tar"
+    arc.write_bytes(docker_save([(img, [f"many:{i}"]) for i, img in enumerate(imgs)]))
+    p = kimage.run("import", str(arc), check=False)
+    assert p.returncode == 1
+    assert "the archive's images have more than 4096 layers in all" in p.stderr, p.stderr
+    assert kimage.tmp_entries() == []
 
 
 def _skopeo_archive(registry, repo, fmt, path, name):
