@@ -240,17 +240,20 @@ def check(got, before, after, slack=None):
         assert lo - s <= v <= hi + s, (k, lo, v, hi)
 
 
-def quiet(cg):
-    """Every process of the container asleep (not running: no counter
-    moves but by the odd timer)."""
+def quiet(cg, comms):
+    """The container's processes are just `comms` (the work has ended), all
+    asleep: no counter moves but by the odd timer."""
+    seen = set()
     for p in pids_of(cg):
         try:
             with open(f"/proc/{p}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in "SI":
-                    return False
-        except FileNotFoundError:
+                comm, _, rest = f.read().rpartition(")")
+        except OSError:
+            return False  # gone meanwhile: not settled yet
+        seen.add(comm.split("(", 1)[1])
+        if rest.split()[0] not in ("S", "I"):
             return False
-    return True
+    return seen == comms
 
 
 def busy_pod(env, tmp_path, resources=None, cpu_s=1.2):
@@ -274,9 +277,8 @@ def busy_pod(env, tmp_path, resources=None, cpu_s=1.2):
     wait_for(lambda: keyed(read(cg, "cpu.stat"), "usage_usec") >= cpu_s * 1e6, timeout=120,
              what=f"{cpu_s} s of CPU in the container")
     (trig / "stop").touch()
-    wait_for(lambda: quiet(cg) and {open(f"/proc/{p}/comm").read().strip()
-                                    for p in pids_of(cg)} == {"sleep", "nc", "sort"},
-             timeout=120, what="the container's work to end")
+    wait_for(lambda: quiet(cg, {"sleep", "nc", "sort"}), timeout=120,
+             what="the container's work to end")
     return pod, cid, cg
 
 
