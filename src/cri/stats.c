@@ -10,6 +10,9 @@
  * thread (a thread's network namespace is its own; the thread ends rather
  * than switching back). The loop keeps the previous CPU sample of each
  * container and pod, to turn cumulative CPU time into usage_nano_cores.
+ * For ListPodSandboxMetrics the worker also reads, per container, the
+ * processes' threads, descriptors and sockets in /proc and the filesystem
+ * of the writable layers; metrics.c makes the cAdvisor metrics of it.
  *
  * Hosts without cgroup v2 controllers (hybrid): cpu.stat is there anyway;
  * memory comes from the processes themselves (the sum of their resident
@@ -19,90 +22,155 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
-#include "cri/containers.h"
-#include "oci/cgroup.h"
+#include "cri/stats.h"
 
 #define STATS_DU_TTL_NS (10ull * 1000000000ull)
-#define STATS_IFACES    8
-
-struct iface {
-    char name[32];
-    uint64_t rx_bytes, rx_errors, tx_bytes, tx_errors;
-};
-
-/* What a worker measures for one container or pod. */
-struct sample {
-    char id[STORE_ID_LEN + 1];
-    char *cgroup; /* absolute path of its cgroup, NULL: none */
-    char *layer;  /* a container's upper directory, NULL: no du now */
-    char *netns;  /* a pod's network namespace file, NULL: none */
-    uint64_t ts;  /* when it was measured (wall clock ns) */
-    bool ok;      /* cgroup figures read */
-    struct oci_cgroup_stats cg;
-    bool du_ok;
-    uint64_t du_bytes, du_inodes;
-    struct iface ifaces[STATS_IFACES];
-    size_t n_ifaces;
-};
 
 static void sample_clear(struct sample *s)
 {
     free(s->cgroup);
     free(s->layer);
     free(s->netns);
+    free(s->fsdir);
 }
 
 /* ---- measuring (workers) ---- */
 
-/* Memory of the processes of a cgroup without a memory controller: their
- * resident sets and page faults, from /proc. */
-static void memory_from_procs(const char *cgroup, struct oci_cgroup_stats *st, int depth)
+/* A number after `key` in a /proc text ("\nVmRSS:\t  123 kB"). */
+static bool proc_value(const char *text, const char *key, uint64_t *ret)
 {
-    char path[4400];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
-    _cleanup_free_ char *procs = NULL;
-    if (read_file_at(AT_FDCWD, path, 1 << 20, &procs, NULL) == 0) {
-        for (char *p = procs, *nl; *p; p = nl + 1) {
-            nl = strchr(p, '\n');
-            if (!nl)
-                break;
-            *nl = '\0';
-            char f[64];
-            _cleanup_free_ char *status = NULL, *stat = NULL;
-            snprintf(f, sizeof(f), "/proc/%s/status", p);
-            if (read_file_at(AT_FDCWD, f, 1 << 16, &status, NULL) == 0) {
-                char *rss = strstr(status, "\nVmRSS:");
-                char *anon = strstr(status, "\nRssAnon:");
-                if (rss)
-                    st->memory_working_set += strtoull(rss + 7, NULL, 10) * 1024;
-                if (anon)
-                    st->memory_rss += strtoull(anon + 9, NULL, 10) * 1024;
-            }
-            snprintf(f, sizeof(f), "/proc/%s/stat", p);
-            if (read_file_at(AT_FDCWD, f, 4096, &stat, NULL) == 0) {
-                /* fields 10 (minflt) and 12 (majflt), after the command */
-                char *q = strrchr(stat, ')');
-                unsigned long long v[12] = {0};
-                if (q && sscanf(q + 2, "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                                &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
-                    st->pgfault += v[6];
-                    st->pgmajfault += v[8];
-                }
+    const char *p = strstr(text, key);
+    if (!p)
+        return false;
+    p += strlen(key);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p)
+        return false;
+    *ret = v;
+    return true;
+}
+
+/* Open descriptors of one process, and how many of them are sockets. */
+static void count_fds(pid_t pid, uint64_t *fds, uint64_t *sockets)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        (*fds)++;
+        char link[32];
+        ssize_t n = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            *sockets += str_has_prefix(link, "socket:");
+        }
+    }
+    closedir(d);
+}
+
+/* What the processes of the cgroup (and below) tell in /proc: their memory
+ * where the cgroup has no memory controller (resident sets and page
+ * faults: what a hybrid host can measure) and, for metrics, threads, open
+ * descriptors and sockets, and the soft RLIMIT_NOFILE of the init. */
+static void procs_measure(struct oci_cgroup *cg, struct sample *s)
+{
+    struct oci_cgroup_stats *st = &s->cg;
+    bool memory = !st->has_memory;
+    if (!memory && !s->metrics)
+        return;
+    _cleanup_free_ pid_t *pids = NULL;
+    size_t n = 0;
+    struct err e = {0};
+    if (oci_cgroup_pids(cg, &pids, &n, &e) < 0)
+        return;
+    s->pr.ok = s->metrics;
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        _cleanup_free_ char *status = NULL, *stat = NULL;
+        snprintf(f, sizeof(f), "/proc/%d/status", (int)pids[i]);
+        if (read_file_at(AT_FDCWD, f, 1 << 16, &status, NULL) == 0) {
+            uint64_t v;
+            if (memory && proc_value(status, "\nVmRSS:", &v))
+                st->memory_working_set += v * 1024;
+            if (memory && proc_value(status, "\nRssAnon:", &v))
+                st->memory_rss += v * 1024;
+            if (s->metrics && proc_value(status, "\nThreads:", &v))
+                s->pr.threads += v;
+        }
+        if (s->metrics)
+            count_fds(pids[i], &s->pr.fds, &s->pr.sockets);
+        snprintf(f, sizeof(f), "/proc/%d/stat", (int)pids[i]);
+        if (memory && read_file_at(AT_FDCWD, f, 4096, &stat, NULL) == 0) {
+            /* fields 10 (minflt) and 12 (majflt), after the command */
+            char *q = strrchr(stat, ')');
+            unsigned long long v[12] = {0};
+            if (q && sscanf(q + 2, "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                            &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
+                st->pgfault += v[6];
+                st->pgmajfault += v[8];
             }
         }
     }
-    if (depth >= 8)
+    if (s->metrics && s->init_pid > 0) {
+        char f[64];
+        _cleanup_free_ char *limits = NULL;
+        snprintf(f, sizeof(f), "/proc/%d/limits", (int)s->init_pid);
+        if (read_file_at(AT_FDCWD, f, 1 << 16, &limits, NULL) == 0)
+            s->pr.has_nofile = proc_value(limits, "\nMax open files", &s->pr.nofile_soft);
+    }
+}
+
+/* The filesystem of fsdir: size, inodes, and the source of its mount. */
+static void fs_measure(struct sample *s)
+{
+    struct statvfs vfs;
+    struct stat sb;
+    if (statvfs(s->fsdir, &vfs) < 0 || stat(s->fsdir, &sb) < 0)
         return;
-    DIR *d = opendir(cgroup);
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        if (de->d_type == DT_DIR && de->d_name[0] != '.') {
-            snprintf(path, sizeof(path), "%s/%s", cgroup, de->d_name);
-            memory_from_procs(path, st, depth + 1);
-        }
-    if (d)
-        closedir(d);
+    s->fs.limit_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    s->fs.inodes_total = vfs.f_files;
+    s->fs.inodes_free = vfs.f_ffree;
+    /* mountinfo: "id parent major:minor root point options... - type source ..." */
+    char dev[32];
+    snprintf(dev, sizeof(dev), " %u:%u ", major(sb.st_dev), minor(sb.st_dev));
+    _cleanup_free_ char *mi = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", 1 << 22, &mi, NULL) < 0)
+        return;
+    for (char *line = mi, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        char *sp = strchr(line, ' ');
+        sp = sp ? strchr(sp + 1, ' ') : NULL; /* before major:minor */
+        char *sep = strstr(line, " - ");
+        if (!sp || !sep || strncmp(sp, dev, strlen(dev)) != 0)
+            continue;
+        char *src = strchr(sep + 3, ' '); /* after the type */
+        if (!src)
+            continue;
+        src++;
+        size_t len = strcspn(src, " ");
+        if (len >= sizeof(s->fs.device))
+            continue;
+        memcpy(s->fs.device, src, len);
+        s->fs.device[len] = '\0';
+        s->fs.ok = true;
+        return;
+    }
 }
 
 static void *read_ifaces(void *arg)
@@ -136,9 +204,13 @@ static void *read_ifaces(void *arg)
             struct iface *i = &s->ifaces[s->n_ifaces++];
             snprintf(i->name, sizeof(i->name), "%s", line);
             i->rx_bytes = v[0];
+            i->rx_packets = v[1];
             i->rx_errors = v[2];
+            i->rx_dropped = v[3];
             i->tx_bytes = v[8];
+            i->tx_packets = v[9];
             i->tx_errors = v[10];
+            i->tx_dropped = v[11];
         }
         line = nl;
     }
@@ -152,10 +224,12 @@ static void measure(struct sample *s)
     struct err e = {0};
     if (s->cgroup && oci_cgroup_open(s->cgroup, &cg, &e) == 0) {
         s->ok = oci_cgroup_stats(cg, &s->cg, &e) == 0;
+        if (s->ok)
+            procs_measure(cg, s);
         oci_cgroup_free(cg);
-        if (s->ok && !s->cg.has_memory)
-            memory_from_procs(s->cgroup, &s->cg, 0);
     }
+    if (s->fsdir)
+        fs_measure(s);
     if (s->layer)
         s->du_ok = du_path(s->layer, &s->du_bytes, &s->du_inodes) == 0;
     if (s->netns) {
@@ -198,11 +272,18 @@ static void stats_job_free(struct stats_job *j)
     free(j);
 }
 
-static int ctr_sample(struct cri *cri, struct container *c, struct sample *s)
+/* metrics: measure what only ListPodSandboxMetrics reports, too. */
+static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bool metrics)
 {
     memcpy(s->id, c->rec.id, sizeof(s->id));
     if (c->rec.cgroup_path && !(s->cgroup = strdup(c->rec.cgroup_path)))
         return -ENOMEM;
+    if (metrics) {
+        s->metrics = true;
+        s->init_pid = c->pid;
+        if (!(s->fsdir = strdup(cri->containers->records_dir)))
+            return -ENOMEM;
+    }
     if (now_real_ns() - c->du_ns >= STATS_DU_TTL_NS) {
         char layer[4200];
         container_dirs(cri, c->rec.id, NULL, 0, layer, sizeof(layer));
@@ -483,194 +564,6 @@ static void pod_fill(struct sandbox *sb, const struct sample *s, struct pod_msg 
     m->lx.network = &m->net;
 }
 
-/* ---- metrics (the cAdvisor names kubelet's /metrics/cadvisor serves) ---- */
-
-enum metric_src {
-    M_CPU,
-    M_CPU_USER,
-    M_CPU_SYS,
-    M_MEM,
-    M_WS,
-    M_RSS,
-    M_SWAP,
-    M_OOM,
-    M_PROCS,
-    M_FS,
-    M_LIMIT,
-    M_NET_RX,
-    M_NET_TX,
-    M_NET_RXERR,
-    M_NET_TXERR
-};
-
-static const struct {
-    const char *name, *help;
-    enum metric_src src;
-    bool counter, pod; /* pod: per pod network interface */
-} metrics[] = {
-    {"container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", M_CPU, true,
-     false},
-    {"container_cpu_user_seconds_total", "Cumulative user cpu time consumed in seconds.",
-     M_CPU_USER, true, false},
-    {"container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.",
-     M_CPU_SYS, true, false},
-    {"container_memory_usage_bytes",
-     "Current memory usage in bytes, including all memory "
-     "regardless of when it was accessed.",
-     M_MEM, false, false},
-    {"container_memory_working_set_bytes", "Current working set in bytes.", M_WS, false, false},
-    {"container_memory_rss", "Size of RSS in bytes.", M_RSS, false, false},
-    {"container_memory_swap", "Container swap usage in bytes.", M_SWAP, false, false},
-    {"container_oom_events_total", "Count of out of memory events observed for the container.",
-     M_OOM, true, false},
-    {"container_processes", "Number of processes running inside the container.", M_PROCS, false,
-     false},
-    {"container_fs_usage_bytes",
-     "Number of bytes that are consumed by the container on this "
-     "filesystem.",
-     M_FS, false, false},
-    {"container_spec_memory_limit_bytes", "Memory limit for the container.", M_LIMIT, false, false},
-    {"container_network_receive_bytes_total", "Cumulative count of bytes received.", M_NET_RX, true,
-     true},
-    {"container_network_transmit_bytes_total", "Cumulative count of bytes transmitted.", M_NET_TX,
-     true, true},
-    {"container_network_receive_errors_total",
-     "Cumulative count of errors encountered while "
-     "receiving.",
-     M_NET_RXERR, true, true},
-    {"container_network_transmit_errors_total",
-     "Cumulative count of errors encountered while "
-     "transmitting.",
-     M_NET_TXERR, true, true},
-};
-
-static const char *const base_labels[] = {"id", "name", "image"};
-static const char *const net_labels[] = {"id", "name", "image", "interface"};
-
-void cri_list_metric_descriptors(struct cri_call *call)
-{
-    Runtime__V1__MetricDescriptor d[ARRAY_SIZE(metrics)], *dp[ARRAY_SIZE(metrics)];
-    for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
-        runtime__v1__metric_descriptor__init(&d[i]);
-        d[i].name = (char *)metrics[i].name;
-        d[i].help = (char *)metrics[i].help;
-        d[i].label_keys = (char **)(metrics[i].pod ? net_labels : base_labels);
-        d[i].n_label_keys = metrics[i].pod ? ARRAY_SIZE(net_labels) : ARRAY_SIZE(base_labels);
-        dp[i] = &d[i];
-    }
-    Runtime__V1__ListMetricDescriptorsResponse resp =
-        RUNTIME__V1__LIST_METRIC_DESCRIPTORS_RESPONSE__INIT;
-    resp.descriptors = dp;
-    resp.n_descriptors = ARRAY_SIZE(metrics);
-    cri_reply(call, &resp.base);
-}
-
-/* One metric message, its value and its label values, all in one piece. */
-struct metric_msg {
-    Runtime__V1__Metric m;
-    Runtime__V1__UInt64Value v;
-    char *labels[4];
-};
-
-static bool metric_value(enum metric_src src, const struct sample *s, const struct container *c,
-                         uint64_t *ret)
-{
-    const struct oci_cgroup_stats *st = &s->cg;
-    switch (src) {
-    case M_CPU:
-        *ret = st->cpu_usage_usec / 1000000;
-        return s->ok;
-    case M_CPU_USER:
-        *ret = st->cpu_user_usec / 1000000;
-        return s->ok;
-    case M_CPU_SYS:
-        *ret = st->cpu_system_usec / 1000000;
-        return s->ok;
-    case M_MEM:
-        *ret = st->has_memory ? st->memory_current : st->memory_working_set;
-        return s->ok;
-    case M_WS:
-        *ret = st->memory_working_set;
-        return s->ok;
-    case M_RSS:
-        *ret = st->memory_rss;
-        return s->ok;
-    case M_SWAP:
-        *ret = st->swap_current;
-        return s->ok && st->has_swap;
-    case M_OOM:
-        *ret = st->oom_kills;
-        return s->ok && st->has_memory;
-    case M_PROCS:
-        *ret = st->processes;
-        return s->ok;
-    case M_FS:
-        *ret = c ? c->du_bytes : 0;
-        return c != NULL;
-    case M_LIMIT:
-        *ret = st->memory_max == UINT64_MAX ? 0 : st->memory_max;
-        return s->ok && st->has_memory;
-    default:
-        return false;
-    }
-}
-
-/* Container metrics of sample s into out (at most ARRAY_SIZE(metrics)). */
-static size_t ctr_metrics(const struct container *c, const struct sample *s, struct metric_msg *out,
-                          Runtime__V1__Metric **ptrs)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
-        uint64_t v;
-        if (metrics[i].pod || !metric_value(metrics[i].src, s, c, &v))
-            continue;
-        struct metric_msg *m = &out[n];
-        runtime__v1__metric__init(&m->m);
-        m->m.name = (char *)metrics[i].name;
-        m->m.timestamp = (int64_t)s->ts;
-        m->m.metric_type = metrics[i].counter ? RUNTIME__V1__METRIC_TYPE__COUNTER
-                                              : RUNTIME__V1__METRIC_TYPE__GAUGE;
-        m->labels[0] = (char *)c->rec.id;
-        m->labels[1] = c->config->metadata->name;
-        m->labels[2] = c->rec.image_ref ? c->rec.image_ref : "";
-        m->m.label_values = m->labels;
-        m->m.n_label_values = 3;
-        m->m.value = u64(&m->v, v);
-        ptrs[n++] = &m->m;
-    }
-    return n;
-}
-
-static size_t pod_metrics(const struct sandbox *sb, const struct sample *s, struct metric_msg *out,
-                          Runtime__V1__Metric **ptrs)
-{
-    size_t n = 0;
-    for (size_t f = 0; f < s->n_ifaces; f++)
-        for (size_t i = 0; i < ARRAY_SIZE(metrics); i++) {
-            if (!metrics[i].pod)
-                continue;
-            const struct iface *ifc = &s->ifaces[f];
-            uint64_t v = metrics[i].src == M_NET_RX      ? ifc->rx_bytes
-                         : metrics[i].src == M_NET_TX    ? ifc->tx_bytes
-                         : metrics[i].src == M_NET_RXERR ? ifc->rx_errors
-                                                         : ifc->tx_errors;
-            struct metric_msg *m = &out[n];
-            runtime__v1__metric__init(&m->m);
-            m->m.name = (char *)metrics[i].name;
-            m->m.timestamp = (int64_t)s->ts;
-            m->m.metric_type = RUNTIME__V1__METRIC_TYPE__COUNTER;
-            m->labels[0] = (char *)sb->rec.id;
-            m->labels[1] = sb->config->metadata->name;
-            m->labels[2] = "";
-            m->labels[3] = (char *)ifc->name;
-            m->m.label_values = m->labels;
-            m->m.n_label_values = 4;
-            m->m.value = u64(&m->v, v);
-            ptrs[n++] = &m->m;
-        }
-    return n;
-}
-
 /* ---- answers ---- */
 
 /* The messages of a job's answer, pointing into the samples, the registry
@@ -750,7 +643,7 @@ static void build_metrics(struct cri *cri, struct stats_job *j, struct stats_msg
         runtime__v1__pod_sandbox_metrics__init(p);
         p->pod_sandbox_id = sb->rec.id;
         p->metrics = m->mp + used;
-        p->n_metrics = pod_metrics(sb, &j->pods[i], m->mm + used, m->mp + used);
+        p->n_metrics = cri_metrics_pod(sb, &j->pods[i], m->mm + used, m->mp + used);
         used += p->n_metrics;
         size_t first = k;
         for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
@@ -765,7 +658,7 @@ static void build_metrics(struct cri *cri, struct stats_job *j, struct stats_msg
             runtime__v1__container_metrics__init(&m->ym[k]);
             m->ym[k].container_id = c->rec.id;
             m->ym[k].metrics = m->mp + used;
-            m->ym[k].n_metrics = ctr_metrics(c, &j->ctrs[c_], m->mm + used, m->mp + used);
+            m->ym[k].n_metrics = cri_metrics_ctr(c, &j->ctrs[c_], m->mm + used, m->mp + used);
             used += m->ym[k].n_metrics;
             m->yp[k] = &m->ym[k];
             k++;
@@ -785,8 +678,7 @@ static int stats_build(struct cri *cri, struct stats_job *j, struct stats_msgs *
     if (ok && (j->kind == STATS_POD || j->kind == STATS_PODS))
         ok = (m->pm = calloc(np, sizeof(*m->pm))) && (m->pp = calloc(np, sizeof(*m->pp)));
     if (ok && j->kind == STATS_METRICS) {
-        size_t nm =
-            j->n_ctrs * ARRAY_SIZE(metrics) + j->n_pods * ARRAY_SIZE(metrics) * STATS_IFACES + 1;
+        size_t nm = j->n_ctrs * cri_metrics_ctr_max() + j->n_pods * cri_metrics_pod_max() + 1;
         ok = (m->mm = calloc(nm, sizeof(*m->mm))) && (m->mp = calloc(nm, sizeof(*m->mp))) &&
              (m->xm = calloc(np, sizeof(*m->xm))) && (m->xp = calloc(np, sizeof(*m->xp))) &&
              (m->ym = calloc(nc, sizeof(*m->ym))) && (m->yp = calloc(nc, sizeof(*m->yp)));
@@ -961,7 +853,7 @@ static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
     j->ctrs = v;
     for (struct container *c = cri->containers->head; c && j->n_ctrs < n; c = c->next)
         if (pod_of(j, c) && ctr_wanted(cri, c, NULL))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
+            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], j->kind == STATS_METRICS);
     return 0;
 }
 
@@ -979,7 +871,7 @@ void cri_container_stats(struct cri_call *call)
     struct stats_job *j = call_job_new(call, STATS_CONTAINER, 1, 0);
     if (!j)
         return;
-    ctr_sample(call->cri, c, &j->ctrs[j->n_ctrs++]);
+    ctr_sample(call->cri, c, &j->ctrs[j->n_ctrs++], false);
     queue(call->cri, j);
 }
 
@@ -991,7 +883,7 @@ static void ctrs_take(struct cri *cri, const Runtime__V1__ContainerStatsFilter *
     struct container *c = *at;
     for (; c && j->n_ctrs < max; c = c->next)
         if (ctr_wanted(cri, c, f))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++]);
+            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
     *at = c;
 }
 

@@ -831,6 +831,17 @@ int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct
     (void)keyed_value(cpu, "usage_usec", &st.cpu_usage_usec);
     (void)keyed_value(cpu, "user_usec", &st.cpu_user_usec);
     (void)keyed_value(cpu, "system_usec", &st.cpu_system_usec);
+    _cleanup_free_ char *weight = NULL, *cmax = NULL;
+    if (keyed_value(cpu, "nr_periods", &st.cfs_periods) == 0 &&
+        read_at(cg->fd, "cpu.weight", &weight) == 0 && read_at(cg->fd, "cpu.max", &cmax) == 0) {
+        st.has_cpu = true;
+        (void)keyed_value(cpu, "nr_throttled", &st.cfs_throttled);
+        (void)keyed_value(cpu, "throttled_usec", &st.cfs_throttled_usec);
+        st.cpu_weight = strtoull(weight, NULL, 10);
+        st.cpu_quota = strncmp(cmax, "max", 3) == 0 ? UINT64_MAX : strtoull(cmax, NULL, 10);
+        const char *sp = strchr(cmax, ' ');
+        st.cpu_period = sp ? strtoull(sp + 1, NULL, 10) : 0;
+    }
 
     _cleanup_free_ char *cur = NULL, *mstat = NULL, *mmax = NULL;
     if (read_at(cg->fd, "memory.current", &cur) == 0) {
@@ -842,6 +853,18 @@ int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct
             (void)keyed_value(mstat, "anon", &st.memory_rss);
             (void)keyed_value(mstat, "pgfault", &st.pgfault);
             (void)keyed_value(mstat, "pgmajfault", &st.pgmajfault);
+            (void)keyed_value(mstat, "file", &st.memory_file);
+            (void)keyed_value(mstat, "file_mapped", &st.memory_mapped);
+            st.has_kernel = keyed_value(mstat, "kernel", &st.memory_kernel) == 0;
+        }
+        _cleanup_free_ char *mmin = NULL, *events = NULL, *peak = NULL;
+        if (read_at(cg->fd, "memory.min", &mmin) == 0)
+            st.memory_min = strtoull(mmin, NULL, 10);
+        if (read_at(cg->fd, "memory.events", &events) == 0)
+            (void)keyed_value(events, "max", &st.memory_events_max);
+        if (read_at(cg->fd, "memory.peak", &peak) == 0) {
+            st.has_peak = true;
+            st.memory_peak = strtoull(peak, NULL, 10);
         }
         st.memory_working_set = inactive < st.memory_current ? st.memory_current - inactive : 0;
         st.memory_max = UINT64_MAX;
@@ -862,6 +885,10 @@ int oci_cgroup_stats(struct oci_cgroup *cg, struct oci_cgroup_stats *ret, struct
     if (read_at(cg->fd, "pids.current", &pids) == 0) {
         st.has_pids = true;
         st.pids_current = strtoull(pids, NULL, 10);
+        _cleanup_free_ char *pmax = NULL;
+        st.pids_max = UINT64_MAX;
+        if (read_at(cg->fd, "pids.max", &pmax) == 0 && strncmp(pmax, "max", 3) != 0)
+            st.pids_max = strtoull(pmax, NULL, 10);
     }
     st.processes = count_procs(cg->fd, 0);
     static const char *const pressure[] = {"cpu.pressure", "memory.pressure", "io.pressure"};

@@ -89,14 +89,26 @@ struct oci_psi {
 };
 struct oci_cgroup_stats {
     uint64_t cpu_usage_usec, cpu_user_usec, cpu_system_usec;
+    /* With the cpu controller: cpu.stat's CFS figures and the cpu.weight and
+     * cpu.max settings (quota UINT64_MAX: "max"). */
+    bool has_cpu;
+    uint64_t cfs_periods, cfs_throttled, cfs_throttled_usec;
+    uint64_t cpu_weight, cpu_quota, cpu_period;
     bool has_memory;
     uint64_t memory_current, memory_working_set, memory_max; /* max: UINT64_MAX */
     uint64_t memory_rss, pgfault, pgmajfault;
+    /* memory.stat's file, file_mapped and kernel (has_kernel: the kernel
+     * has that key, 5.18+), memory.min, memory.events' max (the times
+     * usage hit memory.max, cgroup v1's failcnt) and memory.peak (5.19+,
+     * has_peak). */
+    uint64_t memory_file, memory_mapped, memory_kernel, memory_min, memory_events_max;
+    bool has_kernel, has_peak;
+    uint64_t memory_peak;
     bool has_swap;
     uint64_t swap_current, swap_max; /* max: UINT64_MAX */
     uint64_t oom_kills;
     bool has_pids;
-    uint64_t pids_current;
+    uint64_t pids_current, pids_max; /* max: UINT64_MAX */
     uint64_t processes;
     bool has_psi[3]; /* cpu, memory, io */
     struct oci_psi psi[3];
