@@ -826,34 +826,62 @@ static void recover_done(uv_work_t *req, int status)
     cri_containers_started(cri);
 }
 
+/* The ids of every record, loaded or not, sorted: holds are looked up
+ * among them once each (tens of thousands of containers, each holding). */
+struct record_ids {
+    const char **v;
+    size_t n;
+};
+
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int record_ids_sorted(const struct containers *cs, struct record_ids *ret)
+{
+    ret->n = 0;
+    ret->v = calloc(cs->n + cs->n_unloaded + 1, sizeof(*ret->v));
+    if (!ret->v)
+        return -ENOMEM;
+    for (const struct container *c = cs->head; c; c = c->next)
+        ret->v[ret->n++] = c->rec.id;
+    for (size_t i = 0; i < cs->n_unloaded; i++)
+        ret->v[ret->n++] = cs->unloaded[i];
+    qsort(ret->v, ret->n, sizeof(*ret->v), id_cmp);
+    return 0;
+}
+
 /* A hold of a container (its id, or "<id>/<k>" for its image volumes)
  * is kept while the container has a record, loaded or not; other holders
  * are not ours. */
 static bool hold_wanted(void *data, const char *holder)
 {
+    const struct record_ids *ids = data;
     char id[STORE_ID_LEN + 1];
     size_t n = strcspn(holder, "/");
     if (n != STORE_ID_LEN)
         return true;
     memcpy(id, holder, n);
     id[n] = '\0';
-    if (!store_id_valid(id) || container_find_exact(data, id))
-        return true;
-    const struct containers *cs = ((struct cri *)data)->containers;
-    for (size_t i = 0; i < cs->n_unloaded; i++)
-        if (strcmp(cs->unloaded[i], id) == 0)
-            return true;
-    return false;
+    const char *key = id;
+    return !store_id_valid(id) || bsearch(&key, ids->v, ids->n, sizeof(*ids->v), id_cmp);
 }
 
 void cri_containers_start(struct cri *cri)
 {
     /* Before any create: holds of containers without a record are what a
      * create cut short left (its holds are saved before its record). */
-    size_t pruned = cri->images ? image_holds_prune(cri->images, hold_wanted, cri) : 0;
-    if (pruned)
-        log_info("dropped %zu image hold(s) of containers that were never created", pruned);
     struct containers *cs = cri->containers;
+    struct record_ids ids;
+    if (cri->images && record_ids_sorted(cs, &ids) == 0) {
+        size_t pruned = image_holds_prune(cri->images, hold_wanted, &ids);
+        free(ids.v);
+        if (pruned)
+            log_info("dropped %zu image hold(s) of containers that were never created", pruned);
+    } else if (cri->images) {
+        log_error("container recovery: out of memory; image holds kept as they are");
+    }
     struct recover_job *j = calloc(1, sizeof(*j));
     if (!j || !(j->oci_root = strdup(cs->oci_root)) ||
         !(j->records_dir = strdup(cs->records_dir)) ||
