@@ -204,11 +204,11 @@ def test_many_calls_leave_nothing(running):
     env, cid = running
     for _ in range(20):
         exec_sync(env, cid, ["/bin/true"])
-    fds, rss = len(env.d.fds()), env.d.rss_kb()
+    fds, rss = env.d.fd_targets(), env.d.rss_kb()
     for _ in range(300):
         assert exec_sync(env, cid, ["/bin/true"]).exit_code == 0
     # a call's pipes close on the loop's next turn after its answer
-    wait_for(lambda: len(env.d.fds()) <= fds, what="the fd count to return")
+    env.d.wait_fds_back(fds, what="the fd count to return")
     if not env.d.sanitized():
         assert env.d.rss_kb() <= rss + 256
 

@@ -233,6 +233,6 @@ def test_client_gone_mid_stream_leaves_nothing(env, many_exited):
     del call, rs
     assert d.proc.poll() is None
     wait_for(lambda: d.connections() == 0, timeout=30, what="the connections to close")
-    wait_for(lambda: len(d.fds()) <= fds, timeout=30, what="the daemon's fds to settle")
+    d.wait_fds_back(fds)
     if not d.sanitized():
         assert d.rss_kb() < rss + 2048, f"{rss} kB before, {d.rss_kb()} kB after"

@@ -199,7 +199,7 @@ def daemon_reads(env, targets):
     its fds that point at one of targets; None if it holds none. libuv takes
     an fd whose reading stopped out of epoll at its next event, which a full
     pipe gives at once."""
-    fds = fd_targets(env)
+    fds = env.d.fd_targets()
     mine = {int(fd) for fd, t in fds.items() if t in targets}
     if not mine:
         return None
@@ -237,7 +237,7 @@ def test_exec_big_output_slow_reader(running, spdyclient):
 
 def test_client_vanishing_ends_the_command(running, spdyclient):
     env, _, cid = running
-    fds = fd_targets(env)
+    fds = env.d.fd_targets()
     url = exec_url(env, cid, ["/bin/sleep", "4242"])
     proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -251,22 +251,7 @@ def test_client_vanishing_ends_the_command(running, spdyclient):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     wait_for(lambda: sleepers() == 0, what="the command to be killed")
-    try:
-        wait_for(lambda: len(env.d.fds()) <= len(fds), what="the daemon's fds to settle")
-    except AssertionError:
-        left = fd_targets(env)
-        raise AssertionError(f"the daemon kept fds: {sorted(set(left.items()) - set(fds.items()))}")
-
-
-def fd_targets(env):
-    """The daemon's open fds, by number, with what each points at."""
-    out = {}
-    for fd in env.d.fds():
-        try:
-            out[fd] = os.readlink(f"/proc/{env.d.pid}/fd/{fd}")
-        except OSError:
-            pass
-    return out
+    env.d.wait_fds_back(fds)
 
 
 def test_attach(env, spdyclient):
@@ -435,7 +420,7 @@ def test_websocket_hostile_frames(running):
     with the code the RFC says (or at least a dropped connection, never
     endless buffering), and leaves no process or fd behind."""
     env, _, cid = running
-    fds = len(env.d.fds())
+    fds = env.d.fd_targets()
 
     def sleepers():
         r = env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["ps", "-o", "args"]),
@@ -450,7 +435,7 @@ def test_websocket_hostile_frames(running):
         assert p.returncode == 0, (case, p.stderr)
         assert p.stdout.strip() in want, (case, p.stdout, p.stderr)
         wait_for(lambda: sleepers() == 0, what=f"the command of `{case}` to be killed")
-        wait_for(lambda: len(env.d.fds()) <= fds, what=f"the daemon's fds to settle ({case})")
+        env.d.wait_fds_back(fds, what=f"the daemon's fds to settle ({case})")
 
 
 def test_websocket_slow_reader(running):
@@ -631,8 +616,7 @@ def test_tls_refuses_hostile_and_outdated_clients(pod_daemon_factory, tmp_path):
     assert re.fullmatch(r"ECDHE-RSA-(AES\d+-GCM-SHA\d+|CHACHA20-POLY1305)", good["cipher"]), good
     if not is_static_binary(d.binary):  # the static binary has mbedTLS linked in
         assert any("libmbedtls" in l for l in tls_maps()), tls_maps()
-    wait_for(lambda: len(d.fds()) == fds, timeout=60,
-             what=f"the daemon to close every probe's connection ({fds} fds)")
+    d.wait_fds_back(fds, what="the daemon to close every probe's connection")
     rc = d.stop()
     assert rc == 0, f"daemon exited with {rc}:\n{d.logtext()[-4000:]}"
 
@@ -710,7 +694,7 @@ def server_side(env, server_port, client_port):
             w = line.split()
             if (int(w[1].split(":")[1], 16), int(w[2].split(":")[1], 16)) == (server_port,
                                                                                client_port):
-                return w[3], f"socket:[{w[9]}]" in fd_targets(env).values()
+                return w[3], f"socket:[{w[9]}]" in env.d.fd_targets().values()
     return None
 
 

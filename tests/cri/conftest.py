@@ -122,12 +122,12 @@ class Daemon:
                     n += 1
         return n
 
-    def settled_fds(self, timeout=10):
-        """The fd count once the connections of earlier probes (and calls)
+    def settled_fds(self, timeout=60):
+        """fd_targets() once the connections of earlier probes (and calls)
         are closed: waits until the daemon holds no client connection."""
         wait_for(lambda: self.connections() == 0, timeout=timeout,
                  what="the daemon to close the connections of earlier probes")
-        return len(self.fds())
+        return self.fd_targets()
 
     def fds(self):
         """The daemon's descriptors, without the log a sanitizer build
@@ -141,6 +141,25 @@ class Daemon:
             except OSError:
                 pass  # closed meanwhile
         return sorted(out, key=int)
+
+    def fd_targets(self):
+        """fds(), each with what it points at."""
+        out = {}
+        for fd in self.fds():
+            try:
+                out[fd] = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError:
+                pass  # closed meanwhile
+        return out
+
+    def wait_fds_back(self, before, what="the daemon's fds to settle", timeout=60.0):
+        """Waits until the daemon holds no more fds than before (a
+        fd_targets()); fails naming the ones it kept."""
+        try:
+            wait_for(lambda: len(self.fds()) <= len(before), timeout=timeout, what=what)
+        except AssertionError as e:
+            kept = sorted(set(self.fd_targets().items()) - set(before.items()))
+            raise AssertionError(f"{e}; the daemon kept {kept}") from None
 
     def sanitized(self):
         """A sanitizer build: its shadow memory and quarantine count in

@@ -29,7 +29,9 @@ IMPLEMENTED = {"Version", "Status", "RuntimeConfig", "UpdateRuntimeConfig",
                "ReopenContainerLog", "ExecSync", "UpdateContainerResources",
                "UpdatePodSandboxResources", "ContainerStats", "ListContainerStats",
                "PodSandboxStats", "ListPodSandboxStats", "ListMetricDescriptors",
-               "ListPodSandboxMetrics", "Exec", "Attach", "PortForward"}
+               "ListPodSandboxMetrics", "Exec", "Attach", "PortForward",
+               "StreamPodSandboxes", "StreamContainers", "StreamContainerStats",
+               "StreamPodSandboxStats", "StreamPodSandboxMetrics", "StreamImages"}
 
 
 def runtime(cri, d, **opts):
@@ -251,11 +253,6 @@ def test_expired_deadline_through_grpcio(cri, daemon):
     assert rs.Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
 
 
-def fds_back_to(daemon, n, timeout=60):
-    wait_for(lambda: len(daemon.fds()) <= n, timeout=timeout,
-             what=f"the daemon's fds to return to {n}")
-
-
 def test_garbage_and_truncated_preface(cri, daemon):
     base = daemon.settled_fds()
     payloads = [
@@ -278,7 +275,7 @@ def test_garbage_and_truncated_preface(cri, daemon):
         except (ConnectionResetError, socket.timeout):
             pass
         s.close()
-    fds_back_to(daemon, base)
+    daemon.wait_fds_back(base)
     assert runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
 
 
@@ -291,8 +288,8 @@ def test_silent_connection_is_dropped(daemon_factory, cri):
     t0 = time.monotonic()  # before the connection: a lower bound
     s.connect(d.sock)
     s.sendall(b"PRI * HTTP/2.0\r\n")
-    wait_for(lambda: len(d.fds()) > base, what="the connection to be accepted")
-    fds_back_to(d, base, timeout=60)
+    wait_for(lambda: len(d.fds()) > len(base), what="the connection to be accepted")
+    d.wait_fds_back(base)
     assert time.monotonic() - t0 > 8  # the handshake allowance is 10 s
     s.settimeout(5)
     data = b""
@@ -319,7 +316,7 @@ def test_client_vanishing_mid_call_costs_only_its_stream(cri, daemon):
                                (":path", RS + "Version"), (":authority", "x")])
         raw.flush()
         raw.sock.close()
-    fds_back_to(daemon, base)
+    daemon.wait_fds_back(base)
     # Other clients are unaffected.
     assert runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=5).runtime_name == "kinglet"
     assert daemon.rss_kb() < rss0 + 8 * 1024
@@ -336,7 +333,7 @@ def test_500_concurrent_calls_over_20_connections(cri, daemon):
     # Each stub really has its own connection to the daemon, and nothing
     # else stayed open.
     assert daemon.connections() == 20
-    assert len(daemon.fds()) == base + 20
+    assert len(daemon.fds()) == len(base) + 20
 
 
 def test_many_streams_on_one_connection(daemon):
