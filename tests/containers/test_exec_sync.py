@@ -23,12 +23,14 @@ def exec_racer(tmp_path_factory):
                        "racer")
 
 
-def racer_container(env, racer, out, mode, caps=(), **sc):
-    """A container whose process is the racer, out mounted at /racer (sc:
-    more of its security context)."""
+def racer_container(env, racer, out, mode, caps=(), envs=(), **sc):
+    """A container whose process is the racer, out mounted at /racer (envs:
+    (key, value) pairs of its environment; sc: more of its security
+    context)."""
     pb = env.pb
     shutil.copy(racer, out / "racer")
     cid = env.run(env.pod(), "racer", ["/racer/racer", "/racer", *mode],
+                  envs=[pb.KeyValue(key=k, value=v) for k, v in envs],
                   mounts=[pb.Mount(container_path="/racer", host_path=str(out))],
                   linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
                       capabilities=pb.Capability(add_capabilities=list(caps)), **sc)))
@@ -564,6 +566,12 @@ POOL_WORKERS = 4  # the daemon keeps libuv's default thread pool (no UV_THREADPO
 HELD = 2 * POOL_WORKERS
 
 
+# A PATH of 8000 missing directories, which the command looks through
+# before its execve: the racer, which may wait for a core on a busy
+# machine, has time to find it there.
+SLOW_PATH = [("PATH", ":".join(f"/n/{i}" for i in range(8000)).encode() + b":/bin")]
+
+
 def stalled(out):
     """The commands the racer stopped before their execve, by pid."""
     return {ln.split()[1] for ln in racer_log(out) if ln.startswith("stalled ")}
@@ -590,12 +598,12 @@ def test_commands_stopped_before_their_execve_hold_no_worker(env, exec_racer, tm
     than the thread pool has workers the daemon still starts pods."""
     out = tmp_path / "racer"
     out.mkdir()
-    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"])
+    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"], envs=SLOW_PATH)
     codes, threads = [], []
 
     def one():
         try:
-            exec_sync(env, cid, ["/bin/sleep", "1000"], timeout=1)
+            exec_sync(env, cid, ["sleep", "1000"], timeout=1)
             codes.append("OK")
         except grpc.RpcError as e:
             codes.append(e.code())
@@ -627,7 +635,7 @@ def test_streaming_execs_stopped_before_their_execve_hold_no_worker(env, exec_ra
     daemon still starts pods."""
     out = tmp_path / "racer"
     out.mkdir()
-    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"])
+    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"], envs=SLOW_PATH)
 
     def commands():
         return {p: st for p, (st, comm, _) in children_of(env.d.pid).items()
@@ -639,7 +647,7 @@ def test_streaming_execs_stopped_before_their_execve_hold_no_worker(env, exec_ra
                 break
             before = set(commands())
             proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", exec_url(
-                env, cid, ["/bin/sleep", "1000"])]), stdout=subprocess.DEVNULL,
+                env, cid, ["sleep", "1000"])]), stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL)
             clients.append(proc)
             # stopped by the racer, or (it came too late) run
