@@ -346,13 +346,16 @@ struct exec_wait {
     int r;
 };
 
-/* Takes one message: 1, 0 at EOF, -errno (-EAGAIN on a non-blocking
- * socket that holds none yet). The first error sets err. */
+/* Takes one message: 1 (also one too short, skipped), 0 at EOF, -errno
+ * (-EAGAIN on a non-blocking socket that holds none yet). The first error
+ * sets err. */
 static int exec_wait_take(int sync, struct exec_wait *w, struct err *err)
 {
     struct oci_sync_msg m;
     pid_t from;
     int q = oci_sync_recv_from(sync, &m, NULL, &from);
+    if (q == -EPROTO)
+        return 1; /* short: the command's, made to send it; the pid still comes */
     if (q < 0)
         return q == -EPIPE ? 0 : q;
     /* the pid from kinglet-enter only, once (not from the command) */
