@@ -5,16 +5,22 @@
  * namespaces, cgroup, user, capabilities, no_new_privs and seccomp as the
  * container's process, see src/oci/exec.c; kinglet-enter, a small sealed
  * program cloned into the container's cgroup, makes it the daemon's own
- * child); its stdout and stderr
- * come back over pipes read on the loop; its exit is watched through a
- * pidfd. A timeout kills the command and answers DEADLINE_EXCEEDED, as
- * containerd does. A command that cannot be started gives exit code 127
- * (missing) or 126 (not executable) and the reason on stderr. After the
- * exit, output still held by the command's own children is waited for at
- * most EXEC_DRAIN_MS. A client that goes away (cancel, deadline) kills the
+ * child). The worker returns once the command has a pid, before its
+ * execve, which a process of the container allowed to trace it can put off
+ * for good: everything after is on the loop. Its stdout and stderr come
+ * back over pipes; its end is watched through a pidfd, and then the socket
+ * of its start says whether it ran (oci_exec_result). A timeout kills the
+ * command and answers DEADLINE_EXCEEDED once it has ended, as containerd
+ * does. A command that cannot be started gives exit code 127 (missing) or
+ * 126 (not executable) and the reason on stderr. After the exit, output
+ * still held by the command's own children is waited for at most
+ * EXEC_DRAIN_MS. A client that goes away (cancel, deadline) kills the
  * command, also one still being started: the cancel is only recorded on the
  * loop, and spawn_done, the first place the loop may read what the worker
- * wrote, acts on it.
+ * wrote, acts on it. A command that has ended but that a tracer in the
+ * container keeps from us (its zombie is the tracer's to reap first) is
+ * asked for again every EXEC_REAP_RETRY_MS: the call is answered at its
+ * timeout or cancel all the same, and the command reaped later.
  *
  * Output: stdout and stderr together are kept up to EXEC_ANSWER_MAX, so the
  * whole answer fits the 16 MiB message kubelet reads (containerd keeps
@@ -62,8 +68,7 @@ struct exec_sync {
     char **argv; /* the command */
     char *id, *oci_root;
     /* spawn job: out */
-    pid_t pid;
-    int pidfd, out_fd, err_fd; /* pidfd: the command's */
+    int pidfd, sync, out_fd, err_fd; /* the command's pidfd and start socket */
     struct err err;
     int r;
     /* on the loop */
@@ -72,14 +77,18 @@ struct exec_sync {
     bool poll_open;
     uv_timer_t timer;
     bool timer_open;
-    bool exited, timed_out, replied, cannot_run;
+    bool ended;  /* the command has ended (a zombie, maybe a tracer's) */
+    bool exited; /* ... and it is reaped (or there was none) */
+    bool timed_out, replied;
+    int cannot_run;    /* 127, 126: its start failed (the reason in err) */
     bool spawned;      /* spawn_done ran: the worker's fields are the loop's */
     bool waiting_room; /* the answer waits for room on the connection */
     bool cancelled;    /* the client went away */
     size_t pooled;     /* buffer bytes taken from the pool */
     int status;
-    int handles; /* open handles; freed when the last one closes */
+    int handles; /* handles closing and holds; freed at 0 */
     int64_t timeout_s;
+    uint64_t deadline; /* of the loop's clock, with timeout_s */
 };
 
 static size_t active;
@@ -103,6 +112,8 @@ static void exec_free(struct exec_sync *x)
     output_release(x);
     if (x->pidfd >= 0)
         close(x->pidfd);
+    if (x->sync >= 0)
+        close(x->sync);
     free(x);
     active--;
 }
@@ -114,31 +125,36 @@ static void on_close(uv_handle_t *h)
         exec_free(x);
 }
 
+static void unhold(struct exec_sync *x)
+{
+    if (--x->handles == 0)
+        exec_free(x);
+}
+
+static void close_handle(struct exec_sync *x, uv_handle_t *h, bool *open)
+{
+    if (!*open)
+        return;
+    *open = false;
+    x->handles++;
+    uv_close(h, on_close);
+}
+
+/* The output, once answered; the exit watch too once the command is
+ * reaped. */
+static void close_output(struct exec_sync *x)
+{
+    close_handle(x, (uv_handle_t *)&x->out.pipe, &x->out.open);
+    close_handle(x, (uv_handle_t *)&x->errs.pipe, &x->errs.open);
+}
+
 static void close_all(struct exec_sync *x)
 {
     x->handles++; /* held while closing */
-    if (x->out.open) {
-        x->out.open = false;
-        x->handles++;
-        uv_close((uv_handle_t *)&x->out.pipe, on_close);
-    }
-    if (x->errs.open) {
-        x->errs.open = false;
-        x->handles++;
-        uv_close((uv_handle_t *)&x->errs.pipe, on_close);
-    }
-    if (x->poll_open) {
-        x->poll_open = false;
-        x->handles++;
-        uv_close((uv_handle_t *)&x->exit_poll, on_close);
-    }
-    if (x->timer_open) {
-        x->timer_open = false;
-        x->handles++;
-        uv_close((uv_handle_t *)&x->timer, on_close);
-    }
-    if (--x->handles == 0)
-        exec_free(x);
+    close_output(x);
+    close_handle(x, (uv_handle_t *)&x->exit_poll, &x->poll_open);
+    close_handle(x, (uv_handle_t *)&x->timer, &x->timer_open);
+    unhold(x);
 }
 
 static void on_room(struct grpc_call *gc, void *data);
@@ -163,8 +179,7 @@ static void send_answer(struct exec_sync *x)
     else
         cri_finish(x->call, GRPC_STATUS_OK, NULL);
     output_release(x); /* the answer is the gRPC server's now */
-    if (--x->handles == 0)
-        exec_free(x);
+    unhold(x);
 }
 
 static void on_room(struct grpc_call *gc, void *data)
@@ -173,13 +188,22 @@ static void on_room(struct grpc_call *gc, void *data)
     send_answer(data);
 }
 
+/* Answers; a command not reaped yet (a tracer holds its zombie) keeps its
+ * exit watch, and this record, until it is. */
 static void reply(struct exec_sync *x)
 {
     if (x->replied)
         return;
     x->replied = true;
     x->handles++; /* held by the answer */
-    close_all(x);
+    if (x->sync >= 0)
+        close(TAKE_FD(x->sync)); /* whether it ran is moot now */
+    if (x->exited) {
+        close_all(x);
+    } else {
+        close_output(x);
+        x->handles++; /* held by the exit watch until the command is reaped */
+    }
     if (!x->timed_out) {
         send_answer(x);
         return;
@@ -188,8 +212,7 @@ static void reply(struct exec_sync *x)
              "ExecSync: the command timed out after %lld s and was killed",
              (long long)x->timeout_s);
     output_release(x);
-    if (--x->handles == 0)
-        exec_free(x);
+    unhold(x);
 }
 
 /* Says at the end of stderr what was dropped (EXEC_NOTE_MAX is kept free
@@ -302,10 +325,33 @@ static void on_drain_timeout(uv_timer_t *t)
 
 static void on_reap_retry(uv_timer_t *t);
 
+/* Whether a command that ended ran, from the socket of its start. */
+static void read_result(struct exec_sync *x)
+{
+    if (!x->cannot_run && x->sync >= 0)
+        x->cannot_run = oci_exec_result(x->sync, x->id, &x->err);
+    if (x->sync >= 0)
+        close(TAKE_FD(x->sync));
+    if (!x->cannot_run)
+        return;
+    /* The command cannot run: a shell's code and the reason. */
+    const char *m = err_str(&x->err);
+    if (buf_append(&x->errs.data, m, strlen(m)) < 0 || buf_append(&x->errs.data, "\n", 1) < 0)
+        log_warn("ExecSync: out of memory for the error text");
+}
+
 /* The command was reaped (its status in x->status). */
 static void exited(struct exec_sync *x)
 {
     x->exited = true;
+    if (x->replied) {
+        close_all(x);
+        unhold(x); /* the exit watch's */
+        return;
+    }
+    read_result(x);
+    if (x->cannot_run)
+        x->status = x->cannot_run;
     if (x->timed_out || x->cancelled) {
         reply(x);
         return;
@@ -322,6 +368,7 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     struct exec_sync *x = p->data;
     int r = pidfd_reap(x->pidfd, &x->status);
     uv_poll_stop(p); /* readable for good once the command has ended */
+    x->ended = true;
     if (r > 0) {
         exited(x);
         return;
@@ -329,7 +376,9 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     /* Ended but not ours to reap yet: a process of the container traces
      * it, and a traced zombie is its tracer's until the tracer waits or
      * ends. Polled again it would spin the loop; asked again every
-     * EXEC_REAP_RETRY_MS (the timeout is moot: the command has ended). */
+     * EXEC_REAP_RETRY_MS. Killed, it is answered now. */
+    if (x->timed_out || x->cancelled)
+        reply(x);
     uv_timer_stop(&x->timer);
     uv_timer_start(&x->timer, on_reap_retry, EXEC_REAP_RETRY_MS, EXEC_REAP_RETRY_MS);
 }
@@ -337,10 +386,16 @@ static void on_exit_(uv_poll_t *p, int status, int events)
 static void on_reap_retry(uv_timer_t *t)
 {
     struct exec_sync *x = t->data;
-    if (pidfd_reap(x->pidfd, &x->status) <= 0)
+    if (pidfd_reap(x->pidfd, &x->status) > 0) {
+        uv_timer_stop(t);
+        exited(x);
         return;
-    uv_timer_stop(t);
-    exited(x);
+    }
+    /* the timeout holds for a command held this way too */
+    if (!x->replied && x->timeout_s > 0 && uv_now(t->loop) >= x->deadline) {
+        x->timed_out = true;
+        reply(x);
+    }
 }
 
 static void kill_command(struct exec_sync *x)
@@ -366,7 +421,8 @@ static void spawn_work(uv_work_t *req)
         x->r = err_set(&x->err, errno, "pipe");
         goto fail;
     }
-    /* No executor process: kinglet-enter is cloned from here. */
+    /* No executor process: kinglet-enter is cloned from here. Back once
+     * the command has a pid, before its execve. */
     struct oci_exec_opts o = {.root = x->oci_root,
                               .id = x->id,
                               .args = x->argv,
@@ -374,7 +430,8 @@ static void spawn_work(uv_work_t *req)
                               .console_fd = -1,
                               .detach = true,
                               .in_process = true,
-                              .ret_pid = &x->pid,
+                              .ret_pidfd = &x->pidfd,
+                              .ret_sync = &x->sync,
                               .stdio = (const int[]){devnull, out[1], errp[1]}};
     int status = 0;
     x->r = oci_exec(&o, &status, &x->err);
@@ -382,22 +439,13 @@ static void spawn_work(uv_work_t *req)
     close(errp[1]);
     out[1] = errp[1] = -1;
     if (x->r < 0 && status) {
-        /* The command cannot run: a shell's code and the reason. */
+        /* The command cannot run (when there is one, it is reaped on the
+         * loop all the same). */
         x->r = 0;
-        x->status = status;
-        x->cannot_run = true;
-        goto fail;
+        x->status = x->cannot_run = status;
     }
-    if (x->r < 0)
+    if (x->r < 0 || x->pidfd < 0)
         goto fail;
-    x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
-    if (x->pidfd < 0) {
-        /* cannot happen for our own child; reap it rather than leak it */
-        x->r = err_set(&x->err, errno, "pidfd of the command");
-        kill(x->pid, SIGKILL);
-        waitpid(x->pid, NULL, 0);
-        goto fail;
-    }
     x->out_fd = out[0];
     x->err_fd = errp[0];
     return;
@@ -410,6 +458,12 @@ fail:
     }
 }
 
+static uint64_t timeout_ms(const struct exec_sync *x)
+{
+    uint64_t s = x->timeout_s > 0 ? (uint64_t)x->timeout_s : 0;
+    return s > UINT64_MAX / 2000 ? UINT64_MAX / 2 : s * 1000;
+}
+
 static void spawn_done(uv_work_t *req, int status)
 {
     struct exec_sync *x = req->data;
@@ -417,15 +471,12 @@ static void spawn_done(uv_work_t *req, int status)
     x->spawned = true;
     if (status < 0 && x->r == 0) /* never started: uv_cancel */
         x->r = err_set(&x->err, -status, "cancelled");
-    if (x->cannot_run) {
-        const char *m = err_str(&x->err);
-        if (buf_append(&x->errs.data, m, strlen(m)) < 0 || buf_append(&x->errs.data, "\n", 1) < 0)
-            log_warn("ExecSync: out of memory for the error text");
-        x->exited = true;
+    if (x->cannot_run && x->pidfd < 0) {
+        read_result(x); /* nothing was started: the reason only */
+        x->ended = x->exited = true;
         x->handles++; /* held while closing */
         reply(x);
-        if (--x->handles == 0)
-            exec_free(x);
+        unhold(x);
         return;
     }
     if (x->r < 0) {
@@ -444,6 +495,7 @@ static void spawn_done(uv_work_t *req, int status)
     x->exit_poll.data = x;
     x->poll_open = true;
     uv_poll_start(&x->exit_poll, UV_READABLE, on_exit_);
+    x->deadline = uv_now(cri->loop) + timeout_ms(x);
     if (x->cancelled) {
         /* The client went away while the command was being started: it is
          * killed, and reaped (on_exit_) like any other. */
@@ -451,10 +503,7 @@ static void spawn_done(uv_work_t *req, int status)
         return;
     }
     if (x->timeout_s > 0)
-        uv_timer_start(&x->timer, on_timeout,
-                       (uint64_t)x->timeout_s > UINT64_MAX / 1000 ? UINT64_MAX
-                                                                  : (uint64_t)x->timeout_s * 1000,
-                       0);
+        uv_timer_start(&x->timer, on_timeout, timeout_ms(x), 0);
 }
 
 static void on_cancel(struct grpc_call *gc, void *data)
@@ -466,8 +515,12 @@ static void on_cancel(struct grpc_call *gc, void *data)
     x->cancelled = true;
     if (x->waiting_room)
         send_answer(x); /* finishes the call */
-    else if (x->spawned && x->pidfd >= 0 && !x->exited)
-        kill_command(x);
+    else if (!x->spawned || x->replied)
+        return;
+    else if (!x->ended)
+        kill_command(x); /* answered once it has ended */
+    else
+        reply(x); /* ended: nothing left to wait for */
 }
 
 void cri_exec_sync(struct cri_call *call)
@@ -505,7 +558,7 @@ void cri_exec_sync(struct cri_call *call)
     active++;
     x->call = call;
     x->cri = cri;
-    x->pidfd = x->out_fd = x->err_fd = -1;
+    x->pidfd = x->sync = x->out_fd = x->err_fd = -1;
     x->timeout_s = req->timeout;
     size_t n = 0;
     x->argv = calloc(req->n_cmd + 1, sizeof(char *));

@@ -96,8 +96,8 @@ static void exec_target_free(void *data)
     }
 }
 
-static int exec_start(const struct stream_request *req, const int stdio[3], int console, int pid_fd,
-                      pid_t *ret, struct err *err)
+static int exec_start(const struct stream_request *req, const int stdio[3], int console,
+                      int *ret_pidfd, int *ret_start, struct err *err)
 {
     const struct exec_target *t = req->data;
     struct oci_exec_opts o = {.root = t->root,
@@ -108,28 +108,20 @@ static int exec_start(const struct stream_request *req, const int stdio[3], int 
                               .console_fd = console, /* taken */
                               .detach = true,
                               .in_process = true,
-                              .ret_pid = ret,
+                              .ret_pidfd = ret_pidfd,
+                              .ret_sync = ret_start,
                               .stdio = stdio};
     int status = 0;
     int r = oci_exec(&o, &status, err);
-    if (r == 0)
-        dprintf(pid_fd, "%d", (int)*ret);
-    close(pid_fd);
-    if (r < 0 && status) {
-        /* The command cannot run: the client gets the reason on stderr
-         * and a shell's exit code (127, 126), from a child that exits with
-         * it, as from any command. */
-        if (stdio[2] >= 0)
-            dprintf(stdio[2], "%s\n", err_str(err));
-        pid_t pid = fork();
-        if (pid == 0)
-            _exit(status);
-        if (pid < 0)
-            return err_set(err, errno, "fork");
-        *ret = pid;
-        return 0;
-    }
-    return r < 0 ? r : 0;
+    /* The command cannot run: a shell's code (127, 126), which the client
+     * gets as from any command, and the reason on stderr. */
+    return r < 0 && status ? status : r;
+}
+
+static int exec_result(const struct stream_request *req, int start, struct err *err)
+{
+    const struct exec_target *t = req->data;
+    return oci_exec_result(start, t->id, err);
 }
 
 void cri_exec(struct cri_call *call)
@@ -153,6 +145,7 @@ void cri_exec(struct cri_call *call)
         r->kind = STREAM_EXEC;
         r->argv = argv;
         r->exec = exec_start;
+        r->exec_result = exec_result;
         r->data = t;
         r->free_data = exec_target_free;
         r->tty = req->tty;

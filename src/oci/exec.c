@@ -16,7 +16,15 @@
  * (CVE-2016-9962: a container with CAP_SYS_PTRACE could read it). Failures
  * before execve come back over a close-on-exec socket as {errno, message};
  * EOF there means exec happened. The daemon (in_process) and `kinglet oci
- * exec` take the same path; the latter waits for the command. */
+ * exec` take the same path up to the pid kinglet-enter sends. `kinglet oci
+ * exec`, a process of its own, then waits for the execve and the command.
+ * The daemon's worker does not: a container granted CAP_SYS_PTRACE (or,
+ * without Yama, any process of its uid once the command has exec'd) can
+ * stop the command before its execve, or hold its zombie, for good, and
+ * would hold the worker with it. The command's pidfd and the socket go to
+ * the caller, which watches the pidfd on its loop, where its timeout and
+ * cancel apply, and reads the socket once the command has ended
+ * (oci_exec_result). */
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <pthread.h>
@@ -327,10 +335,131 @@ static pid_t helper_start(const int stdio[3], int preserve, int sync, int cgroup
     return err_set(err, e, "start a process in the container's cgroup `%s`", cgroup_path);
 }
 
+/* ---- waiting for the command ---- */
+
+/* What comes back over the socket: kinglet-enter's error or the command's
+ * pid, then the command's error (before its execve) or EOF (at it). */
+struct exec_wait {
+    pid_t helper; /* kinglet-enter: its messages alone name the command */
+    pid_t pid;    /* the command, once named */
+    int status;   /* 127 (missing) or 126 once an error came, r its return */
+    int r;
+};
+
+/* Takes one message: 1 (also one too short, skipped), 0 at EOF, -errno
+ * (-EAGAIN on a non-blocking socket that holds none yet). The first error
+ * sets err. */
+static int exec_wait_take(int sync, struct exec_wait *w, struct err *err)
+{
+    struct oci_sync_msg m;
+    pid_t from;
+    int q = oci_sync_recv_from(sync, &m, NULL, &from);
+    if (q == -EPROTO)
+        return 1; /* short: the command's, made to send it; the pid still comes */
+    if (q < 0)
+        return q == -EPIPE ? 0 : q;
+    /* the pid from kinglet-enter only, once (not from the command) */
+    if (m.type == OCI_SYNC_PID && from == w->helper && w->pid == 0)
+        w->pid = m.value;
+    if (m.type == OCI_SYNC_ERROR && !w->status) {
+        w->r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
+        /* A shell's codes for a command that cannot run. */
+        w->status = m.value == ENOENT ? 127 : 126;
+    }
+    return 1;
+}
+
+static void pid_publish(const struct oci_exec_opts *o, pid_t pid)
+{
+    if (o->pid_fd >= 0) {
+        dprintf(o->pid_fd, "%d", (int)pid);
+        close(o->pid_fd);
+    }
+    if (o->pid_file) {
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%d", (int)pid);
+        if (write_file_atomic(AT_FDCWD, o->pid_file, buf, (size_t)n, 0644) < 0)
+            log_warn("exec: --pid-file `%s`: write failed", o->pid_file);
+    }
+}
+
+/* A daemon's command is the caller's from here, before its execve: its
+ * pidfd, and the socket the rest of its start comes over
+ * (oci_exec_result). An error that came before its pid fails the exec, the
+ * command still to be reaped. */
+static int exec_hand_over(const struct oci_exec_opts *o, struct exec_wait *w, int *sync,
+                          int *ret_status, struct err *err)
+{
+    int pidfd = oci_pidfd_open(w->pid); /* our child (CLONE_PARENT), not reaped */
+    if (pidfd < 0) {
+        /* cannot happen for our own child; reap it rather than leak it */
+        int e = errno;
+        kill(w->pid, SIGKILL);
+        waitpid(w->pid, NULL, 0);
+        return err_set(err, e, "pidfd of the command");
+    }
+    pid_publish(o, w->pid);
+    *o->ret_pidfd = pidfd;
+    if (w->status) {
+        if (ret_status)
+            *ret_status = w->status;
+        return w->r;
+    }
+    *o->ret_sync = TAKE_FD(*sync);
+    if (ret_status)
+        *ret_status = 0;
+    return 0;
+}
+
+/* `kinglet oci exec`, its own process: waits for the execve, and without
+ * detach for the command's end. */
+static int exec_wait_cli(const struct oci_exec_opts *o, struct exec_wait *w, int sync,
+                         int *ret_status, struct err *err)
+{
+    while (exec_wait_take(sync, w, err) > 0)
+        ; /* until EOF: exec'd, or every end gone after an error */
+    if (w->status) {
+        while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+            ; /* ours (CLONE_PARENT) */
+        if (ret_status)
+            *ret_status = w->status;
+        return w->r;
+    }
+    pid_publish(o, w->pid);
+    int status = 0;
+    if (!o->detach) {
+        /* The command is our child (CLONE_PARENT from the helper). */
+        while (waitpid(w->pid, &status, 0) < 0)
+            if (errno != EINTR)
+                return err_set(err, errno, "wait");
+        status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (ret_status)
+        *ret_status = status;
+    return 0;
+}
+
+int oci_exec_result(int sync, const char *id, struct err *err)
+{
+    /* Only the command and what it handed its socket to can still send:
+     * a few messages are read, never a stream. */
+    int fl = fcntl(sync, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(sync, F_SETFL, fl | O_NONBLOCK);
+    struct exec_wait w = {.helper = -1};
+    for (int i = 0; i < 16 && !w.status && exec_wait_take(sync, &w, err) > 0; i++)
+        ;
+    if (w.status)
+        err_wrap(err, "exec in container `%s`", id);
+    return w.status;
+}
+
 int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
 {
     if (o->pid_fd >= 0)
         fcntl(o->pid_fd, F_SETFD, FD_CLOEXEC); /* ours, not the container's */
+    if (o->in_process)
+        *o->ret_pidfd = *o->ret_sync = -1;
     /* A daemon's console fd is ours from here, whatever happens. */
     _cleanup_close_ int console_owned = o->in_process ? o->console_fd : -1;
     _cleanup_close_ int dirfd = -1;
@@ -440,66 +569,30 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     int sent = recipe_send(sync, &h, &body, pidfd, console);
     if (console >= 0)
         close(TAKE_FD(console));
-    pid_t procpid = 0;
-    bool failed = false;
-    for (;;) {
-        /* Until EOF: exec'd, or every end gone after an error (which the
-         * command may send before the helper has sent its pid). */
-        struct oci_sync_msg m;
-        pid_t from;
-        int q = oci_sync_recv_from(sync, &m, NULL, &from);
-        if (q < 0)
-            break;
-        /* the pid from kinglet-enter only, once (not from the command) */
-        if (m.type == OCI_SYNC_PID && from == helper && procpid == 0)
-            procpid = m.value;
-        if (m.type == OCI_SYNC_ERROR && !failed) {
-            failed = true;
-            r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
-            /* A shell's codes for a command that cannot run. */
-            if (ret_status)
-                *ret_status = m.value == ENOENT ? 127 : 126;
-        }
-    }
+    struct exec_wait w = {.helper = helper};
+    /* Until kinglet-enter names the command (or EOF: it failed), never
+     * until the command's execve, which a process of the container that
+     * may trace it can put off for good. */
+    while (!w.pid && exec_wait_take(sync, &w, err) > 0)
+        ;
     int hstatus = 0;
     while (waitpid(helper, &hstatus, 0) < 0 && errno == EINTR)
-        ;
-    if (failed) {
-        if (procpid > 0)
-            while (waitpid(procpid, NULL, 0) < 0 && errno == EINTR)
-                ; /* ours (CLONE_PARENT) */
+        ; /* it exits once it has named the command */
+    if (!w.pid && w.status) {
+        r = w.r;
+        if (ret_status)
+            *ret_status = w.status;
         goto out;
     }
-    if (procpid <= 0) {
+    if (!w.pid) {
         r = err_set(err, sent < 0 ? -sent : EIO,
                     "the exec helper ended (status %#x) before it started the command", hstatus);
         goto out;
     }
-    if (o->pid_fd >= 0) {
-        dprintf(o->pid_fd, "%d", (int)procpid);
-        close(o->pid_fd);
-    }
-    if (o->pid_file) {
-        char buf[32];
-        int n = snprintf(buf, sizeof(buf), "%d", (int)procpid);
-        if (write_file_atomic(AT_FDCWD, o->pid_file, buf, (size_t)n, 0644) < 0)
-            log_warn("exec: --pid-file `%s`: write failed", o->pid_file);
-    }
-    int status = 0;
-    if (o->ret_pid)
-        *o->ret_pid = procpid;
-    if (!o->detach && !o->in_process) {
-        /* The command is our child (CLONE_PARENT from the helper). */
-        while (waitpid(procpid, &status, 0) < 0)
-            if (errno != EINTR) {
-                r = err_set(err, errno, "wait");
-                goto out;
-            }
-        status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    if (ret_status)
-        *ret_status = status;
-    r = 0;
+    if (o->in_process)
+        r = exec_hand_over(o, &w, &sync, ret_status, err);
+    else
+        r = exec_wait_cli(o, &w, sync, ret_status, err);
 out:
     if (r < 0)
         err_wrap(err, "exec in container `%s`", o->id);

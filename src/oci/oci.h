@@ -114,23 +114,34 @@ struct oci_exec_opts {
     const char *user; /* "uid[:gid]" or NULL */
     int preserve_fds;
     /* From a threaded daemon rather than the CLI: the process is given
-     * stdio (/dev/null for what is not), never the caller's own; oci_exec
-     * returns once it has exec'd, with its pid in *ret_pid for the caller
-     * to wait for (implies detach); it takes console_fd, closed on every
-     * path. Either way the process is started by kinglet-enter (src/enter,
-     * see exec.c), cloned from the calling thread into the container's
-     * cgroup with every signal blocked: no copy of the caller enters the
-     * container, and the command is the caller's own child. */
+     * stdio (/dev/null for what is not), never the caller's own; it takes
+     * console_fd, closed on every path; it implies detach. oci_exec
+     * returns once kinglet-enter has named the command, before its execve
+     * (which a process of the container allowed to trace it can put off
+     * for good): *ret_pidfd is the command's pidfd, a child of the caller
+     * to reap, and *ret_sync the socket the rest of its start comes over,
+     * for oci_exec_result once the command has ended. Either way the
+     * process is started by kinglet-enter (src/enter, see exec.c), cloned
+     * from the calling thread into the container's cgroup with every
+     * signal blocked: no copy of the caller enters the container, and the
+     * command is the caller's own child. */
     bool in_process;
-    pid_t *ret_pid;
-    const int *stdio; /* in_process: the process's stdin, stdout, stderr (-1: /dev/null) */
+    int *ret_pidfd, *ret_sync; /* in_process; -1 when none */
+    const int *stdio;          /* in_process: the process's stdin, stdout, stderr (-1: /dev/null) */
 };
 /* Runs a process in the container; without detach waits for it and sets
  * *ret_status. When the process cannot be started (its program is missing
- * or cannot be executed), fails with *ret_status set to 127 or 126. Never
- * outside the container's cgroup: a process that cannot be cloned into it
- * fails the exec (EAGAIN at its pids.max, the error naming the cgroup). */
+ * or cannot be executed), fails with *ret_status set to 127 or 126 (in
+ * process, *ret_pidfd is set still when the command is there to reap).
+ * Never outside the container's cgroup: a process that cannot be cloned
+ * into it fails the exec (EAGAIN at its pids.max, the error naming the
+ * cgroup). */
 int oci_exec(const struct oci_exec_opts *opts, int *ret_status, struct err *err);
+/* Whether an in_process command (container id) ran, read from its
+ * *ret_sync once it has ended (its pidfd readable): 0 when it reached its
+ * execve, else 127 or 126 with err saying why it could not run, as
+ * oci_exec. Never blocks. */
+int oci_exec_result(int sync, const char *id, struct err *err);
 
 /* `kinglet oci ...` command line (argv[0] is "oci"); returns the process
  * exit status. full_argv is the whole command line: create, run and exec

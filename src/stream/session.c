@@ -2,9 +2,10 @@
  *
  *   exec        the command, started in the thread pool by the request's
  *               exec function with pipes (or a terminal whose master comes
- *               back over a socket), its pid over another pipe; a child of
- *               ours whose exit status is the command's, seen through a
- *               pidfd.
+ *               back over a socket); a child of ours, seen through a pidfd
+ *               from before its execve (the worker never waits for that: a
+ *               process of the container may put it off for good), reaped
+ *               on the loop, then asked whether it ran (exec_result).
  *   attach      the container's monitor, through its control socket
  *               (packets: OUT/ERR from it, IN/CLOSE/RESIZE to it).
  *   portforward a TCP connection to 127.0.0.1:PORT made from a socket
@@ -33,7 +34,8 @@
 #include "monitor/proto.h"
 #include "stream/internal.h"
 
-#define DRAIN_MS 2000
+#define DRAIN_MS      2000
+#define REAP_RETRY_MS 100 /* a command held by a tracer */
 
 /* What waits to be written to a destination (the command's stdin or
  * terminal, the monitor, a pod's connection), in bytes of our memory (a
@@ -76,15 +78,14 @@ struct sess {
     uv_work_t work;
     struct err err;
     int r;
-    pid_t relay;
-    int relay_fd, fd_in, fd_out, fd_err, fd_pid, fd_master, fd_mon;
-    struct pipe_h in, out, errp, pidp, master, mon;
-    uv_poll_t exit_poll;
+    int cmd_fd, start_fd; /* the command's pidfd, its start (exec_result) */
+    int fd_in, fd_out, fd_err, fd_master, fd_mon;
+    struct pipe_h in, out, errp, master, mon;
+    uv_poll_t exit_poll; /* with the timer: the exit watch */
     bool poll_open, exited;
     int status;
-    pid_t cmd;
-    int cmd_fd;
-    struct buf cmdpid, resize;
+    int cannot_run; /* 127, 126: the command could not run (why in err) */
+    struct buf resize;
     /* before the command or the monitor is there: the client's input */
     bool ready;
     struct buf early;
@@ -92,7 +93,7 @@ struct sess {
     struct dstq early_q; /* the early input */
     size_t in_pending;   /* what every destination holds */
     bool in_full;        /* past STREAM_OUT_HIGH: the client is not read */
-    uv_timer_t drain;
+    uv_timer_t drain;    /* the reap asked again, then the output's drain */
     bool drain_open;
     struct pf_conn *pf[STREAM_PF_STREAMS_MAX];
 };
@@ -102,11 +103,10 @@ static void unref(struct sess *s)
     if (--s->refs > 0)
         return;
     struct conn *c = s->c;
-    if (s->relay_fd >= 0)
-        close(s->relay_fd);
     if (s->cmd_fd >= 0)
         close(s->cmd_fd);
-    buf_free(&s->cmdpid);
+    if (s->start_fd >= 0)
+        close(s->start_fd);
     buf_free(&s->resize);
     buf_free(&s->early);
     for (size_t k = 0; k < STREAM_PF_STREAMS_MAX; k++)
@@ -129,8 +129,8 @@ static void close_pipe(struct sess *s, struct pipe_h *p)
     uv_close((uv_handle_t *)&p->p, on_handle_closed);
 }
 
-/* Closes every handle; with keep_exit, not the exit watch and the pid pipe
- * (to reap the executor, and to kill the command once its pid is known). */
+/* Closes every handle; with keep_exit, not the exit watch (to reap the
+ * command). */
 static void close_handles(struct sess *s, bool keep_exit)
 {
     close_pipe(s, &s->in);
@@ -138,14 +138,11 @@ static void close_handles(struct sess *s, bool keep_exit)
     close_pipe(s, &s->errp);
     close_pipe(s, &s->master);
     close_pipe(s, &s->mon);
-    if (!keep_exit) {
-        close_pipe(s, &s->pidp);
-        if (s->poll_open) {
-            s->poll_open = false;
-            uv_close((uv_handle_t *)&s->exit_poll, on_handle_closed);
-        }
+    if (!keep_exit && s->poll_open) {
+        s->poll_open = false;
+        uv_close((uv_handle_t *)&s->exit_poll, on_handle_closed);
     }
-    if (s->drain_open) {
+    if (!keep_exit && s->drain_open) {
         s->drain_open = false;
         uv_close((uv_handle_t *)&s->drain, on_handle_closed);
     }
@@ -237,9 +234,6 @@ static void on_src_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
             if (type == MONITOR_ATT_OUT || type == MONITOR_ATT_ERR)
                 conn_send(s->c, type == MONITOR_ATT_ERR && !s->c->req->tty ? CH_STDERR : CH_STDOUT,
                           b->base + 1, (size_t)n - 1);
-        } else if (p == &s->pidp) {
-            if (s->cmdpid.len + (size_t)n < 32)
-                buf_append(&s->cmdpid, b->base, (size_t)n);
         } else {
             conn_send(s->c, p == &s->errp ? CH_STDERR : CH_STDOUT, b->base, (size_t)n);
         }
@@ -250,18 +244,6 @@ static void on_src_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     /* EOF, or EIO on a terminal whose last holder closed it */
     p->eof = true;
     uv_read_stop(st);
-    if (p == &s->pidp) {
-        long pid = 0;
-        if (s->cmdpid.len && buf_append(&s->cmdpid, "", 1) == 0)
-            pid = strtol((char *)s->cmdpid.data, NULL, 10);
-        if (pid > 0 && s->cmd_fd < 0) {
-            s->cmd = (pid_t)pid;
-            s->cmd_fd = (int)syscall(SYS_pidfd_open, s->cmd, 0);
-        }
-        if (s->ended && s->cmd_fd >= 0 && !s->exited)
-            syscall(SYS_pidfd_send_signal, s->cmd_fd, SIGKILL, NULL, 0);
-        return;
-    }
     if (p == &s->mon) {
         /* the monitor closed: the container has exited */
         finish(s, 0, NULL);
@@ -535,30 +517,27 @@ static void exec_work(uv_work_t *w)
 {
     struct sess *s = w->data;
     const struct stream_request *q = s->c->req;
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1}, pid[2] = {-1, -1};
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1};
     int cons[2] = {-1, -1};
-    bool ok = pipe2(pid, O_CLOEXEC) == 0;
+    bool ok;
     if (q->tty)
-        ok = ok && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cons) == 0;
+        ok = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cons) == 0;
     else
-        ok = ok && (!q->in || pipe2(in, O_CLOEXEC) == 0) && pipe2(out, O_CLOEXEC) == 0 &&
+        ok = (!q->in || pipe2(in, O_CLOEXEC) == 0) && pipe2(out, O_CLOEXEC) == 0 &&
              pipe2(er, O_CLOEXEC) == 0;
     if (!ok) {
         s->r = err_set(&s->err, errno, "pipes for the command");
         goto out;
     }
     /* a terminal's output is stdout, and its input the master */
-    s->r = q->exec(q, (const int[]){in[0], out[1], er[1]}, TAKE_FD(cons[1]), TAKE_FD(pid[1]),
-                   &s->relay, &s->err);
-    if (s->r < 0)
+    int r = q->exec(q, (const int[]){in[0], out[1], er[1]}, TAKE_FD(cons[1]), &s->cmd_fd,
+                    &s->start_fd, &s->err);
+    if (r < 0)
+        s->r = r;
+    else
+        s->cannot_run = r;
+    if (s->cmd_fd < 0) /* not started, or nothing to watch */
         goto out;
-    s->relay_fd = (int)syscall(SYS_pidfd_open, s->relay, 0);
-    if (s->relay_fd < 0) {
-        kill(s->relay, SIGKILL);
-        waitpid(s->relay, NULL, 0);
-        s->r = err_set(&s->err, errno, "pidfd of the command");
-        goto out;
-    }
     if (q->tty) {
         struct timeval tv = {.tv_sec = 10};
         setsockopt(cons[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -567,9 +546,8 @@ static void exec_work(uv_work_t *w)
     s->fd_in = TAKE_FD(in[1]);
     s->fd_out = TAKE_FD(out[0]);
     s->fd_err = TAKE_FD(er[0]);
-    s->fd_pid = TAKE_FD(pid[0]);
 out:;
-    int all[] = {in[0], in[1], out[0], out[1], er[0], er[1], pid[0], pid[1], cons[0], cons[1]};
+    int all[] = {in[0], in[1], out[0], out[1], er[0], er[1], cons[0], cons[1]};
     for (size_t i = 0; i < ARRAY_SIZE(all); i++)
         if (all[i] >= 0)
             close(all[i]);
@@ -582,15 +560,28 @@ static void on_drain(uv_timer_t *t)
     finish(s, s->status, NULL);
 }
 
-static void on_exit_(uv_poll_t *p, int status, int events)
+/* The command could not run: why, on stderr (a terminal has none), and a
+ * shell's code. */
+static void tell_cannot_run(struct sess *s)
 {
-    (void)status;
-    (void)events;
-    struct sess *s = p->data;
-    if (pidfd_reap(s->relay_fd, &s->status) <= 0)
+    s->status = s->cannot_run;
+    if (s->c->req->tty || s->ended)
         return;
-    uv_poll_stop(p);
+    char why[ERR_MSG_MAX + 1];
+    int n = snprintf(why, sizeof(why), "%s\n", err_str(&s->err));
+    conn_send(s->c, CH_STDERR, why, (size_t)n < sizeof(why) ? (size_t)n : sizeof(why) - 1);
+}
+
+static void on_reap_retry(uv_timer_t *t);
+
+/* The command is reaped (its status in s->status). */
+static void exited(struct sess *s)
+{
     s->exited = true;
+    if (!s->cannot_run && !s->ended)
+        s->cannot_run = s->c->req->exec_result(s->c->req, s->start_fd, &s->err);
+    if (s->cannot_run)
+        tell_cannot_run(s);
     if (s->ended) {
         close_all(s);
         return;
@@ -598,6 +589,33 @@ static void on_exit_(uv_poll_t *p, int status, int events)
     if (s->drain_open)
         uv_timer_start(&s->drain, on_drain, DRAIN_MS, 0);
     maybe_done(s);
+}
+
+static void on_exit_(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    struct sess *s = p->data;
+    int r = pidfd_reap(s->cmd_fd, &s->status);
+    uv_poll_stop(p); /* readable for good once the command has ended */
+    if (r > 0) {
+        exited(s);
+        return;
+    }
+    /* Ended but not ours to reap yet: a process of the container traces
+     * it (a traced zombie is its tracer's until the tracer waits or ends).
+     * Polled again it would spin the loop: asked again every
+     * REAP_RETRY_MS. */
+    uv_timer_start(&s->drain, on_reap_retry, REAP_RETRY_MS, REAP_RETRY_MS);
+}
+
+static void on_reap_retry(uv_timer_t *t)
+{
+    struct sess *s = t->data;
+    if (pidfd_reap(s->cmd_fd, &s->status) <= 0)
+        return;
+    uv_timer_stop(t);
+    exited(s);
 }
 
 static void exec_done(uv_work_t *w, int status)
@@ -613,10 +631,16 @@ static void exec_done(uv_work_t *w, int status)
         unref(s);
         return;
     }
+    if (s->cmd_fd < 0) {
+        /* could not run, and nothing was started */
+        tell_cannot_run(s);
+        finish(s, s->status, NULL);
+        unref(s);
+        return;
+    }
     open_pipe(s, &s->in, s->fd_in, false);
     open_pipe(s, &s->out, s->fd_out, true);
     open_pipe(s, &s->errp, s->fd_err, true);
-    open_pipe(s, &s->pidp, s->fd_pid, true);
     open_pipe(s, &s->master, s->fd_master, true);
     if (c->req->tty && s->fd_master < 0)
         s->master.eof = true;
@@ -624,7 +648,7 @@ static void exec_done(uv_work_t *w, int status)
     s->drain.data = s;
     s->drain_open = true;
     s->refs++;
-    uv_poll_init(conn_loop(c), &s->exit_poll, s->relay_fd);
+    uv_poll_init(conn_loop(c), &s->exit_poll, s->cmd_fd);
     s->exit_poll.data = s;
     s->poll_open = true;
     s->refs++;
@@ -861,8 +885,7 @@ int sess_start(struct conn *c)
         return -ENOMEM;
     s->c = c;
     s->refs = 1; /* the session's own, dropped by sess_end */
-    s->relay_fd = s->cmd_fd = s->fd_in = s->fd_out = s->fd_err = s->fd_pid = s->fd_master =
-        s->fd_mon = -1;
+    s->cmd_fd = s->start_fd = s->fd_in = s->fd_out = s->fd_err = s->fd_master = s->fd_mon = -1;
     c->sess = s;
     c->handles++;
     s->work.data = s;
@@ -889,13 +912,11 @@ void sess_end(struct conn *c)
     bool first = !s->ended;
     s->ended = true;
     /* a vanished client ends the command, as kubelet expects */
-    if (!s->exited) {
-        if (s->cmd_fd >= 0)
-            syscall(SYS_pidfd_send_signal, s->cmd_fd, SIGKILL, NULL, 0);
-        else if (s->relay_fd >= 0 && !s->pidp.open)
-            syscall(SYS_pidfd_send_signal, s->relay_fd, SIGKILL, NULL, 0);
-    }
-    close_handles(s, !s->exited && s->relay_fd >= 0 && s->poll_open);
+    /* (until exec_done opens the watch, cmd_fd is the worker's) */
+    bool watching = s->poll_open && !s->exited;
+    if (watching)
+        syscall(SYS_pidfd_send_signal, s->cmd_fd, SIGKILL, NULL, 0);
+    close_handles(s, watching);
     if (first)
         unref(s);
 }

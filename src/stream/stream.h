@@ -34,11 +34,18 @@ enum stream_kind { STREAM_EXEC, STREAM_ATTACH, STREAM_PORTFORWARD };
 struct stream_request;
 /* EXEC: starts the command, in the thread pool, with stdio as its stdin,
  * stdout and stderr (-1: /dev/null) and, with tty, the terminal's master
- * sent over console; takes console and pid_fd (where the command's pid is
- * written as text). Sets *ret to a child of ours whose exit status is the
- * command's; -errno (and err) when nothing could be started. */
+ * sent over console, which it takes. Returns as soon as the command has a
+ * pid, never waiting for it further (a process of the container may stop
+ * it there for good): 0 with *ret_pidfd, the pidfd of the command (a child
+ * of ours), and *ret_start, what exec_result reads once it has ended; or a
+ * shell's status (127, 126) with err saying why the command cannot run
+ * (*ret_pidfd, unless -1, still to be reaped); -errno (and err) when
+ * nothing could be started. */
 typedef int (*stream_exec_fn)(const struct stream_request *req, const int stdio[3], int console,
-                              int pid_fd, pid_t *ret, struct err *err);
+                              int *ret_pidfd, int *ret_start, struct err *err);
+/* EXEC, on the loop, once the command has ended: 0 when it ran, or a
+ * shell's status with err saying why it could not. Never blocks. */
+typedef int (*stream_exec_result_fn)(const struct stream_request *req, int start, struct err *err);
 
 struct stream_request {
     enum stream_kind kind;
@@ -47,6 +54,7 @@ struct stream_request {
      * (freed with free_data) */
     char **argv;
     stream_exec_fn exec;
+    stream_exec_result_fn exec_result;
     void *data;
     void (*free_data)(void *data);
     /* ATTACH: the monitor's state directory, holding its control socket */

@@ -162,7 +162,7 @@ class Env:
         self.ims = cri.grpc.ImageServiceStub(channel(daemon))
         self.logdir = pathlib.Path(daemon.dir) / "logs"
 
-    def pod(self, name="p", pid=None, net=None, ipc=None, **kw):
+    def pod(self, name="p", pid=None, net=None, ipc=None, timeout=60, **kw):
         pb = self.pb
         ns = pb.NamespaceOption(network=net if net is not None else pb.POD,
                                 pid=pid if pid is not None else pb.CONTAINER,
@@ -176,7 +176,8 @@ class Env:
                 cgroup_parent=self.cgroup_parent,
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)),
             **kw)
-        pid_ = self.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg), timeout=60).pod_sandbox_id
+        pid_ = self.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg),
+                                     timeout=timeout).pod_sandbox_id
         return pid_, cfg
 
     def config(self, name, image="busybox", command=None, args=None, attempt=0, **kw):

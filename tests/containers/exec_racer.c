@@ -29,6 +29,12 @@
  *    and never waits for it, so that once it ends its zombie is the
  *    racer's to reap, not its parent's, until the racer ends. One line:
  *      held PID
+ *  - `stall` (a container with CAP_SYS_PTRACE): seizes each new process
+ *    still before its execve (running kinglet-enter's memfd) and stops it
+ *    there for good: it never lets go nor waits, so that a command killed
+ *    there stays its zombie, and the racer's to reap, until the racer
+ *    ends. One line per pid found still before its execve once stopped:
+ *      stalled PID
  *
  * It writes DIR/ready when it runs, appends to DIR/log, and stops when
  * DIR/stop appears. Built static against musl. */
@@ -286,6 +292,25 @@ static int hold(FILE *log, int pid)
     return 0;
 }
 
+/* `stall` mode: see the top. */
+static void stall(FILE *log, int pid)
+{
+    char path[64], exe[256];
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+    if (n <= 0 || (exe[n] = '\0', strncmp(exe, "/memfd:", 7) != 0))
+        return; /* exec'd already, or gone */
+    int st;
+    if (ptrace(PTRACE_SEIZE, pid, 0, 0) < 0 || ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 ||
+        waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
+        return;
+    n = readlink(path, exe, sizeof(exe) - 1);
+    if (n > 0 && (exe[n] = '\0', strncmp(exe, "/memfd:", 7) == 0)) {
+        fprintf(log, "stalled %d\n", pid);
+        fflush(log);
+    }
+}
+
 static const char *errname(int ok, int e)
 {
     return ok             ? "ok"
@@ -349,15 +374,16 @@ int main(int argc, char **argv)
     int write_mode = argc == 3 && strcmp(argv[2], "write") == 0;
     int hijack_mode = argc == 3 && strcmp(argv[2], "hijack") == 0;
     int hold_mode = argc == 3 && strcmp(argv[2], "hold") == 0, held = 0;
+    int stall_mode = argc == 3 && strcmp(argv[2], "stall") == 0;
     if (argc == 4 && strcmp(argv[2], "forge") == 0) {
         hijack_mode = 1;
         forge_pid = atoi(argv[3]);
     }
-    if (hijack_mode || hold_mode)
+    if (hijack_mode || hold_mode || stall_mode)
         write_mode = 0;
     else if (!write_mode && !(argc == 4 && strcmp(argv[2], "read") == 0))
         return 2;
-    if (!write_mode && !hijack_mode && !hold_mode) {
+    if (!write_mode && !hijack_mode && !hold_mode && !stall_mode) {
         secret_len = strlen(argv[3]);
         if (secret_len == 0 || secret_len >= sizeof(secret))
             return 2;
@@ -386,7 +412,9 @@ int main(int argc, char **argv)
                     if (hold_mode) {
                         if (!held)
                             held = hold(log, p);
-                    } else if (hijack_mode)
+                    } else if (stall_mode)
+                        stall(log, p);
+                    else if (hijack_mode)
                         hijack(log, p);
                     else if (write_mode)
                         attack(log, p);
@@ -397,8 +425,8 @@ int main(int argc, char **argv)
                 last = now;
         }
         /* reap what we traced and that ended, whoever's child it is (but
-         * what we hold) */
-        while (!hold_mode && waitpid(-1, NULL, __WALL | WNOHANG) > 0)
+         * what we hold or stall) */
+        while (!hold_mode && !stall_mode && waitpid(-1, NULL, __WALL | WNOHANG) > 0)
             ;
         if (spin % 1024 == 0 && access(stop, F_OK) == 0)
             return 0;

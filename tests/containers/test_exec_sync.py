@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from .conftest import children_of, exe_writable, wait_for
+from .test_streaming import exec_url, in_netns, spdyclient  # noqa: F401 (a fixture)
 from musl import static_prog
 
 
@@ -22,12 +23,14 @@ def exec_racer(tmp_path_factory):
                        "racer")
 
 
-def racer_container(env, racer, out, mode, caps=(), **sc):
-    """A container whose process is the racer, out mounted at /racer (sc:
-    more of its security context)."""
+def racer_container(env, racer, out, mode, caps=(), envs=(), **sc):
+    """A container whose process is the racer, out mounted at /racer (envs:
+    (key, value) pairs of its environment; sc: more of its security
+    context)."""
     pb = env.pb
     shutil.copy(racer, out / "racer")
     cid = env.run(env.pod(), "racer", ["/racer/racer", "/racer", *mode],
+                  envs=[pb.KeyValue(key=k, value=v) for k, v in envs],
                   mounts=[pb.Mount(container_path="/racer", host_path=str(out))],
                   linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
                       capabilities=pb.Capability(add_capabilities=list(caps)), **sc)))
@@ -446,6 +449,17 @@ def test_a_ptrace_container_cannot_name_the_command(env, exec_racer, tmp_path):
     assert len(sent()) >= 3, racer_log(out)[-5:]  # else the test could not fail
 
 
+def hold_caps():
+    """What the `hold` racer needs to trace a command of its uid."""
+    try:
+        scope = int(open("/proc/sys/kernel/yama/ptrace_scope").read())
+    except FileNotFoundError:
+        scope = 0  # no Yama: same uid is enough
+    if scope == 3:
+        pytest.skip("Yama's ptrace_scope 3 forbids every attach")
+    return ["SYS_PTRACE"] if scope else []  # what Yama asks of a tracer that is no ancestor
+
+
 def test_a_command_held_by_a_tracer_does_not_spin_the_loop(env, exec_racer, tmp_path):
     """A process of the container (no capability where Yama does not ask
     for one: same uid, and the command is dumpable once it has exec'd)
@@ -454,18 +468,9 @@ def test_a_command_held_by_a_tracer_does_not_spin_the_loop(env, exec_racer, tmp_
     until the tracer lets go: the daemon's loop must not keep polling it
     (level-triggered, it would run at 100% CPU and never sleep), and it
     reaps and answers once the tracer ends."""
-    caps = []
-    try:
-        scope = int(open("/proc/sys/kernel/yama/ptrace_scope").read())
-    except FileNotFoundError:
-        scope = 0  # no Yama: same uid is enough
-    if scope == 3:
-        pytest.skip("Yama's ptrace_scope 3 forbids every attach")
-    if scope:
-        caps = ["SYS_PTRACE"]  # what Yama asks of a tracer that is no ancestor
     out = tmp_path / "racer"
     out.mkdir()
-    cid = racer_container(env, exec_racer, out, ["hold"], caps=caps)
+    cid = racer_container(env, exec_racer, out, ["hold"], caps=hold_caps())
     result = []
     t = threading.Thread(target=lambda: result.append(exec_sync(env, cid, ["/bin/sleep", "1"])))
     t.start()
@@ -555,3 +560,133 @@ def test_answers_nobody_reads_are_bounded(running):
             s.close()
     if not env.d.sanitized():
         assert peak - idle <= (256 + 64 + 16 + 32) << 10, (idle, peak)
+
+
+POOL_WORKERS = 4  # the daemon keeps libuv's default thread pool (no UV_THREADPOOL_SIZE)
+HELD = 2 * POOL_WORKERS
+
+
+# A PATH of 8000 missing directories, which the command looks through
+# before its execve: the racer, which may wait for a core on a busy
+# machine, has time to find it there.
+SLOW_PATH = [("PATH", ":".join(f"/n/{i}" for i in range(8000)).encode() + b":/bin")]
+
+
+def stalled(out):
+    """The commands the racer stopped before their execve, by pid."""
+    return {ln.split()[1] for ln in racer_log(out) if ln.startswith("stalled ")}
+
+
+def serves_at_once(env):
+    """A pod starts (its work needs the thread pool) and the containers are
+    listed, each well within what kubelet waits."""
+    env.pod("q", timeout=20)
+    env.list()
+
+
+def reaped_all(env):
+    wait_for(lambda: not [p for p, (st, _, _) in children_of(env.d.pid).items()
+                          if st in ("Z", "t")],
+             what="the daemon's commands to be reaped once the racer let go")
+
+
+def test_commands_stopped_before_their_execve_hold_no_worker(env, exec_racer, tmp_path):
+    """A container granted CAP_SYS_PTRACE stops each ExecSync command
+    before its execve (where it still holds the socket the daemon learns of
+    the execve from) and never lets it go, nor its zombie once killed.
+    Each call is still answered at its timeout, and with more such calls
+    than the thread pool has workers the daemon still starts pods."""
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"], envs=SLOW_PATH)
+    codes, threads = [], []
+
+    def one():
+        try:
+            exec_sync(env, cid, ["sleep", "1000"], timeout=1)
+            codes.append("OK")
+        except grpc.RpcError as e:
+            codes.append(e.code())
+    try:
+        for _ in range(10):
+            batch = [threading.Thread(target=one) for _ in range(HELD)]
+            for t in batch:
+                t.start()
+            threads += batch
+            wait_for(lambda: len(codes) == len(threads), timeout=30,
+                     what="every ExecSync to be answered at its timeout")
+            if len(stalled(out)) >= HELD:
+                break
+        assert set(codes) == {grpc.StatusCode.DEADLINE_EXCEEDED}, codes
+        assert len(stalled(out)) >= HELD, racer_log(out)[-5:]  # else the test could not fail
+        serves_at_once(env)  # the racer still holds them all
+    finally:
+        (out / "stop").touch()
+        for t in threads:
+            t.join()
+    reaped_all(env)
+
+
+def test_streaming_execs_stopped_before_their_execve_hold_no_worker(env, exec_racer, spdyclient,
+                                                                     tmp_path):
+    """The same racer against streaming execs whose clients go away while
+    their commands are stopped: each command is killed and its session
+    ends, and with more such sessions than the thread pool has workers the
+    daemon still starts pods."""
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["stall"], caps=["SYS_PTRACE"], envs=SLOW_PATH)
+
+    def commands():
+        return {p: st for p, (st, comm, _) in children_of(env.d.pid).items()
+                if comm != "kinglet-monitor"}
+    clients = []
+    try:
+        for _ in range(5 * HELD):
+            if len(stalled(out)) >= HELD:
+                break
+            before = set(commands())
+            proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", exec_url(
+                env, cid, ["sleep", "1000"])]), stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            clients.append(proc)
+            # stopped by the racer, or (it came too late) run
+            wait_for(lambda: set(commands()) - before, timeout=30,
+                     what="the exec's command to start")
+            proc.kill()
+            proc.wait()
+        assert len(stalled(out)) >= HELD, racer_log(out)[-5:]  # else the test could not fail
+        # every command was killed, stopped or not: none runs, none is stopped
+        wait_for(lambda: set(commands().values()) <= {"Z"}, timeout=30,
+                 what="every command to be killed")
+        serves_at_once(env)  # the racer still holds the stopped ones' zombies
+    finally:
+        (out / "stop").touch()
+        for proc in clients:
+            proc.kill()
+            proc.wait()
+    reaped_all(env)
+
+
+def test_a_command_held_by_a_tracer_is_answered_at_its_timeout(env, exec_racer, tmp_path):
+    """The command ends in time, but a process of the container holds its
+    zombie (see above), so its exit code cannot be had: the call is
+    answered at its timeout all the same, while the racer still holds it,
+    and the command is reaped once the racer lets go."""
+    out = tmp_path / "racer"
+    out.mkdir()
+    cid = racer_container(env, exec_racer, out, ["hold"], caps=hold_caps())
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sleep", "1"],
+                                                   timeout=3), timeout=30)
+        # the daemon's answer, not the client's own deadline
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "timed out after 3 s" in e.value.details(), e.value.details()
+        held = [ln for ln in racer_log(out) if ln.startswith("held ")]
+        assert held, racer_log(out)  # else the test could not fail
+        assert [p for p, (st, comm, _) in children_of(env.d.pid).items()
+                if st == "Z" and comm == "sleep"]  # still the racer's
+    finally:
+        (out / "stop").touch()
+    reaped_all(env)
