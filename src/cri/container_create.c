@@ -59,6 +59,8 @@ struct create_job {
     uint8_t *pod_config; /* serialized PodSandboxConfig */
     size_t pod_config_len;
     bool pod_host_network, pod_host_ipc;
+    bool pod_userns; /* the pod has a user namespace of its own (ns/user) */
+    struct pod_idmap uid_map, gid_map;
     char *cgroup_parent; /* the container cgroup's parent, NULL: none */
     char *target_pid_ns; /* PID mode TARGET: /proc/PID/ns/pid of the target */
     char *cgroup_mount;  /* the cgroup2 mount, with cgroup_parent */
@@ -405,7 +407,19 @@ static void create_work(uv_work_t *req)
         j->r = err_set(&j->err, r < 0 ? -r : errno, "create `%s`", bundle);
         goto fail;
     }
-    if ((j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err)) < 0)
+    if (j->pod_userns) {
+        snprintf(path, sizeof(path), "%s/ns/user", j->pod_dir);
+        _cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns < 0) {
+            j->r = err_set(&j->err, errno, "the pod's user namespace `%s`", path);
+            goto fail;
+        }
+        j->r = ctr_overlay_mount_idmapped(j->lowers, j->n_lowers, layer, rootfs, userns,
+                                          j->uid_map.host_id, j->gid_map.host_id, &j->err);
+    } else {
+        j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err);
+    }
+    if (j->r < 0)
         goto fail;
     if (j->n_vols && !(sources = calloc(cfg->n_mounts, sizeof(*sources)))) {
         j->r = err_set(&j->err, ENOMEM, "image volumes");
@@ -449,6 +463,8 @@ static void create_work(uv_work_t *req)
         .n_host_devices = facts.n_host_devices,
         .mount_sources = (const char *const *)sources,
         .cdi_edits = cdi,
+        .uid_map = j->pod_userns ? &j->uid_map : NULL,
+        .gid_map = j->pod_userns ? &j->gid_map : NULL,
     };
     snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
     in.pod_pid_ns = access(path, F_OK) == 0;
@@ -960,6 +976,7 @@ void cri_create_container(struct cri_call *call)
     const Runtime__V1__NamespaceOption *ns =
         lx && lx->security_context ? lx->security_context->namespace_options : NULL;
     j->pod_host_ipc = ns && ns->ipc == RUNTIME__V1__NAMESPACE_MODE__NODE;
+    j->pod_userns = sandbox_userns(sb->config, &j->uid_map, &j->gid_map);
     memcpy(p->pod_id, sb->rec.id, sizeof(p->pod_id));
     p->attempt = cfg->metadata->attempt;
     p->next = cs->pending;
