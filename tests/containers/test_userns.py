@@ -190,6 +190,20 @@ def test_proc_mount_unmasked(env):
     assert (code, out.split("\n")[:2]) == (0, ["character special file", "1"]), (out, err)
 
 
+def test_daemon_restart_keeps_the_pod_user_namespace(env):
+    """After a restart of the daemon (SIGKILL), a new container of the pod
+    joins the same user namespace as the one that kept running."""
+    pod = userns_pod(env)
+    first = env.run(pod, "a", ["/bin/sleep", "100000"])
+    env.kill9_restart()
+    second = env.run(pod, "b", ["/bin/sleep", "100000"])
+    a, b = container_pid(env, first), container_pid(env, second)
+    assert os.stat(f"/proc/{a}/ns/user").st_ino == os.stat(f"/proc/{b}/ns/user").st_ino
+    assert maps(b, "uid_map") == [["0", str(HOST_ID), str(LENGTH)]]
+    code, out, err = sh(env, second, "stat -c '%u' /bin/busybox")
+    assert (code, out) == (0, "0\n"), err
+
+
 def test_node_mode_is_the_host(env):
     """NODE without mappings: no user namespace, as before."""
     pb = env.pb
