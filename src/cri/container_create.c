@@ -376,6 +376,7 @@ static void create_work(uv_work_t *req)
     struct facts facts = {0};
     struct ctr_spec cs = {0};
     char **sources = NULL; /* per config mount: an image volume's host path */
+    int userns = -1;       /* the pod's user namespace, if it has one */
     int r;
     if (!cfg) {
         j->r = err_set(&j->err, ENOMEM, "unpack the container config");
@@ -409,7 +410,7 @@ static void create_work(uv_work_t *req)
     }
     if (j->pod_userns) {
         snprintf(path, sizeof(path), "%s/ns/user", j->pod_dir);
-        _cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
         if (userns < 0) {
             j->r = err_set(&j->err, errno, "the pod's user namespace `%s`", path);
             goto fail;
@@ -428,12 +429,16 @@ static void create_work(uv_work_t *req)
     for (size_t i = 0; i < j->n_vols; i++) {
         const struct imagevol *v = &j->vols[i];
         if ((j->r = ctr_imagevol_mount(bundle, v->mount, v->lowers, v->n_lowers,
-                                       cfg->mounts[v->mount]->image_sub_path, &sources[v->mount],
-                                       &j->err)) < 0) {
+                                       cfg->mounts[v->mount]->image_sub_path, userns,
+                                       &sources[v->mount], &j->err)) < 0) {
             err_wrap(&j->err, "image volume mounts[%zu] (`%.200s`)", v->mount,
                      cfg->mounts[v->mount]->image->image);
             goto fail;
         }
+    }
+    if (userns >= 0) {
+        close(userns);
+        userns = -1;
     }
     {
         _cleanup_close_ int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -589,6 +594,8 @@ static void create_work(uv_work_t *req)
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return;
 fail:
+    if (userns >= 0)
+        close(userns);
     ctr_spec_clear(&cs);
     facts_clear(&facts);
     paths_free(sources, cfg->n_mounts);

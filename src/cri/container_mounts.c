@@ -114,11 +114,24 @@ int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer,
             err_wrap(err, "image layer");
             goto out;
         }
+        if (!layer && n == 1) {
+            /* overlayfs wants two lower directories without an upper
+             * one: the layer's idmapped tree itself, read-only */
+            struct mount_attr a = {.attr_set =
+                                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID};
+            if (syscall(SYS_mount_setattr, fds[0], "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+                syscall(SYS_move_mount, fds[0], "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                r = err_set(err, errno, "attach the image's idmapped layer at `%s`", target);
+            nfd++;
+            goto out;
+        }
         if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, fds[nfd++]) < 0) {
             r = err_set(err, errno, "overlayfs: image layer `%s`", lowers[i]);
             goto out;
         }
     }
+    if (!layer)
+        goto create; /* read-only: an image volume */
     /* The writable layer is not idmapped: overlayfs creates its work
      * directories with our credentials, which an idmapping of the pod's
      * range cannot express. What the container writes is thus its mapped
@@ -146,11 +159,14 @@ int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer,
         r = err_set(err, errno, "overlayfs: the writable layer `%s`", layer);
         goto out;
     }
+create:
+    syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0);
     if (syscall(SYS_fsconfig, ctx, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
         r = err_set(err, errno, "mount an idmapped overlay of the image's layers");
         goto out;
     }
-    mnt = (int)syscall(SYS_fsmount, ctx, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
+    mnt = (int)syscall(SYS_fsmount, ctx, FSMOUNT_CLOEXEC,
+                       MOUNT_ATTR_NODEV | (layer ? 0 : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID));
     if (mnt < 0 || syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         r = err_set(err, errno, "attach the idmapped overlay at `%s`", target);
 out:
@@ -197,14 +213,15 @@ static int sub_path_resolve(const char *mnt, const char *sub, char **ret, struct
 }
 
 int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t n, const char *sub,
-                       char **ret_source, struct err *err)
+                       int userns, char **ret_source, struct err *err)
 {
     char dir[4300], mnt[4400];
     snprintf(dir, sizeof(dir), "%s/imagevols", bundle);
     snprintf(mnt, sizeof(mnt), "%s/%zu", dir, k);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || mkdir(mnt, 0755) < 0)
         return err_set(err, errno, "create `%s`", mnt);
-    int r = ctr_overlay_mount(lowers, n, NULL, mnt, err);
+    int r = userns >= 0 ? ctr_overlay_mount_idmapped(lowers, n, NULL, mnt, userns, 0, 0, err)
+                        : ctr_overlay_mount(lowers, n, NULL, mnt, err);
     if (r < 0)
         return r;
     if (sub && *sub)

@@ -204,6 +204,21 @@ def test_daemon_restart_keeps_the_pod_user_namespace(env):
     assert (code, out) == (0, "0\n"), err
 
 
+def test_image_volumes_idmapped(env):
+    """Image volumes (KEP-4639) of such a pod: their layers idmapped too,
+    so the image's files are root's inside, read-only, for a two-layer
+    image (an overlay) and a one-layer one (the layer's tree)."""
+    pb = env.pb
+    pod = userns_pod(env)
+    vols = [pb.Mount(container_path=p, image=pb.ImageSpec(image=env.refs[img]), readonly=True)
+            for p, img in (("/vol", "volume"), ("/bb", "busybox"))]
+    cid = env.create(pod, None, env.config("c", command=["/bin/sleep", "100000"], mounts=vols))
+    env.start(cid)
+    code, out, err = sh(env, cid, "stat -c '%u %g' /vol/top /bb/bin/busybox; "
+                        "touch /vol/x 2>/dev/null || echo ro")
+    assert (code, out) == (0, "0 0\n0 0\nro\n"), err
+
+
 def test_node_mode_is_the_host(env):
     """NODE without mappings: no user namespace, as before."""
     pb = env.pb
