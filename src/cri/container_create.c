@@ -59,6 +59,8 @@ struct create_job {
     uint8_t *pod_config; /* serialized PodSandboxConfig */
     size_t pod_config_len;
     bool pod_host_network, pod_host_ipc;
+    bool pod_userns; /* the pod has a user namespace of its own (ns/user) */
+    struct pod_idmap uid_map, gid_map;
     char *cgroup_parent; /* the container cgroup's parent, NULL: none */
     char *target_pid_ns; /* PID mode TARGET: /proc/PID/ns/pid of the target */
     char *cgroup_mount;  /* the cgroup2 mount, with cgroup_parent */
@@ -374,6 +376,7 @@ static void create_work(uv_work_t *req)
     struct facts facts = {0};
     struct ctr_spec cs = {0};
     char **sources = NULL; /* per config mount: an image volume's host path */
+    int userns = -1;       /* the pod's user namespace, if it has one */
     int r;
     if (!cfg) {
         j->r = err_set(&j->err, ENOMEM, "unpack the container config");
@@ -405,7 +408,19 @@ static void create_work(uv_work_t *req)
         j->r = err_set(&j->err, r < 0 ? -r : errno, "create `%s`", bundle);
         goto fail;
     }
-    if ((j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err)) < 0)
+    if (j->pod_userns) {
+        snprintf(path, sizeof(path), "%s/ns/user", j->pod_dir);
+        userns = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns < 0) {
+            j->r = err_set(&j->err, errno, "the pod's user namespace `%s`", path);
+            goto fail;
+        }
+        j->r = ctr_overlay_mount_idmapped(j->lowers, j->n_lowers, layer, rootfs, userns,
+                                          j->uid_map.host_id, j->gid_map.host_id, &j->err);
+    } else {
+        j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err);
+    }
+    if (j->r < 0)
         goto fail;
     if (j->n_vols && !(sources = calloc(cfg->n_mounts, sizeof(*sources)))) {
         j->r = err_set(&j->err, ENOMEM, "image volumes");
@@ -414,12 +429,16 @@ static void create_work(uv_work_t *req)
     for (size_t i = 0; i < j->n_vols; i++) {
         const struct imagevol *v = &j->vols[i];
         if ((j->r = ctr_imagevol_mount(bundle, v->mount, v->lowers, v->n_lowers,
-                                       cfg->mounts[v->mount]->image_sub_path, &sources[v->mount],
-                                       &j->err)) < 0) {
+                                       cfg->mounts[v->mount]->image_sub_path, userns,
+                                       &sources[v->mount], &j->err)) < 0) {
             err_wrap(&j->err, "image volume mounts[%zu] (`%.200s`)", v->mount,
                      cfg->mounts[v->mount]->image->image);
             goto fail;
         }
+    }
+    if (userns >= 0) {
+        close(userns);
+        userns = -1;
     }
     {
         _cleanup_close_ int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -449,6 +468,8 @@ static void create_work(uv_work_t *req)
         .n_host_devices = facts.n_host_devices,
         .mount_sources = (const char *const *)sources,
         .cdi_edits = cdi,
+        .uid_map = j->pod_userns ? &j->uid_map : NULL,
+        .gid_map = j->pod_userns ? &j->gid_map : NULL,
     };
     snprintf(path, sizeof(path), "%s/ns/pid", j->pod_dir);
     in.pod_pid_ns = access(path, F_OK) == 0;
@@ -573,6 +594,8 @@ static void create_work(uv_work_t *req)
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return;
 fail:
+    if (userns >= 0)
+        close(userns);
     ctr_spec_clear(&cs);
     facts_clear(&facts);
     paths_free(sources, cfg->n_mounts);
@@ -960,6 +983,7 @@ void cri_create_container(struct cri_call *call)
     const Runtime__V1__NamespaceOption *ns =
         lx && lx->security_context ? lx->security_context->namespace_options : NULL;
     j->pod_host_ipc = ns && ns->ipc == RUNTIME__V1__NAMESPACE_MODE__NODE;
+    j->pod_userns = sandbox_userns(sb->config, &j->uid_map, &j->gid_map);
     memcpy(p->pod_id, sb->rec.id, sizeof(p->pod_id));
     p->attempt = cfg->metadata->attempt;
     p->next = cs->pending;

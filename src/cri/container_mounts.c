@@ -77,6 +77,104 @@ out:
     return r;
 }
 
+/* A detached copy of the directory at path, idmapped through userns (the
+ * pod's user namespace: its ID 0 sees the files of host ID 0 as its own). */
+static int idmapped_tree(const char *path, int userns, struct err *err)
+{
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errno, "open `%s`", path);
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+        int e = errno;
+        close(fd);
+        return err_set(err, e, "idmap `%s` (does its filesystem support idmapped mounts?)", path);
+    }
+    return fd;
+}
+
+int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer, const char *target,
+                               int userns, uid_t root_uid, gid_t root_gid, struct err *err)
+{
+    int fds[CTR_LAYERS_MAX];
+    size_t nfd = 0;
+    int r = 0;
+    if (n == 0 || n > CTR_LAYERS_MAX)
+        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", n, CTR_LAYERS_MAX);
+    _cleanup_close_ int ctx = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+    _cleanup_close_ int upper = -1, work = -1, mnt = -1;
+    if (ctx < 0)
+        return err_set(err, errno, "overlayfs");
+    /* Layers given as descriptors of idmapped trees (Linux 6.13), top
+     * first; the trees stay open until the superblock holds its own
+     * private clones of them. */
+    for (size_t i = n; i-- > 0;) {
+        if ((fds[nfd] = idmapped_tree(lowers[i], userns, err)) < 0) {
+            r = fds[nfd];
+            err_wrap(err, "image layer");
+            goto out;
+        }
+        if (!layer && n == 1) {
+            /* overlayfs wants two lower directories without an upper
+             * one: the layer's idmapped tree itself, read-only */
+            struct mount_attr a = {.attr_set =
+                                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID};
+            if (syscall(SYS_mount_setattr, fds[0], "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+                syscall(SYS_move_mount, fds[0], "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                r = err_set(err, errno, "attach the image's idmapped layer at `%s`", target);
+            nfd++;
+            goto out;
+        }
+        if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, fds[nfd++]) < 0) {
+            r = err_set(err, errno, "overlayfs: image layer `%s`", lowers[i]);
+            goto out;
+        }
+    }
+    if (!layer)
+        goto create; /* read-only: an image volume */
+    /* The writable layer is not idmapped: overlayfs creates its work
+     * directories with our credentials, which an idmapping of the pod's
+     * range cannot express. What the container writes is thus its mapped
+     * IDs' on disk, and the upper directory itself (empty, made by us) is
+     * the pod's root's, so that `/` is root's inside. */
+    upper = openat(AT_FDCWD, layer, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (upper >= 0) {
+        int dir = upper;
+        upper = openat(dir, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        work = openat(dir, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(dir);
+    }
+    if (upper < 0 || work < 0) {
+        r = err_set(err, errno, "open `%s/upper` and `%s/work`", layer, layer);
+        goto out;
+    }
+    if (fchown(upper, root_uid, root_gid) < 0) {
+        r = err_set(err, errno, "chown `%s/upper` to the pod's root", layer);
+        goto out;
+    }
+    if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0 ||
+        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "workdir", NULL, work) < 0 ||
+        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
+        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0) < 0) {
+        r = err_set(err, errno, "overlayfs: the writable layer `%s`", layer);
+        goto out;
+    }
+create:
+    syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0);
+    if (syscall(SYS_fsconfig, ctx, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        r = err_set(err, errno, "mount an idmapped overlay of the image's layers");
+        goto out;
+    }
+    mnt = (int)syscall(SYS_fsmount, ctx, FSMOUNT_CLOEXEC,
+                       MOUNT_ATTR_NODEV | (layer ? 0 : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID));
+    if (mnt < 0 || syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        r = err_set(err, errno, "attach the idmapped overlay at `%s`", target);
+out:
+    for (size_t i = 0; i < nfd; i++)
+        close(fds[i]);
+    return r;
+}
+
 /* The host path of sub inside the image mounted at mnt: resolved beneath
  * it (a `..` or an absolute symlink that would leave it is refused, never
  * followed), without magic links or other mounts. */
@@ -115,14 +213,15 @@ static int sub_path_resolve(const char *mnt, const char *sub, char **ret, struct
 }
 
 int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t n, const char *sub,
-                       char **ret_source, struct err *err)
+                       int userns, char **ret_source, struct err *err)
 {
     char dir[4300], mnt[4400];
     snprintf(dir, sizeof(dir), "%s/imagevols", bundle);
     snprintf(mnt, sizeof(mnt), "%s/%zu", dir, k);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || mkdir(mnt, 0755) < 0)
         return err_set(err, errno, "create `%s`", mnt);
-    int r = ctr_overlay_mount(lowers, n, NULL, mnt, err);
+    int r = userns >= 0 ? ctr_overlay_mount_idmapped(lowers, n, NULL, mnt, userns, 0, 0, err)
+                        : ctr_overlay_mount(lowers, n, NULL, mnt, err);
     if (r < 0)
         return r;
     if (sub && *sub)

@@ -941,6 +941,17 @@ static json_t *mnt(const char *dst, const char *type, const char *src, json_t *o
                      "options", opts);
 }
 
+static json_t *idmaps_json(Runtime__V1__IDMapping *const *maps, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:I, s:I, s:I}", "containerID",
+                                           (json_int_t)maps[i]->container_id, "hostID",
+                                           (json_int_t)maps[i]->host_id, "size",
+                                           (json_int_t)maps[i]->length));
+    return a;
+}
+
 static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct ctr_spec *out,
                         json_t **ret, const char **ret_rootfs_prop, struct err *err)
 {
@@ -979,9 +990,12 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
             snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
         bool ro = i > 0 && cfg->linux && cfg->linux->security_context &&
                   cfg->linux->security_context->readonly_rootfs;
-        json_array_append_new(m, mnt(files[i][1], "bind", path,
-                                     json_pack("[s,s,s,s,s]", "rbind", "rprivate", "nosuid",
-                                               "nodev", ro ? "ro" : "rw")));
+        json_t *o =
+            json_pack("[s,s,s,s,s]", "rbind", "rprivate", "nosuid", "nodev", ro ? "ro" : "rw");
+        /* the pod's files are root's in its user namespace too */
+        if (in->uid_map)
+            json_array_append_new(o, json_string("idmap"));
+        json_array_append_new(m, mnt(files[i][1], "bind", path, o));
     }
     for (size_t k = 0; k < cfg->n_mounts; k++) {
         const Runtime__V1__Mount *cm = cfg->mounts[k];
@@ -1026,7 +1040,18 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
         if (cm->selinux_relabel)
             warn(out, "mount `%.200s`: selinux_relabel ignored (no SELinux on this host)",
                  cm->container_path);
-        json_array_append_new(m, mnt(cm->container_path, "bind", cm->host_path, o));
+        /* Mappings on the mount (KEP-127: kubelet sends the pod's for
+         * every volume of a pod with hostUsers: false) make it an idmapped
+         * mount: the host's IDs seen through them, so host ID 0's files
+         * are the pod's root's and nothing is chowned. Without them, a
+         * plain bind: the pod's writes are its mapped IDs' on the host. */
+        json_t *mj = mnt(cm->container_path, "bind", cm->host_path, o);
+        if (cm->n_uidmappings || cm->n_gidmappings) {
+            json_array_append_new(o, json_string("idmap"));
+            json_object_set_new(mj, "uidMappings", idmaps_json(cm->uidmappings, cm->n_uidmappings));
+            json_object_set_new(mj, "gidMappings", idmaps_json(cm->gidmappings, cm->n_gidmappings));
+        }
+        json_array_append_new(m, mj);
     }
     *ret = m;
     return 0;
@@ -1064,6 +1089,8 @@ static json_t *build_namespaces(const struct ctr_spec_input *in)
     const Runtime__V1__NamespaceOption *nso = sc ? sc->namespace_options : NULL;
     json_t *ns = json_array();
     json_array_append_new(ns, json_pack("{s:s}", "type", "mount"));
+    if (in->uid_map)
+        json_array_append_new(ns, ns_path("user", in->pod_dir, "user"));
     if (!in->pod_host_network)
         json_array_append_new(ns, ns_path("network", in->pod_dir, "net"));
     if (!in->pod_host_ipc)
@@ -1384,17 +1411,36 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         goto fail;
     }
     linux = json_pack("{s:o}", "namespaces", build_namespaces(in));
+    if (in->uid_map && in->gid_map) {
+        /* the pod's, which the container joins (ns/user) */
+        json_object_set_new(linux, "uidMappings",
+                            json_pack("[{s:I, s:I, s:I}]", "containerID",
+                                      (json_int_t)in->uid_map->container_id, "hostID",
+                                      (json_int_t)in->uid_map->host_id, "size",
+                                      (json_int_t)in->uid_map->length));
+        json_object_set_new(linux, "gidMappings",
+                            json_pack("[{s:I, s:I, s:I}]", "containerID",
+                                      (json_int_t)in->gid_map->container_id, "hostID",
+                                      (json_int_t)in->gid_map->host_id, "size",
+                                      (json_int_t)in->gid_map->length));
+    }
     if (rootfs_prop)
         json_object_set_new(linux, "rootfsPropagation", json_string(rootfs_prop));
     if (!privileged) {
         json_t *mp = json_array(), *rp = json_array();
+        /* kubelet sends the lists for procMount Default and empty ones for
+         * Unmasked (KEP-4265), which it allows only with a user namespace
+         * of the pod's own: there, empty lists mean nothing masked (as
+         * containerd 2.x does); elsewhere, the defaults (clients that
+         * send no lists at all). */
+        bool unmasked = in->uid_map != NULL;
         if (sc && sc->n_masked_paths)
             strv_append(mp, sc->masked_paths, sc->n_masked_paths);
-        else
+        else if (!unmasked)
             strv_append(mp, (char *const *)masked_default, ARRAY_SIZE(masked_default));
         if (sc && sc->n_readonly_paths)
             strv_append(rp, sc->readonly_paths, sc->n_readonly_paths);
-        else
+        else if (!unmasked)
             strv_append(rp, (char *const *)readonly_default, ARRAY_SIZE(readonly_default));
         json_object_set_new(linux, "maskedPaths", mp);
         json_object_set_new(linux, "readonlyPaths", rp);

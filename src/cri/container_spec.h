@@ -33,6 +33,8 @@
 #include "base/base.h"
 #include "proto/api.pb-c.h"
 
+struct pod_idmap; /* pod/pod.h */
+
 /* A device node as stat found it. */
 struct ctr_device {
     char *path; /* in the container */
@@ -57,7 +59,9 @@ struct ctr_spec_input {
     const char *rootfs;
     const char *pod_dir; /* the sandbox's directory: shm, hosts, ns/... */
     bool pod_host_network, pod_host_ipc;
-    bool pod_pid_ns;                  /* the pod has a shared PID namespace (ns/pid) */
+    bool pod_pid_ns; /* the pod has a shared PID namespace (ns/pid) */
+    /* the pod's user namespace (ns/user) and its mappings; NULL: none */
+    const struct pod_idmap *uid_map, *gid_map;
     const char *target_pid_ns;        /* PID mode TARGET: the target's /proc/PID/ns/pid */
     const char *cgroup_parent;        /* the pod's cgroup parent, NULL: no cgroup */
     const char *seccomp_profile;      /* Localhost: the profile's JSON text */

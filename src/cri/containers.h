@@ -124,12 +124,20 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
  * read-only. */
 int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
                       struct err *err);
+/* The same for a pod with a user namespace of its own (userns: an fd of
+ * it): the image's layers through idmapped mounts, so no file of theirs
+ * is chowned or copied; the writable layer as it is, its (empty) upper
+ * directory owned by the pod's root (root_uid, root_gid on the host).
+ * Without a layer, read-only (root_uid and root_gid unused). */
+int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer, const char *target,
+                               int userns, uid_t root_uid, gid_t root_gid, struct err *err);
 /* Mounts the image volume of the config's mount k read-only below the
  * bundle and gives the host path to bind into the container (its
- * sub path, resolved inside the image). -ENOENT for a sub path that does
+ * sub path, resolved inside the image); userns >= 0: the pod's user
+ * namespace, through which its layers are idmapped. -ENOENT for a sub path that does
  * not exist, -EINVAL for one that leads out of the image. */
 int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t n, const char *sub,
-                       char **ret_source, struct err *err);
+                       int userns, char **ret_source, struct err *err);
 /* Unmounts a bundle's image volumes; idempotent. */
 int ctr_imagevols_unmount(const char *bundle, struct err *err);
 /* Saves c's record (off the loop): one write at a time per container, the

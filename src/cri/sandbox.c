@@ -505,3 +505,19 @@ void sandbox_started(struct cri *cri)
 }
 
 void cri_containers_started(struct cri *cri) { cri_recovered(cri); }
+
+bool sandbox_userns(const Runtime__V1__PodSandboxConfig *c, struct pod_idmap *ret_uid,
+                    struct pod_idmap *ret_gid)
+{
+    const Runtime__V1__LinuxSandboxSecurityContext *sc =
+        c && c->linux ? c->linux->security_context : NULL;
+    const Runtime__V1__UserNamespace *u =
+        sc && sc->namespace_options ? sc->namespace_options->userns_options : NULL;
+    if (!u || u->mode != RUNTIME__V1__NAMESPACE_MODE__POD || u->n_uids != 1 || u->n_gids != 1)
+        return false;
+    *ret_uid =
+        (struct pod_idmap){u->uids[0]->container_id, u->uids[0]->host_id, u->uids[0]->length};
+    *ret_gid =
+        (struct pod_idmap){u->gids[0]->container_id, u->gids[0]->host_id, u->gids[0]->length};
+    return true;
+}

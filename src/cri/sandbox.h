@@ -73,6 +73,10 @@ void sandbox_op_end(struct cri *cri, struct sandbox *sb, bool removed);
 int sandbox_net_config(struct cri *cri, struct net_config *ret, struct err *err);
 /* Whether name is "" or a configured handler. */
 bool sandbox_handler_known(struct cri *cri, const char *name);
+/* Whether the pod has a user namespace of its own (userns_options mode
+ * POD, checked by cri_userns_check), and its one uid and gid mapping. */
+bool sandbox_userns(const Runtime__V1__PodSandboxConfig *c, struct pod_idmap *ret_uid,
+                    struct pod_idmap *ret_gid);
 void sandbox_dir(struct cri *cri, const char *id, char *buf, size_t size);
 void sandbox_ref(struct cri *cri, const struct sandbox *sb, char *dirbuf, size_t dirsize,
                  struct pod_sandbox_ref *ret);

@@ -14,6 +14,7 @@ struct run_work {
     struct sandbox *sb;
     struct pod_sandbox_spec spec;
     struct net_config net;
+    struct pod_idmap uid_map, gid_map;
     char dir[4200];
     char *records_dir;
     struct pod_sysctl *sysctls;
@@ -226,12 +227,6 @@ void cri_run_pod_sandbox(struct cri_call *call)
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "RunPodSandbox: %s", err_str(&err));
         return;
     }
-    if (ns && ns->userns_options && ns->userns_options->mode != RUNTIME__V1__NAMESPACE_MODE__NODE &&
-        (ns->userns_options->n_uids || ns->userns_options->n_gids)) {
-        cri_fail(call, GRPC_STATUS_UNIMPLEMENTED,
-                 "RunPodSandbox: user namespaces for pods are not supported yet");
-        return;
-    }
     bool host_network = netm == RUNTIME__V1__NAMESPACE_MODE__NODE;
     if (!host_network && !s->network_enabled) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
@@ -336,6 +331,10 @@ void cri_run_pod_sandbox(struct cri_call *call)
         .ports = w->ports,
         .nports = host_network ? 0 : c->n_port_mappings,
     };
+    if (sandbox_userns(c, &w->uid_map, &w->gid_map)) {
+        w->spec.uid_map = &w->uid_map;
+        w->spec.gid_map = &w->gid_map;
+    }
     if (pod_sandbox_spec_check(&w->spec, &err) < 0)
         goto fail;
     w->call = call;

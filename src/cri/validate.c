@@ -145,8 +145,50 @@ int cri_pod_namespace_check(const Runtime__V1__NamespaceOption *ns, struct err *
     }
     if ((r = mode_check("pid", ns->pid, pod | ctr | node, err)) < 0)
         return r;
-    if (ns->userns_options &&
-        (r = mode_check("userns_options.mode", ns->userns_options->mode, pod | node, err)) < 0)
+    if (ns->userns_options && (r = cri_userns_check(ns->userns_options, err)) < 0)
+        return r;
+    return 0;
+}
+
+static int idmap_check(const char *what, Runtime__V1__IDMapping *const *m, size_t n,
+                       struct err *err)
+{
+    if (n != 1)
+        return err_set(err, EINVAL,
+                       "namespace_options.userns_options.%s: exactly one mapping is supported, "
+                       "got %zu",
+                       what, n);
+    if (m[0]->container_id != 0)
+        return err_set(err, EINVAL,
+                       "namespace_options.userns_options.%s: container ID 0 must be mapped (the "
+                       "mapping starts at %u)",
+                       what, m[0]->container_id);
+    if (m[0]->length == 0 || (uint64_t)m[0]->host_id + m[0]->length > UINT32_MAX)
+        return err_set(err, EINVAL,
+                       "namespace_options.userns_options.%s: host ID %u length %u is not a range",
+                       what, m[0]->host_id, m[0]->length);
+    return 0;
+}
+
+int cri_userns_check(const Runtime__V1__UserNamespace *u, struct err *err)
+{
+    const unsigned pod = 1u << RUNTIME__V1__NAMESPACE_MODE__POD,
+                   node = 1u << RUNTIME__V1__NAMESPACE_MODE__NODE;
+    int r;
+    if (!u)
+        return 0;
+    if ((r = mode_check("userns_options.mode", u->mode, pod | node, err)) < 0)
+        return r;
+    if (u->mode == RUNTIME__V1__NAMESPACE_MODE__NODE) {
+        if (u->n_uids || u->n_gids)
+            return err_set(err, EINVAL,
+                           "namespace_options.userns_options: mode NODE takes no mappings (got %zu "
+                           "uid and %zu gid mappings)",
+                           u->n_uids, u->n_gids);
+        return 0;
+    }
+    if ((r = idmap_check("uids", u->uids, u->n_uids, err)) < 0 ||
+        (r = idmap_check("gids", u->gids, u->n_gids, err)) < 0)
         return r;
     return 0;
 }

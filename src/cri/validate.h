@@ -36,6 +36,11 @@ int cri_container_metadata_check(const Runtime__V1__ContainerMetadata *md, struc
  * userns mode POD or NODE. Undefined values are refused. */
 int cri_pod_namespace_check(const Runtime__V1__NamespaceOption *ns, struct err *err);
 
+/* userns_options: NODE without mappings, or POD with exactly one uid and
+ * one gid mapping, each mapping container ID 0 (as containerd checks);
+ * anything else -EINVAL naming the field. NULL is NODE. */
+int cri_userns_check(const Runtime__V1__UserNamespace *u, struct err *err);
+
 /* A security context's user (pod or container): run_as_group alone says
  * nothing of whose group it is, so it needs run_as_user or run_as_username
  * (username NULL or "": none), as containerd and cri-tools demand.

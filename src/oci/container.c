@@ -258,7 +258,18 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         if (io->con_init >= 0)
             console_fd = io->con_init;
     }
-    pid_t pid = clone3_into(flags, cgfd);
+    /* A new PID namespace made here would be the host's user namespace's
+     * (the container's root could not mount its /proc): the init is
+     * cloned from inside the joined one. */
+    bool clone_in_userns = joined_user && (flags & CLONE_NEWPID);
+    struct err cerr = {0};
+    pid_t pid = clone_in_userns
+                    ? oci_clone_in_userns(spec->ns[OCI_NS_USER].path, flags, cgfd, &cerr)
+                    : clone3_into(flags, cgfd);
+    if (pid < 0 && clone_in_userns) {
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, cerr.code, cerr.msg);
+        _exit(1);
+    }
     if (pid == 0) {
         close(c->mon_fd);
         close(c->exec_check);
@@ -275,6 +286,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
             .exec_fd = ep[1],
             .preserve_fds = o->preserve_fds,
             .joined_userns = joined_user,
+            .in_userns = clone_in_userns,
             .no_pivot = o->no_pivot,
             .new_keyring = !o->no_new_keyring,
         };
@@ -286,8 +298,8 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
         _exit(1);
     }
-    if (c->cg && cgfd < 0)
-        oci_cgroup_enter(c->cg, pid, NULL);
+    if (c->cg && (cgfd < 0 || clone_in_userns))
+        oci_cgroup_enter(c->cg, pid, NULL); /* a no-op where it is already */
     close(ep[1]);
     close(init_sync);
     if (fifo_fd >= 0)
@@ -338,14 +350,30 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
 }
 
 /* For each idmap mount, a detached copy of the source tree idmapped to the
- * container's user namespace, handed to the init to attach. */
+ * container's user namespace, handed to the init to attach; in a joined
+ * user namespace, a plain copy for every other bind too (its source may
+ * be below directories the namespace's root cannot search). */
 static int send_idmapped_trees(struct create_ctx *c, struct err *err)
 {
     _cleanup_close_ int userns = -1;
+    bool joined = c->spec->ns[OCI_NS_USER].enabled && c->spec->ns[OCI_NS_USER].path;
     for (size_t i = 0; i < c->spec->n_mounts; i++) {
         const struct oci_mount *m = &c->spec->mounts[i];
-        if (!m->idmap)
+        if (!m->idmap && !(joined && m->bind))
             continue;
+        if (!m->idmap) {
+            _cleanup_close_ int tree =
+                open_tree(AT_FDCWD, m->source ? m->source : "",
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                              (m->flags & MS_REC || m->rro ? AT_RECURSIVE : 0));
+            if (tree < 0)
+                return err_set(err, errno, "`mounts[%zu].source`: `%s`", i,
+                               m->source ? m->source : "");
+            int r = oci_sync_send_fd(c->sync_fd, OCI_SYNC_IDMAP, (int)i, tree);
+            if (r < 0)
+                return err_set(err, r, "send the bind's tree");
+            continue;
+        }
         _cleanup_close_ int own = -1;
         if (m->n_uid_maps) {
             /* The mount's own mappings (OCI 1.1). */

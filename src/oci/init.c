@@ -20,14 +20,16 @@
 
 #include "oci/internal.h"
 
-static int join_namespaces(const struct oci_spec *spec, bool user_too, struct err *err)
+/* nsfds: namespaces opened already (-1: by path now), or NULL. */
+static int join_namespaces(const struct oci_spec *spec, bool user_too, int *nsfds, struct err *err)
 {
     for (int k = 0; k < OCI_NS_COUNT; k++) {
         if (!spec->ns[k].enabled || !spec->ns[k].path || k == OCI_NS_PID)
             continue;
         if ((k == OCI_NS_USER) != user_too)
             continue;
-        _cleanup_close_ int fd = oci_ns_open_path(spec->ns[k].path, k, err);
+        _cleanup_close_ int fd =
+            nsfds && nsfds[k] >= 0 ? TAKE_FD(nsfds[k]) : oci_ns_open_path(spec->ns[k].path, k, err);
         if (fd < 0)
             return fd;
         if (setns(fd, oci_ns_clone_flag(k)) < 0)
@@ -95,8 +97,12 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
         idmap_fds[i] = -1;
 
     bool new_user = spec->ns[OCI_NS_USER].enabled && !spec->ns[OCI_NS_USER].path;
+    int nsfds[OCI_NS_COUNT];
+    for (int k = 0; k < OCI_NS_COUNT; k++)
+        nsfds[k] = -1;
+    _cleanup_close_ int pre_root = -1;
     if (a->joined_userns) {
-        if ((r = join_namespaces(spec, true, err)) < 0)
+        if (!a->in_userns && (r = join_namespaces(spec, true, NULL, err)) < 0)
             return r;
         int flags = 0;
         for (int k = 0; k < OCI_NS_COUNT; k++)
@@ -108,9 +114,11 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
     }
     bool idmap_mounts = false;
     for (size_t i = 0; i < spec->n_mounts; i++)
-        idmap_mounts |= spec->mounts[i].idmap;
+        idmap_mounts |= spec->mounts[i].idmap || (a->joined_userns && spec->mounts[i].bind);
     /* The parent writes our id maps (new user namespace) and prepares
-     * idmapped trees for idmap mounts, which need its privileges. */
+     * idmapped trees for idmap mounts, which need its privileges, and, in
+     * a joined user namespace, the trees of every bind (whose sources the
+     * namespace's root may not reach). */
     if (new_user || idmap_mounts) {
         if ((r = oci_sync_send(a->sync_fd, OCI_SYNC_USERMAP, 0, NULL)) < 0)
             return err_set(err, r, "wait for the id mappings");
@@ -135,11 +143,33 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
             break;
         }
     }
-    if (spec->ns[OCI_NS_USER].enabled) {
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-            return err_set(err, errno, "`linux.uidMappings`: become root in the user namespace");
+    if (a->joined_userns) {
+        /* Still the runtime's host uid (with the joined namespace's
+         * capabilities): what the namespace's root may not reach on the
+         * host (namespace files and the rootfs below the runtime's 0700
+         * directories) is opened now, and used by descriptor. */
+        for (int k = 0; k < OCI_NS_COUNT; k++)
+            if (spec->ns[k].enabled && spec->ns[k].path && k != OCI_NS_PID && k != OCI_NS_USER &&
+                (r = nsfds[k] = oci_ns_open_path(spec->ns[k].path, k, err)) < 0)
+                goto close_nsfds;
+        pre_root = open(spec->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pre_root < 0) {
+            r = err_set(err, errno, "`root.path`: open `%s`", spec->root_path);
+            goto close_nsfds;
+        }
     }
-    if ((r = join_namespaces(spec, false, err)) < 0)
+    if (spec->ns[OCI_NS_USER].enabled) {
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+            r = err_set(err, errno, "`linux.uidMappings`: become root in the user namespace");
+            goto close_nsfds;
+        }
+    }
+    r = join_namespaces(spec, false, nsfds, err);
+close_nsfds:
+    for (int k = 0; k < OCI_NS_COUNT; k++)
+        if (nsfds[k] >= 0)
+            close(nsfds[k]);
+    if (r < 0)
         return r;
     if (spec->ns[OCI_NS_TIME].enabled && !spec->ns[OCI_NS_TIME].path &&
         (r = new_time_namespace(spec, err)) < 0)
@@ -157,7 +187,7 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
 
     umask(0);
     _cleanup_close_ int rootfd = -1;
-    if ((r = oci_rootfs_prepare(spec, &rootfd, err)) < 0)
+    if ((r = oci_rootfs_prepare(spec, pre_root, &rootfd, err)) < 0)
         return r;
     if ((r = oci_mounts_setup(spec, rootfd, idmap_fds, err)) < 0)
         return r;

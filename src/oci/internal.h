@@ -234,6 +234,10 @@ int oci_exit_read(int dirfd, struct oci_exit *ret);
 /* ns.c */
 int oci_ns_open_path(const char *path, enum oci_ns_kind k, struct err *err);
 int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
+/* Clones the container's init (flags: clone3's) from inside the user
+ * namespace at userns_path, as our child (see ns.c). 0 in the init, its
+ * pid here, or -errno. */
+pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd, struct err *err);
 /* A user namespace with these mappings, held by an O_RDONLY fd (for
  * idmapped mounts); no process stays in it. */
 int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_idmap *gid,
@@ -272,7 +276,9 @@ int oci_dev_setup(const struct oci_spec *spec, int rootfd, bool in_userns, struc
 int oci_dev_links(int rootfd, struct err *err);
 
 /* rootfs.c */
-int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err);
+/* root: the rootfs opened already (O_PATH, in our mount namespace), for a
+ * process that could not look its path up; -1: by root.path. */
+int oci_rootfs_prepare(const struct oci_spec *spec, int root, int *ret_rootfd, struct err *err);
 int oci_rootfs_pivot(int rootfd, bool no_pivot, struct err *err);
 int oci_rootfs_finalize(const struct oci_spec *spec, struct err *err);
 
@@ -337,6 +343,7 @@ struct oci_init_args {
     int exec_fd;    /* the monitor's pipe: one byte right before execve */
     int preserve_fds;
     bool joined_userns; /* userns joined by path: unshare the rest here */
+    bool in_userns;     /* ... cloned in it already (oci_clone_in_userns) */
     bool no_pivot;      /* MS_MOVE + chroot instead of pivot_root */
     bool new_keyring;   /* a session keyring of its own, named after the id */
 };

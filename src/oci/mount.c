@@ -335,7 +335,10 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
     bool is_dir = true;
     _cleanup_close_ int srcfd = -1;
     if (m->bind) {
-        srcfd = open(m->source, O_PATH | O_CLOEXEC);
+        /* A source the parent opened for us (see below): its path may be
+         * beyond the reach of the user namespace's root. */
+        srcfd = idmap_fd >= 0 ? fcntl(idmap_fd, F_DUPFD_CLOEXEC, 3)
+                              : open(m->source, O_PATH | O_CLOEXEC);
         if (srcfd < 0)
             return err_set(err, errno, "`mounts[%zu].source`: `%s`", idx, m->source);
         struct stat st;
@@ -360,9 +363,10 @@ static int mount_one(const struct oci_mount *m, size_t idx, int rootfd, int idma
      * rbind is made read-only recursively as well, or a mount below a
      * read-only volume would stay writable. */
     bool rec = (flags & MS_REC) || m->rro;
-    if (m->idmap) {
+    if (m->idmap || (m->bind && idmap_fd >= 0)) {
         /* The parent made the idmapped tree (it needs privileges over the
-         * source's filesystem that we, in the user namespace, lack). */
+         * source's filesystem that we, in the user namespace, lack), or
+         * the plain tree of a bind whose source we could not reach. */
         if (idmap_fd < 0)
             return err_set(err, ENOTSUP, "`mounts[%zu]`: idmap needs a new user namespace", idx);
         if (oci_mount_tree_attach(idmap_fd, dfd, flags & ~(MS_REC | MS_BIND), rec, m->propagation,

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/sched.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "oci/internal.h"
@@ -104,4 +106,64 @@ int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
     return r < 0 ? r : fd;
+}
+
+/* A short-lived helper joins the user namespace and clones the container's
+ * init with CLONE_PARENT: the init is our child, and its new PID
+ * namespace (flags hold CLONE_NEWPID) is owned by that user namespace, so
+ * the container's root may mount /proc there. (A PID namespace the helper
+ * unshared could not be handed over: pid_for_children cannot be opened
+ * before the namespace has its pid 1.) In the init, returns 0 as clone
+ * does; in the caller, the init's pid or -errno with err set. */
+pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd, struct err *err)
+{
+    _cleanup_close_ int userns = oci_ns_open_path(userns_path, OCI_NS_USER, err);
+    if (userns < 0)
+        return userns;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, errno, "`linux.namespaces`: pipe");
+    pid_t helper = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (helper == 0) {
+        close(p[0]);
+        int rep[2] = {0, 0}; /* pid, errno */
+        if (setns(userns, CLONE_NEWUSER) < 0) {
+            rep[1] = errno;
+        } else {
+            struct clone_args ca = {.flags = flags | CLONE_PARENT};
+            if (cgroup_fd >= 0) {
+                ca.flags |= CLONE_INTO_CGROUP;
+                ca.cgroup = (uint64_t)cgroup_fd;
+            }
+            long r = syscall(SYS_clone3, &ca, sizeof(ca));
+            if (r < 0 && cgroup_fd >= 0) {
+                /* moved by the caller afterwards */
+                ca.flags &= ~CLONE_INTO_CGROUP;
+                r = syscall(SYS_clone3, &ca, sizeof(ca));
+            }
+            if (r == 0) {
+                close(p[1]);
+                return 0; /* the init */
+            }
+            rep[0] = (int)r;
+            rep[1] = r < 0 ? errno : 0;
+        }
+        (void)!write(p[1], rep, sizeof(rep));
+        _exit(0);
+    }
+    close(p[1]);
+    int rep[2] = {0, EIO};
+    if (helper < 0)
+        rep[1] = errno;
+    else if (read(p[0], rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+        rep[1] = EIO;
+    close(p[0]);
+    if (helper > 0)
+        while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+            ;
+    if (rep[1] || rep[0] <= 0)
+        return err_set(err, rep[1] ? rep[1] : EIO,
+                       "`linux.namespaces`: clone the init in the user namespace `%s`",
+                       userns_path);
+    return rep[0];
 }

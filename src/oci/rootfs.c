@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
 #include "oci/internal.h"
@@ -41,7 +42,7 @@ static int mount_point_of(const char *path, char *buf, size_t size)
     }
 }
 
-int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err *err)
+int oci_rootfs_prepare(const struct oci_spec *spec, int root, int *ret_rootfd, struct err *err)
 {
     /* Nothing we mount may propagate back to the host, unless the spec
      * asks for a shared root (bidirectional volumes): then the copies of
@@ -65,6 +66,22 @@ int oci_rootfs_prepare(const struct oci_spec *spec, int *ret_rootfd, struct err 
             return err_set(err, -r, "`root.path`: find the mount of `%s`", spec->root_path);
         if (mount(NULL, mp, NULL, MS_PRIVATE, NULL) < 0)
             return err_set(err, errno, "make `%s` private", mp);
+    }
+    if (root >= 0) {
+        /* The self bind by descriptor: a clone of the tree attached on
+         * top of it; the clone's descriptor is then the root. */
+        int tree = (int)syscall(SYS_open_tree, root, "",
+                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+        if (tree < 0)
+            return err_set(err, errno, "`root.path`: clone `%s`", spec->root_path);
+        if (syscall(SYS_move_mount, tree, "", root, "",
+                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+            int e = errno;
+            close(tree);
+            return err_set(err, e, "`root.path`: bind `%s`", spec->root_path);
+        }
+        *ret_rootfd = tree;
+        return 0;
     }
     if (mount(spec->root_path, spec->root_path, NULL, MS_BIND | MS_REC, NULL) < 0)
         return err_set(err, errno, "`root.path`: bind `%s`", spec->root_path);

@@ -125,6 +125,19 @@ int pod_sandbox_spec_check(const struct pod_sandbox_spec *s, struct err *err)
         return err_set(err, EINVAL, "hostname `%.80s` is not a valid host name", s->hostname);
     if (s->n_sysctls > POD_SYSCTLS_MAX)
         return err_set(err, EINVAL, "sysctls: more than %d", POD_SYSCTLS_MAX);
+    /* A pod in a user namespace of its own owns every namespace it has:
+     * the host's network, IPC or PID namespace is not the user
+     * namespace's to administer (sysfs, mqueue and /proc could not be
+     * mounted), so these are refused, as kubelet's validation does. */
+    if (s->uid_map && (s->host_network || s->host_ipc || s->pid_mode == POD_PID_NODE))
+        return err_set(err, EINVAL,
+                       "a pod with a user namespace (hostUsers: false) cannot use the host's %s "
+                       "namespace",
+                       s->host_network ? "network"
+                       : s->host_ipc   ? "IPC"
+                                       : "PID");
+    if (!s->uid_map != !s->gid_map)
+        return err_set(err, EINVAL, "a user namespace needs uid and gid mappings");
     for (size_t i = 0; i < s->n_sysctls; i++) {
         const char *k = s->sysctls[i].key, *v = s->sysctls[i].value;
         int ns = pod_sysctl_namespace(k);

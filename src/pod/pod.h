@@ -1,9 +1,9 @@
 /* pod: the machinery of a pod sandbox, without a pause image.
  *
  * A sandbox is a directory <state>/pods/<id>/ holding:
- *   ns/{net,ipc,uts,pid}  the pod's namespaces, kept alive by bind mounts of
- *                         the namespace files of a short-lived child that
- *                         unshared them;
+ *   ns/{user,net,ipc,uts,pid}  the pod's namespaces, kept alive by bind
+ *                         mounts of the namespace files of a short-lived
+ *                         child that unshared them;
  *   shm/                  the pod's /dev/shm (a size-limited tmpfs);
  *   hostname, hosts, resolv.conf   the files containers get as /etc/...
  * plus, for a shared (POD) PID namespace, a minimal init (a small program
@@ -35,6 +35,11 @@
 
 enum pod_pid_mode { POD_PID_POD, POD_PID_CONTAINER, POD_PID_NODE, POD_PID_TARGET };
 
+/* One id mapping of a pod's user namespace (as uid_map writes it). */
+struct pod_idmap {
+    uint32_t container_id, host_id, length;
+};
+
 struct pod_sysctl {
     const char *key;
     const char *value;
@@ -62,6 +67,11 @@ struct pod_sandbox_spec {
     const struct net_port_mapping *ports;
     size_t nports;
     const char *host_resolv_conf; /* NULL: /etc/resolv.conf */
+    /* A user namespace of the pod's own (hostUsers: false), with these
+     * mappings; NULL: the host's. The pod's other namespaces and its init
+     * are then owned by it, so containers that join it may mount /proc,
+     * /sys and mqueue there. */
+    const struct pod_idmap *uid_map, *gid_map;
 };
 
 struct pod_sandbox_result {

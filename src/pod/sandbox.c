@@ -1,13 +1,17 @@
 /* pod/sandbox: create, stop and remove a sandbox (see pod.h).
  *
  * Namespaces are created by a short-lived child (fork from the worker
- * thread): it unshares them, sets the host name and the IPC sysctls, forks
- * the pod's init when the PID namespace is shared, bind-mounts its namespace
- * files onto <dir>/ns/<kind> (the mounts live in the daemon's mount
- * namespace and hold the namespaces open after the child exits), reports
- * over a close-on-exec pipe and exits. Everything else (cgroup, /dev/shm,
- * files, network) is done by the calling worker thread. */
+ * thread): it unshares them (the pod's user namespace first, on its own,
+ * when it has one: the worker writes its maps), sets the host name and the
+ * IPC sysctls, forks the pod's init when the PID namespace is shared,
+ * reports over a close-on-exec pipe and waits; the worker bind-mounts the
+ * child's namespace files onto <dir>/ns/<kind> (the mounts live in the
+ * daemon's mount namespace, where a child in a user namespace could not
+ * mount, and hold the namespaces open after the child exits) and lets it
+ * go. Everything else (cgroup, /dev/shm, files, network) is done by the
+ * calling worker thread. */
 #include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
@@ -30,17 +34,25 @@
 
 static const struct {
     int flag;
-    const char *name;     /* file under <dir>/ns */
-    const char *selfpath; /* what the child bind-mounts */
+    const char *name; /* file under <dir>/ns */
+    const char *proc; /* what is bind-mounted: /proc/<child>/ns/<proc> */
 } ns_kinds[] = {
-    {CLONE_NEWNET, "net", "/proc/self/ns/net"},
-    {CLONE_NEWIPC, "ipc", "/proc/self/ns/ipc"},
-    {CLONE_NEWUTS, "uts", "/proc/self/ns/uts"},
-    {CLONE_NEWPID, "pid", "/proc/self/ns/pid_for_children"},
+    {CLONE_NEWUSER, "user", "user"},
+    {CLONE_NEWNET, "net", "net"},
+    {CLONE_NEWIPC, "ipc", "ipc"},
+    {CLONE_NEWUTS, "uts", "uts"},
+    {CLONE_NEWPID, "pid", "pid_for_children"},
 };
+
+/* The child's messages on its report pipe: STAGE_USERNS once it is in the
+ * pod's new user namespace (the parent writes the maps and answers on the
+ * go pipe), then STAGE_DONE (or a failure); it stays until the parent has
+ * bind-mounted its namespace files and closed the go pipe. */
+enum { STAGE_DONE, STAGE_USERNS };
 
 struct child_report {
     int code; /* errno, 0 = success */
+    int stage;
     pid_t init_pid;
     char msg[256];
 };
@@ -61,6 +73,7 @@ static int write_proc_sys(const char *key, const char *value)
 }
 
 static int proc_start_time(pid_t pid, uint64_t *ret);
+static int write_idmap(pid_t pid, const char *file, const struct pod_idmap *m, struct err *err);
 static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err);
 #define ORPHAN_CGROUP ".cgroup"
@@ -68,9 +81,17 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 
 /* The pod init's side of the fork: stdio on /dev/null, the report pipe as
  * fd 3, nothing else; then the program (pod_init_exec). */
-static _Noreturn void init_exec(int report)
+static _Noreturn void init_exec(int report, bool userns)
 {
     setsid();
+    /* In the pod's user namespace, its root (the host's uid 0 is nobody
+     * there: execve would drop every capability the setup needs). */
+    if (userns && (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)) {
+        struct pod_init_report rep = {.code = errno};
+        snprintf(rep.step, sizeof(rep.step), "become root in the pod's user namespace");
+        (void)!write(report, &rep, sizeof(rep));
+        _exit(127);
+    }
     /* dup2 clears close-on-exec; an fd already in place keeps it. */
     if (report == POD_INIT_REPORT_FD ? fcntl(report, F_SETFD, 0) < 0
                                      : dup2(report, POD_INIT_REPORT_FD) < 0 || close(report) < 0)
@@ -113,12 +134,31 @@ static int init_wait_ready(int report, struct child_report *rep)
     return -1;
 }
 
-static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int fd, int cgfd)
+static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int fd, int go,
+                               int cgfd)
 {
     struct child_report rep = {0};
     const char *step = "unshare";
-    fds_close_all_but((const int[]){fd, cgfd}, 2);
-    if (unshare(flags) < 0)
+    char c;
+    fds_close_all_but((const int[]){fd, go, cgfd}, 3);
+    if (flags & CLONE_NEWUSER) {
+        /* The user namespace first, on its own: every other namespace
+         * unshared below (and the init's) is then owned by it. We stay
+         * the host's uid 0 (the crash note below is written to the
+         * daemon's directory); the init drops to an unprivileged id of
+         * the pod's range. */
+        step = "unshare the user namespace";
+        if (unshare(CLONE_NEWUSER) < 0)
+            goto fail;
+        rep.stage = STAGE_USERNS;
+        if (write(fd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+            _exit(1);
+        rep.stage = STAGE_DONE;
+        if (read(go, &c, 1) != 1)
+            _exit(1); /* the parent could not write the maps: it says why */
+        flags &= ~CLONE_NEWUSER;
+    }
+    if (flags && unshare(flags) < 0)
         goto fail;
     if (flags & CLONE_NEWUTS) {
         step = "sethostname";
@@ -149,7 +189,7 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
             goto fail;
         if (pid == 0) {
             close(rp[0]);
-            init_exec(rp[1]);
+            init_exec(rp[1], s->uid_map != NULL);
         }
         close(rp[1]);
         rep.init_pid = pid;
@@ -183,18 +223,12 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
         if (write_file(s->dir, ORPHAN_INIT, text, (size_t)len, 0600, NULL) < 0)
             goto fail;
     }
-    for (size_t i = 0; i < ARRAY_SIZE(ns_kinds); i++) {
-        if (!(flags & ns_kinds[i].flag))
-            continue;
-        char target[4200];
-        snprintf(target, sizeof(target), "%s/ns/%s", s->dir, ns_kinds[i].name);
-        if (mount(ns_kinds[i].selfpath, target, NULL, MS_BIND, NULL) < 0) {
-            snprintf(rep.msg, sizeof(rep.msg), "bind-mount the %s namespace", ns_kinds[i].name);
-            step = NULL;
-            goto fail;
-        }
-    }
+    /* The parent bind-mounts our namespace files (a child in a user
+     * namespace of its own could not mount in the daemon's mount
+     * namespace) and lets us go by closing the go pipe. */
     (void)!write(fd, &rep, sizeof(rep));
+    while (read(go, &c, 1) < 0 && errno == EINTR)
+        ;
     _exit(0);
 fail:
     rep.code = errno ? errno : EIO;
@@ -222,30 +256,67 @@ static int spawn_namespaces(const struct pod_sandbox_spec *s, int flags, int cgf
             return err_set(err, errno, "create `%s`", path);
         close(fd);
     }
-    int p[2];
+    int p[2], g[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, errno, "pipe");
+    if (pipe2(g, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, e, "pipe");
+    }
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(p[0]);
         close(p[1]);
+        close(g[0]);
+        close(g[1]);
         return err_set(err, e, "fork");
     }
     if (pid == 0) {
         close(p[0]);
-        ns_child(s, flags, p[1], cgfd);
+        close(g[1]);
+        ns_child(s, flags, p[1], g[0], cgfd);
     }
     close(p[1]);
+    close(g[0]);
     struct child_report rep = {0};
     ssize_t n;
-    do
-        n = read(p[0], &rep, sizeof(rep));
-    while (n < 0 && errno == EINTR);
+    int r = 0;
+    for (;;) {
+        do
+            n = read(p[0], &rep, sizeof(rep));
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof(rep) || rep.code || rep.stage != STAGE_USERNS)
+            break;
+        if ((r = write_idmap(pid, "uid_map", s->uid_map, err)) < 0 ||
+            (r = write_idmap(pid, "gid_map", s->gid_map, err)) < 0 || write(g[1], "g", 1) != 1)
+            break;
+    }
+    if (r == 0 && n == (ssize_t)sizeof(rep) && !rep.code) {
+        for (size_t i = 0; i < ARRAY_SIZE(ns_kinds); i++) {
+            if (!(flags & ns_kinds[i].flag))
+                continue;
+            char src[64], target[4200];
+            snprintf(src, sizeof(src), "/proc/%d/ns/%s", (int)pid, ns_kinds[i].proc);
+            snprintf(target, sizeof(target), "%s/ns/%s", s->dir, ns_kinds[i].name);
+            if (mount(src, target, NULL, MS_BIND, NULL) < 0) {
+                r = err_set(err, errno, "create namespaces: bind-mount the %s namespace",
+                            ns_kinds[i].name);
+                break;
+            }
+        }
+        if (r < 0 && rep.init_pid > 0)
+            kill(rep.init_pid, SIGKILL);
+    }
+    close(g[1]); /* the child exits */
     close(p[0]);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    if (r < 0)
+        return r;
     if (n != (ssize_t)sizeof(rep))
         return err_set(err, EIO, "namespace child died (status %d)", status);
     if (rep.code) {
@@ -253,6 +324,20 @@ static int spawn_namespaces(const struct pod_sandbox_spec *s, int flags, int cgf
         return err_set(err, rep.code, "create namespaces: %s", rep.msg);
     }
     *ret_init = rep.init_pid;
+    return 0;
+}
+
+/* One mapping into /proc/<pid>/<file> of the child in the new user
+ * namespace (we hold CAP_SETUID/CAP_SETGID over its parent). */
+static int write_idmap(pid_t pid, const char *file, const struct pod_idmap *m, struct err *err)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    int len = snprintf(line, sizeof(line), "%u %u %u\n", m->container_id, m->host_id, m->length);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, line, (size_t)len) != len)
+        return err_set(err, errno ? errno : EIO, "user namespace: write %s `%u %u %u`", file,
+                       m->container_id, m->host_id, m->length);
     return 0;
 }
 
@@ -425,7 +510,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
             goto fail;
     }
 
-    int flags = 0;
+    int flags = s->uid_map ? CLONE_NEWUSER : 0;
     if (!s->host_network)
         flags |= CLONE_NEWNET | CLONE_NEWUTS;
     if (!s->host_ipc)
@@ -527,7 +612,7 @@ static int kill_init(pid_t pid, uint64_t start)
 
 static int unmount_all(const char *dir, struct err *err)
 {
-    static const char *const mounts[] = {"shm", "ns/net", "ns/ipc", "ns/uts", "ns/pid"};
+    static const char *const mounts[] = {"shm", "ns/net", "ns/ipc", "ns/uts", "ns/pid", "ns/user"};
     for (size_t i = 0; i < ARRAY_SIZE(mounts); i++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", dir, mounts[i]);

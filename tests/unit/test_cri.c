@@ -147,6 +147,55 @@ static void namespace_modes(void **state)
     assert_int_equal(cri_pod_namespace_check(&ns, &err), -EINVAL);
 }
 
+/* KEP-127: POD with one uid and one gid mapping of container ID 0, or
+ * NODE without mappings; the rest refused, naming the field. */
+static void userns_options(void **state)
+{
+    (void)state;
+    struct err err = {0};
+    Runtime__V1__IDMapping m = RUNTIME__V1__IDMAPPING__INIT, m2 = RUNTIME__V1__IDMAPPING__INIT;
+    m.host_id = 65536;
+    m.length = 65536;
+    m2 = m;
+    Runtime__V1__IDMapping *one[] = {&m}, *two[] = {&m, &m2};
+    Runtime__V1__UserNamespace u = RUNTIME__V1__USER_NAMESPACE__INIT;
+    assert_int_equal(cri_userns_check(NULL, &err), 0);
+    u.mode = RUNTIME__V1__NAMESPACE_MODE__NODE;
+    assert_int_equal(cri_userns_check(&u, &err), 0);
+    u.n_uids = u.n_gids = 1;
+    u.uids = u.gids = one;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "NODE takes no mappings"));
+    u.mode = RUNTIME__V1__NAMESPACE_MODE__POD;
+    assert_int_equal(cri_userns_check(&u, &err), 0);
+    u.n_uids = 2;
+    u.uids = two;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "uids: exactly one mapping"));
+    u.n_uids = 1;
+    u.uids = one;
+    u.n_gids = 0;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "gids: exactly one mapping"));
+    u.n_gids = 1;
+    m.container_id = 1;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "container ID 0 must be mapped"));
+    m.container_id = 0;
+    m.length = 0;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    m.length = 65536;
+    m.host_id = UINT32_MAX - 10;
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    m.host_id = 65536;
+    const int bad[] = {RUNTIME__V1__NAMESPACE_MODE__CONTAINER, RUNTIME__V1__NAMESPACE_MODE__TARGET};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        u.mode = bad[i];
+        assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "userns_options.mode"));
+    }
+}
+
 static void port_conflicts(void **state)
 {
     Runtime__V1__PortMapping a = RUNTIME__V1__PORT_MAPPING__INIT,
@@ -190,9 +239,8 @@ static void port_conflicts(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(names),
-    cmocka_unit_test(namespace_modes),
-    cmocka_unit_test(port_conflicts),
+    cmocka_unit_test(names),          cmocka_unit_test(namespace_modes),
+    cmocka_unit_test(userns_options), cmocka_unit_test(port_conflicts),
     cmocka_unit_test(status_map),
 };
 UNIT_MAIN(tests)

@@ -1,0 +1,237 @@
+"""User namespaces (KEP-127, GA in Kubernetes 1.36; `hostUsers: false`)
+through the real gRPC client: a pod whose userns_options say POD with one
+uid and one gid mapping gets a user namespace of its own with exactly
+those mappings; its containers join it, their rootfs and bind volumes are
+idmapped mounts (nothing is chowned), exec runs inside it; anything else
+than one mapping each of container ID 0 (or NODE without mappings) is
+INVALID_ARGUMENT, as the CRI validation suite expects."""
+import os
+
+import grpc
+import pytest
+
+from .conftest import wait_for
+from .test_streaming import exec_url, spdy, spdyclient  # noqa: F401 (a fixture)
+
+HOST_ID = 200000  # the pod's container ID 0 on the host
+LENGTH = 65536
+
+
+def userns(env, mode=None, uids=None, gids=None):
+    pb = env.pb
+    if uids is None:
+        uids = [pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)]
+    if gids is None:
+        gids = [pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)]
+    return pb.UserNamespace(mode=pb.POD if mode is None else mode, uids=uids, gids=gids)
+
+
+def userns_pod(env, us=None, net=None, pid=None, ipc=None):
+    """A pod like env.pod(), with userns_options."""
+    pb = env.pb
+    pod_id, cfg = None, None
+    import uuid
+    uid = uuid.uuid4().hex
+    ns = pb.NamespaceOption(network=net if net is not None else pb.POD,
+                            pid=pid if pid is not None else pb.CONTAINER,
+                            ipc=ipc if ipc is not None else pb.POD,
+                            userns_options=us if us is not None else userns(env))
+    cfg = pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name="u", namespace="default", uid=uid),
+        hostname="u", log_directory=str(env.logdir / uid),
+        linux=pb.LinuxPodSandboxConfig(
+            cgroup_parent=env.cgroup_parent,
+            security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)))
+    pod_id = env.rs.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg), timeout=60).pod_sandbox_id
+    return pod_id, cfg
+
+
+def sh(env, cid, script):
+    r = env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sh", "-c", script]),
+                        timeout=60)
+    return r.exit_code, r.stdout.decode(), r.stderr.decode()
+
+
+def container_pid(env, cid):
+    import json
+    return json.loads(env.status(cid, verbose=True).info["info"])["pid"]
+
+
+def proc_status_ids(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return [int(x) for x in line.split()[1:]]
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def maps(pid, which):
+    return [l.split() for l in open(f"/proc/{pid}/{which}").read().splitlines()]
+
+
+def test_pod_in_user_namespace(env, tmp_path):
+    """The container's root is HOST_ID on the host, in a user namespace
+    with exactly the pod's mappings; image files are root's inside (an
+    idmapped rootfs); a file written on a plain hostPath volume is
+    HOST_ID's on the host; on a volume with the pod's mappings (what
+    kubelet sends for every volume of such a pod) the host's root files
+    are root's inside and the pod's root writes as host root; exec runs
+    inside the namespace too."""
+    plain, mapped = tmp_path / "plain", tmp_path / "mapped"
+    for d in (plain, mapped):
+        d.mkdir()
+        os.chmod(d, 0o777)
+        (d / "hostfile").write_text("from the host\n")
+    pod = userns_pod(env)
+    pb = env.pb
+    idm = [pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)]
+    cid = env.create(pod, None, env.config(
+        "c", command=["/bin/sh", "-c",
+                      "echo hi > /plain/written; echo hi > /mapped/written; exec sleep 1000"],
+        mounts=[pb.Mount(container_path="/plain", host_path=str(plain)),
+                pb.Mount(container_path="/mapped", host_path=str(mapped), uidMappings=idm,
+                         gidMappings=idm)]))
+    env.start(cid)
+    wait_for(lambda: (mapped / "written").exists(), timeout=60, what="the container's writes")
+    pid = container_pid(env, cid)
+    assert maps(pid, "uid_map") == [["0", str(HOST_ID), str(LENGTH)]]
+    assert maps(pid, "gid_map") == [["0", str(HOST_ID), str(LENGTH)]]
+    assert proc_status_ids(pid, "Uid") == [HOST_ID] * 4
+    assert proc_status_ids(pid, "Gid") == [HOST_ID] * 4
+    # cloned from inside the pod's user namespace, still in its own cgroup
+    cg = open(f"/proc/{pid}/cgroup").read()
+    assert env.cgroup_parent + "/" + cid in cg, cg
+    st = os.stat(plain / "written")
+    assert (st.st_uid, st.st_gid) == (HOST_ID, HOST_ID)
+    st = os.stat(mapped / "written")
+    assert (st.st_uid, st.st_gid) == (0, 0)
+    # the image's files and the host's, through idmapped mounts: root's
+    # inside; the plain volume's host-root file is nobody's
+    code, out, err = sh(env, cid, "stat -c '%u %g' / /bin/busybox /etc/hosts /mapped/hostfile "
+                        "/plain/hostfile; id -u; cat /proc/self/uid_map")
+    assert code == 0, err
+    lines = out.split("\n")
+    assert lines[:6] == ["0 0", "0 0", "0 0", "0 0", "65534 65534", "0"], out
+    assert lines[6].split() == ["0", str(HOST_ID), str(LENGTH)], out
+    # the container's own writes to its rootfs work, and are root's inside
+    code, out, err = sh(env, cid, "echo x > /newfile && stat -c '%u %g' /newfile")
+    assert (code, out) == (0, "0 0\n"), err
+
+
+def test_shared_pid_namespace_and_streaming_exec(env, spdyclient):
+    """A pod with a shared PID namespace: its init, too, is in the pod's
+    user namespace, unprivileged there (and so on the host); a container
+    joins both; a streaming exec runs in the user namespace as its root."""
+    pb = env.pb
+    pod_id, cfg = userns_pod(env, pid=pb.POD)
+    cid = env.run((pod_id, cfg), "c", ["/bin/sleep", "100000"])
+    st = env.rs.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod_id,
+                                                            verbose=True), timeout=10)
+    import json
+    init = json.loads(st.info["info"])["pid"]
+    assert maps(init, "uid_map") == [["0", str(HOST_ID), str(LENGTH)]]
+    assert proc_status_ids(init, "Uid")[0] == HOST_ID + 65535
+    code, out, err = sh(env, cid, "cat /proc/1/status | grep ^Uid; echo $$")
+    assert code == 0, err
+    assert out.split("\n")[0].split()[1] == "65535", out
+    p = spdy(env, spdyclient, "exec", exec_url(env, cid, [
+        "/bin/sh", "-c", "id -u; cat /proc/self/uid_map; stat -c '%u' /bin/busybox"]))
+    lines = p.stdout.decode().split("\n")
+    assert lines[0] == "0" and lines[2] == "0", p
+    assert lines[1].split() == ["0", str(HOST_ID), str(LENGTH)], p
+
+
+@pytest.mark.parametrize("case", ["two_uids", "two_gids", "root_unmapped", "no_gids",
+                                  "mode_container", "mode_target", "node_with_mappings",
+                                  "host_network"])
+def test_refusals(env, case):
+    """What the suite and containerd refuse is INVALID_ARGUMENT, and the
+    daemon keeps no trace of the pod."""
+    pb = env.pb
+    m = pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)
+    m2 = pb.IDMapping(host_id=HOST_ID + LENGTH, container_id=LENGTH, length=LENGTH)
+    kw = {}
+    us = {
+        "two_uids": lambda: userns(env, uids=[m, m2]),
+        "two_gids": lambda: userns(env, gids=[m, m2]),
+        "root_unmapped": lambda: userns(env, uids=[pb.IDMapping(host_id=HOST_ID, container_id=1,
+                                                                length=LENGTH)]),
+        "no_gids": lambda: userns(env, gids=[]),
+        "mode_container": lambda: userns(env, mode=pb.CONTAINER),
+        "mode_target": lambda: userns(env, mode=pb.TARGET),
+        "node_with_mappings": lambda: userns(env, mode=pb.NODE),
+        "host_network": lambda: userns(env),
+    }[case]()
+    if case == "host_network":
+        kw["net"] = pb.NODE
+    with pytest.raises(grpc.RpcError) as e:
+        userns_pod(env, us, **kw)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert not env.rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+
+
+def test_proc_mount_unmasked(env):
+    """procMount Unmasked (KEP-4265): kubelet sends empty masked and
+    read-only path lists, allowed with a user namespace only; the
+    container's /proc is then as the kernel shows it. Default sends the
+    lists, which are applied."""
+    pb = env.pb
+    pod = userns_pod(env)
+    unmasked = env.run(pod, "u", ["/bin/sleep", "100000"])
+    sc = pb.LinuxContainerSecurityContext(masked_paths=["/proc/keys"],
+                                          readonly_paths=["/proc/sys"])
+    masked = env.create(pod, None, env.config("m", command=["/bin/sleep", "100000"],
+                                              linux=pb.LinuxContainerConfig(security_context=sc)))
+    env.start(masked)
+    # a mask is /dev/null bound over the file: a character device
+    script = "stat -c %F /proc/keys; grep -c ' /proc/sys ' /proc/self/mountinfo"
+    code, out, err = sh(env, unmasked, script)
+    assert (code, out.split("\n")[:2]) == (1, ["regular empty file", "0"]), (out, err)
+    code, out, err = sh(env, masked, script)
+    assert (code, out.split("\n")[:2]) == (0, ["character special file", "1"]), (out, err)
+
+
+def test_daemon_restart_keeps_the_pod_user_namespace(env):
+    """After a restart of the daemon (SIGKILL), a new container of the pod
+    joins the same user namespace as the one that kept running."""
+    pod = userns_pod(env)
+    first = env.run(pod, "a", ["/bin/sleep", "100000"])
+    env.kill9_restart()
+    second = env.run(pod, "b", ["/bin/sleep", "100000"])
+    a, b = container_pid(env, first), container_pid(env, second)
+    assert os.stat(f"/proc/{a}/ns/user").st_ino == os.stat(f"/proc/{b}/ns/user").st_ino
+    assert maps(b, "uid_map") == [["0", str(HOST_ID), str(LENGTH)]]
+    code, out, err = sh(env, second, "stat -c '%u' /bin/busybox")
+    assert (code, out) == (0, "0\n"), err
+
+
+def test_image_volumes_idmapped(env):
+    """Image volumes (KEP-4639) of such a pod: their layers idmapped too,
+    so the image's files are root's inside, read-only, for a two-layer
+    image (an overlay) and a one-layer one (the layer's tree)."""
+    pb = env.pb
+    pod = userns_pod(env)
+    vols = [pb.Mount(container_path=p, image=pb.ImageSpec(image=env.refs[img]), readonly=True)
+            for p, img in (("/vol", "volume"), ("/bb", "busybox"))]
+    cid = env.create(pod, None, env.config("c", command=["/bin/sleep", "100000"], mounts=vols))
+    env.start(cid)
+    code, out, err = sh(env, cid, "stat -c '%u %g' /vol/top /bb/bin/busybox; "
+                        "touch /vol/x 2>/dev/null || echo ro")
+    assert (code, out) == (0, "0 0\n0 0\nro\n"), err
+
+
+def test_node_mode_is_the_host(env):
+    """NODE without mappings: no user namespace, as before."""
+    pb = env.pb
+    pod = userns_pod(env, pb.UserNamespace(mode=pb.NODE))
+    cid = env.run(pod, "c", ["/bin/sleep", "100000"])
+    assert maps(container_pid(env, cid), "uid_map") == [["0", "0", "4294967295"]]
+
+
+def test_status_reports_support(env):
+    """Status: user namespaces for the default handler and every other;
+    not with the host network."""
+    r = env.rs.Status(env.pb.StatusRequest(), timeout=10)
+    assert r.runtime_handlers, r
+    for h in r.runtime_handlers:
+        assert h.features.user_namespaces, h
+    assert not r.features.user_namespaces_host_network
