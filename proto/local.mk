@@ -1,7 +1,7 @@
 # Code generated from proto/api.proto by protoc-c at build time.
 noinst_LIBRARIES += libkproto.a
 nodist_libkproto_a_SOURCES = proto/api.pb-c.c proto/api.pb-c.h
-libkproto_a_CFLAGS = -std=gnu11 -Ulinux $(SAN_CFLAGS) $(PROTOBUFC_CFLAGS)
+libkproto_a_CFLAGS = -std=gnu11 -Ulinux $(SAN_CFLAGS) $(STATIC_CFLAGS) $(PROTOBUFC_CFLAGS)
 BUILT_SOURCES += proto/api.pb-c.c proto/api.pb-c.h
 CLEANFILES += proto/api.pb-c.c proto/api.pb-c.h
 

@@ -46,8 +46,7 @@
  * "rwm" permissions, known hook names, ...). YAML: one document, no
  * aliases, nesting at most 64 deep; plain scalars typed as YAML 1.1 does
  * (0644 is octal). *ret is the spec as JSON, for cdi_resolve. -EINVAL
- * naming the field, -ENOMEM; -ENOTSUP for YAML in the static binary,
- * which leaves libyaml out for its size (JSON only there). */
+ * naming the field, -ENOMEM. */
 int cdi_spec_parse(const char *text, size_t len, bool yaml, json_t **ret, struct err *err);
 /* The YAML half alone, for tests: the document as JSON. */
 int cdi_yaml_to_json(const char *text, size_t len, json_t **ret, struct err *err);

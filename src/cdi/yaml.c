@@ -10,25 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <yaml.h>
 
 #include "cdi/cdi.h"
-
-#if KINGLET_STATIC_BINARY
-/* The static binary leaves libyaml out: its parser (80 kB) would take the
- * binary past its 4,000,000-byte limit (Makefile.am's STATIC_MAX_BYTES).
- * A YAML spec is then a file that does not parse, with this as its
- * error; the same spec in JSON is read. */
-int cdi_yaml_to_json(const char *text, size_t len, json_t **ret, struct err *err)
-{
-    (void)text;
-    (void)len;
-    *ret = NULL;
-    return err_set_msg(err, ENOTSUP,
-                       "YAML CDI specs are not read by the static kinglet binary (no libyaml, "
-                       "for its size): write the spec as JSON");
-}
-#else
-#include <yaml.h>
 
 #define YAML_DEPTH_MAX 64
 
@@ -228,4 +212,3 @@ int cdi_yaml_to_json(const char *text, size_t len, json_t **ret, struct err *err
     *ret = doc;
     return 0;
 }
-#endif

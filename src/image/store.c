@@ -406,8 +406,8 @@ void store_snap_gc(struct store *st)
         if (de->d_name[0] == '.' || strlen(de->d_name) != 64)
             continue;
         char id[80], src[96], tmp[64];
-        snprintf(id, sizeof(id), "sha256:%s", de->d_name);
-        snprintf(src, sizeof(src), "snapshots/%s", de->d_name);
+        snprintf(id, sizeof(id), "sha256:%.64s", de->d_name);
+        snprintf(src, sizeof(src), "snapshots/%.64s", de->d_name);
         bool remove = false;
         pthread_mutex_lock(&st->mu);
         struct snap_ref *s = snap_find(st, id, false);

@@ -242,7 +242,7 @@ static int one_id(int argc, char **argv, const char *cmd, const char **id)
 
 static int cmd_start(const struct gopts *g, int argc, char **argv)
 {
-    const char *id;
+    const char *id = NULL;
     int r = one_id(argc, argv, "start", &id);
     if (r)
         return r;
@@ -252,7 +252,7 @@ static int cmd_start(const struct gopts *g, int argc, char **argv)
 
 static int cmd_state(const struct gopts *g, int argc, char **argv)
 {
-    const char *id;
+    const char *id = NULL;
     int r = one_id(argc, argv, "state", &id);
     if (r)
         return r;
@@ -385,7 +385,7 @@ static int cmd_list(const struct gopts *g, int argc, char **argv)
 
 static int cmd_pause(const struct gopts *g, int argc, char **argv, bool pause)
 {
-    const char *id;
+    const char *id = NULL;
     int r = one_id(argc, argv, pause ? "pause" : "resume", &id);
     if (r)
         return r;

@@ -6,11 +6,9 @@ nothing resolves or a broken spec fails CreateContainer naming it, with
 nothing of the container left behind."""
 import json
 import os
-import struct
 
 import grpc
 import pytest
-import yaml
 
 from .test_spec import sh, sleeper
 
@@ -24,11 +22,9 @@ def cdi_dirs(tmp_path):
 
 
 @pytest.fixture
-def cdi_env(env_factory, cdi_dirs, kinglet_bin):
+def cdi_env(env_factory, cdi_dirs):
     etc, run = cdi_dirs
-    e = env_factory(extra_args=["--cdi-spec-dirs", f"{etc},{run}"])
-    e.static = static_binary(kinglet_bin)
-    return e
+    return env_factory(extra_args=["--cdi-spec-dirs", f"{etc},{run}"])
 
 
 def write(path, text):
@@ -38,27 +34,11 @@ def write(path, text):
     os.rename(tmp, path)
 
 
-def static_binary(path):
-    """Whether the binary has no program interpreter (the static build,
-    which reads CDI specs in JSON only: no libyaml, for its size)."""
-    with open(path, "rb") as f:
-        elf = f.read(64)
-        phoff, = struct.unpack_from("<Q", elf, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
-        f.seek(phoff)
-        ph = f.read(phentsize * phnum)
-    return all(struct.unpack_from("<I", ph, i * phentsize)[0] != 3 for i in range(phnum))
-
-
-def write_yaml(env, dirpath, stem, text):
-    """A YAML spec as stem.yaml, or as the same spec in JSON (stem.json)
-    where the binary reads no YAML; the path written."""
-    if env.static:
-        path = dirpath / (stem + ".json")
-        write(path, json.dumps(yaml.safe_load(text)))
-    else:
-        path = dirpath / (stem + ".yaml")
-        write(path, text)
+def write_yaml(dirpath, stem, text):
+    """A YAML spec as stem.yaml (every build reads YAML, the static one
+    too); the path written."""
+    path = dirpath / (stem + ".yaml")
+    write(path, text)
     return path
 
 
@@ -114,14 +94,7 @@ def test_cdi_devices_reach_the_container(cdi_env, cdi_dirs, tmp_path):
     marker = tmp_path / "hook-ran"
     write(run / "zero.json", zero_spec())
     pod = env.pod()
-    if env.static:
-        # the static binary refuses YAML, saying so
-        write(etc / "null.yaml", YAML_SPEC.format(data=data, marker=marker))
-        with pytest.raises(grpc.RpcError) as e:
-            sleeper(env, pod, "yaml", CDI_devices=[pb.CDIDevice(name="example.com/null=0")])
-        assert "write the spec as JSON" in e.value.details()
-        os.unlink(etc / "null.yaml")
-    write_yaml(env, etc, "null", YAML_SPEC.format(data=data, marker=marker))
+    write_yaml(etc, "null", YAML_SPEC.format(data=data, marker=marker))
     cid = sleeper(env, pod, "cdi", CDI_devices=[pb.CDIDevice(name="example.com/null=0")],
                   annotations={"cdi.k8s.io/zero": "example.com/zero=z"})
     # the device nodes under their new names, with the spec's mode (YAML
@@ -176,7 +149,7 @@ def test_cdi_unknown_device_and_broken_spec_fail_create(cdi_env, cdi_dirs):
     e = create("badname", "gpu0")
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "gpu0" in e.details()
     # a spec of the kind asked for that does not validate: the file and why
-    bad = write_yaml(env, etc, "bad", 'cdiVersion: "0.6.0"\nkind: example.com/bad\ndevices:\n'
+    bad = write_yaml(etc, "bad", 'cdiVersion: "0.6.0"\nkind: example.com/bad\ndevices:\n'
                      '- name: d\n  containerEdits:\n    deviceNodes:\n    - path: dev/relative\n')
     e = create("bad", "example.com/zero=z", "example.com/bad=d")
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
@@ -217,7 +190,7 @@ def test_cdi_spec_replaced_between_containers_is_reread(cdi_env, cdi_dirs):
     assert "CDI_GEN=2" in sh(env, b, "env")[1].splitlines()
     assert sh(env, b, "test -c /dev/cdi-zero2 && test ! -e /dev/cdi-zero && echo ok")[1] == "ok\n"
     # a spec in the later directory overrides the earlier one's device
-    etc_spec = write_yaml(env, etc, "zero", 'cdiVersion: "1.0.0"\nkind: example.com/zero\n'
+    etc_spec = write_yaml(etc, "zero", 'cdiVersion: "1.0.0"\nkind: example.com/zero\n'
                           'devices:\n- name: z\n  containerEdits:\n    env: [CDI_GEN=etc]\n')
     c = sleeper(env, pod, "c", CDI_devices=dev)
     assert "CDI_GEN=2" in sh(env, c, "env")[1].splitlines()
