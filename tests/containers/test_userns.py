@@ -235,3 +235,33 @@ def test_status_reports_support(env):
     for h in r.runtime_handlers:
         assert h.features.user_namespaces, h
     assert not r.features.user_namespaces_host_network
+
+
+def pod_dir(env, pod):
+    return os.path.join(env.d.state, "pods", pod[0])
+
+
+def test_pod_files_are_not_host_root_files(env):
+    """The pod's /etc files and /dev/shm are its root's, not bound through
+    an idmapping: through one, the container's root wrote them as the
+    host's root, and could leave a set-user-ID file of the host's uid 0
+    with the content of its choice in the daemon's state, or hand a file
+    to any host uid below the mapping's length. What the container's root
+    does to them stays its own uid's on the host."""
+    pod = userns_pod(env)
+    cid = env.run(pod, "c", ["/bin/sleep", "100000"])
+    code, out, err = sh(env, cid, "stat -c '%u %g %a' /etc/hosts /etc/hostname /etc/resolv.conf "
+                        "/dev/shm; printf '#!/bin/sh\\nid\\n' > /etc/hosts && "
+                        "chmod 6755 /etc/hosts && chown 0:0 /etc/hosts && "
+                        "chown 1000:1000 /etc/hostname && echo x > /dev/shm/f && "
+                        "chmod 6755 /dev/shm/f && echo done")
+    assert code == 0, (out, err)
+    assert out.split("\n") == ["0 0 644"] * 3 + ["0 0 1777", "done", ""], out
+    d = pod_dir(env, pod)
+    # /dev/shm is mounted in the daemon's mount namespace: seen through its root
+    shm = f"/proc/{env.d.proc.pid}/root{d}/shm/f"
+    for path, owner in ((f"{d}/hosts", HOST_ID), (f"{d}/hostname", HOST_ID + 1000),
+                        (f"{d}/resolv.conf", HOST_ID), (shm, HOST_ID)):
+        st = os.lstat(path)
+        assert (st.st_uid, st.st_gid) == (owner, owner), (path, st)
+
