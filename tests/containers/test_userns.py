@@ -265,3 +265,13 @@ def test_pod_files_are_not_host_root_files(env):
         st = os.lstat(path)
         assert (st.st_uid, st.st_gid) == (owner, owner), (path, st)
 
+
+def test_created_working_dir_is_the_pods_root(env):
+    """A working directory missing from the image is made for the
+    container: its root's in the pod's user namespace, which may write
+    there (made as the host's root, it was nobody's inside)."""
+    pod = userns_pod(env)
+    cid = env.run(pod, "c", ["/bin/sleep", "100000"], working_dir="/made/here")
+    code, out, err = sh(env, cid, "stat -c '%u %g' /made /made/here && touch /made/here/x && "
+                        "echo ok")
+    assert (code, out) == (0, "0 0\n0 0\nok\n"), (out, err)
