@@ -299,8 +299,11 @@ out:
     return r;
 }
 
-/* mkdir -p of path inside the tree at rootfd, never leaving it. */
-static int mkdir_in_root(int rootfd, const char *path, struct err *err)
+/* mkdir -p of path inside the tree at rootfd, never leaving it; what it
+ * makes is owned by uid and gid (the container's root on the host: the
+ * pod's mapped root in a user namespace, whose root could not write in a
+ * directory of the host's). */
+static int mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, struct err *err)
 {
     char buf[4096];
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
@@ -320,7 +323,10 @@ static int mkdir_in_root(int rootfd, const char *path, struct err *err)
                 *slash = '\0';
                 int pfd = (int)syscall(SYS_openat2, rootfd, *buf ? buf : "/", &how, sizeof(how));
                 *slash = '/';
-                if (pfd < 0 || (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)) {
+                int made = pfd < 0 ? -1 : mkdirat(pfd, name, 0755);
+                if (pfd < 0 || (made < 0 && errno != EEXIST) ||
+                    (made == 0 && (uid || gid) &&
+                     fchownat(pfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)) {
                     int e = errno;
                     if (pfd >= 0)
                         close(pfd);
@@ -509,7 +515,10 @@ static void create_work(uv_work_t *req)
         const char *cwd =
             json_string_value(json_object_get(json_object_get(spec, "process"), "cwd"));
         _cleanup_close_ int rfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (rfd < 0 || (cwd && strcmp(cwd, "/") && (j->r = mkdir_in_root(rfd, cwd, &j->err)) < 0)) {
+        if (rfd < 0 ||
+            (cwd && strcmp(cwd, "/") &&
+             (j->r = mkdir_in_root(rfd, cwd, j->pod_userns ? j->uid_map.host_id : 0,
+                                   j->pod_userns ? j->gid_map.host_id : 0, &j->err)) < 0)) {
             if (rfd < 0)
                 j->r = err_set(&j->err, errno, "open the rootfs");
             goto fail;

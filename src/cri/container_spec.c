@@ -990,12 +990,12 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
             snprintf(path, sizeof(path), "%s/%s", in->pod_dir, files[i][0]);
         bool ro = i > 0 && cfg->linux && cfg->linux->security_context &&
                   cfg->linux->security_context->readonly_rootfs;
-        json_t *o =
-            json_pack("[s,s,s,s,s]", "rbind", "rprivate", "nosuid", "nodev", ro ? "ro" : "rw");
-        /* the pod's files are root's in its user namespace too */
-        if (in->uid_map)
-            json_array_append_new(o, json_string("idmap"));
-        json_array_append_new(m, mnt(files[i][1], "bind", path, o));
+        /* In a pod with a user namespace, these are its root's on the host
+         * already (pod/sandbox.c), not idmapped: through an idmapping its
+         * root would write them as the host's root. */
+        json_array_append_new(m, mnt(files[i][1], "bind", path,
+                                     json_pack("[s,s,s,s,s]", "rbind", "rprivate", "nosuid",
+                                               "nodev", ro ? "ro" : "rw")));
     }
     for (size_t k = 0; k < cfg->n_mounts; k++) {
         const Runtime__V1__Mount *cm = cfg->mounts[k];

@@ -434,6 +434,24 @@ static int write_etc_files(const struct pod_sandbox_spec *s, const char *hostnam
     return r;
 }
 
+/* In a pod with a user namespace, the files its containers see are its
+ * root's on the host (as containerd and CRI-O make them), bound without an
+ * idmapping: through one, the pod's root would write, chmod and chown them
+ * as the host's root (a set-user-ID file of the host's uid 0 with the
+ * content of its choice). */
+static int etc_files_own(const struct pod_sandbox_spec *s, struct err *err)
+{
+    static const char *const names[] = {"hostname", "resolv.conf", "hosts"};
+    for (size_t i = 0; s->uid_map && i < ARRAY_SIZE(names); i++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", s->dir, names[i]);
+        if (fchownat(AT_FDCWD, path, s->uid_map->host_id, s->gid_map->host_id,
+                     AT_SYMLINK_NOFOLLOW) < 0)
+            return err_set(err, errno, "chown `%s` to the pod's root", path);
+    }
+    return 0;
+}
+
 void pod_sandbox_result_clear(struct pod_sandbox_result *r)
 {
     free(r->cgroup_path);
@@ -531,10 +549,14 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         ref.init_start = ret->init_start;
     }
     if (!s->host_ipc) {
-        char path[4200], opts[64];
+        char path[4200], opts[128];
         snprintf(path, sizeof(path), "%s/shm", s->dir);
-        snprintf(opts, sizeof(opts), "mode=1777,size=%llu",
-                 (unsigned long long)(s->shm_size ? s->shm_size : POD_SHM_SIZE_DEFAULT));
+        int n = snprintf(opts, sizeof(opts), "mode=1777,size=%llu",
+                         (unsigned long long)(s->shm_size ? s->shm_size : POD_SHM_SIZE_DEFAULT));
+        /* the pod's root's, bound without an idmapping (see etc_files_own) */
+        if (s->uid_map)
+            snprintf(opts + n, sizeof(opts) - (size_t)n, ",uid=%u,gid=%u", s->uid_map->host_id,
+                     s->gid_map->host_id);
         if (mkdir(path, 0755) < 0 && errno != EEXIST) {
             r = err_set(err, errno, "create `%s`", path);
             goto fail;
@@ -567,6 +589,8 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
         }
     }
     r = write_etc_files(&spec, hostname, &ret->net, err);
+    if (r == 0)
+        r = etc_files_own(&spec, err);
     if (r < 0)
         goto fail;
     oci_cgroup_free(cg);

@@ -235,3 +235,69 @@ def test_status_reports_support(env):
     for h in r.runtime_handlers:
         assert h.features.user_namespaces, h
     assert not r.features.user_namespaces_host_network
+
+
+def pod_dir(env, pod):
+    return os.path.join(env.d.state, "pods", pod[0])
+
+
+def test_pod_files_are_not_host_root_files(env):
+    """The pod's /etc files and /dev/shm are its root's, not bound through
+    an idmapping: through one, the container's root wrote them as the
+    host's root, and could leave a set-user-ID file of the host's uid 0
+    with the content of its choice in the daemon's state, or hand a file
+    to any host uid below the mapping's length. What the container's root
+    does to them stays its own uid's on the host."""
+    pod = userns_pod(env)
+    cid = env.run(pod, "c", ["/bin/sleep", "100000"])
+    code, out, err = sh(env, cid, "stat -c '%u %g %a' /etc/hosts /etc/hostname /etc/resolv.conf "
+                        "/dev/shm; printf '#!/bin/sh\\nid\\n' > /etc/hosts && "
+                        "chmod 6755 /etc/hosts && chown 0:0 /etc/hosts && "
+                        "chown 1000:1000 /etc/hostname && echo x > /dev/shm/f && "
+                        "chmod 6755 /dev/shm/f && echo done")
+    assert code == 0, (out, err)
+    assert out.split("\n") == ["0 0 644"] * 3 + ["0 0 1777", "done", ""], out
+    d = pod_dir(env, pod)
+    # /dev/shm is mounted in the daemon's mount namespace: seen through its root
+    shm = f"/proc/{env.d.proc.pid}/root{d}/shm/f"
+    for path, owner in ((f"{d}/hosts", HOST_ID), (f"{d}/hostname", HOST_ID + 1000),
+                        (f"{d}/resolv.conf", HOST_ID), (shm, HOST_ID)):
+        st = os.lstat(path)
+        assert (st.st_uid, st.st_gid) == (owner, owner), (path, st)
+
+
+def test_created_working_dir_is_the_pods_root(env):
+    """A working directory missing from the image is made for the
+    container: its root's in the pod's user namespace, which may write
+    there (made as the host's root, it was nobody's inside)."""
+    pod = userns_pod(env)
+    cid = env.run(pod, "c", ["/bin/sleep", "100000"], working_dir="/made/here")
+    code, out, err = sh(env, cid, "stat -c '%u %g' /made /made/here && touch /made/here/x && "
+                        "echo ok")
+    assert (code, out) == (0, "0 0\n0 0\nok\n"), (out, err)
+
+
+@pytest.mark.xfail(strict=True, reason="mounts made in the pod's user namespace are not locked: "
+                   "a container granted CAP_SYS_ADMIN there remounts its read-only volumes "
+                   "read-write (see the report of branch attack2)")
+def test_read_only_volume_stays_read_only_with_cap_sys_admin(env, tmp_path):
+    """CAP_SYS_ADMIN is the pod's user namespace's only, which kubelet
+    allows with hostUsers: false; the read-only flag of a volume must hold
+    against it (locked, as a mount copied into a namespace of a less
+    privileged user namespace is), or the container's root writes the
+    host's root files of an idmapped read-only volume."""
+    pb = env.pb
+    vol = tmp_path / "ro"
+    vol.mkdir()
+    (vol / "f").write_text("host\n")  # the host's root's, 0644
+    idm = [pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)]
+    pod = userns_pod(env)
+    sc = pb.LinuxContainerSecurityContext(
+        capabilities=pb.Capability(add_capabilities=["CAP_SYS_ADMIN"]))
+    cid = env.create(pod, None, env.config(
+        "c", command=["/bin/sleep", "100000"], linux=pb.LinuxContainerConfig(security_context=sc),
+        mounts=[pb.Mount(container_path="/ro", host_path=str(vol), readonly=True,
+                         uidMappings=idm, gidMappings=idm)]))
+    env.start(cid)
+    sh(env, cid, "mount -o remount,bind,rw /ro; echo written >> /ro/f")
+    assert (vol / "f").read_text() == "host\n"
