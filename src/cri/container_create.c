@@ -855,6 +855,33 @@ static const char *status_image(const Runtime__V1__ImageSpec *spec, const struct
     return img->n_repo_tags ? img->repo_tags[0] : img->id;
 }
 
+/* What would let the container of a pod with its own user namespace
+ * remount its read-only volumes, rootfs or /sys read-write (privileged,
+ * CAP_SYS_ADMIN, ALL), or NULL. Its mounts are made in a mount namespace
+ * that namespace owns, so their flags are not locked. */
+static const char *userns_remount_power(const struct sandbox *sb,
+                                        const Runtime__V1__ContainerConfig *cfg)
+{
+    struct pod_idmap uids, gids;
+    if (!sandbox_userns(sb->config, &uids, &gids))
+        return NULL;
+    const Runtime__V1__LinuxContainerSecurityContext *sc =
+        cfg->linux ? cfg->linux->security_context : NULL;
+    if (!sc)
+        return NULL;
+    if (sc->privileged)
+        return "a privileged container";
+    const Runtime__V1__Capability *caps = sc->capabilities;
+    for (size_t i = 0; caps && i < caps->n_add_capabilities; i++) {
+        const char *c = caps->add_capabilities[i];
+        if (!strcasecmp(c, "ALL"))
+            return "adding every capability (ALL)";
+        if (!strcasecmp(c, "CAP_SYS_ADMIN") || !strcasecmp(c, "SYS_ADMIN"))
+            return "CAP_SYS_ADMIN";
+    }
+    return NULL;
+}
+
 void cri_create_container(struct cri_call *call)
 {
     struct cri *cri = call->cri;
@@ -888,6 +915,15 @@ void cri_create_container(struct cri_call *call)
     if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "CreateContainer: pod sandbox `%s` is not ready", sb->rec.id);
+        return;
+    }
+    const char *remount = userns_remount_power(sb, cfg);
+    if (remount) {
+        cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
+                 "CreateContainer: %s in a pod with its own user namespace is not supported: "
+                 "kinglet makes the container's mounts inside that namespace, where the kernel "
+                 "does not lock their read-only flags",
+                 remount);
         return;
     }
     const char *holder = name_holder(cri, sb->rec.id, cfg->metadata);

@@ -277,27 +277,38 @@ def test_created_working_dir_is_the_pods_root(env):
     assert (code, out) == (0, "0 0\n0 0\nok\n"), (out, err)
 
 
-@pytest.mark.xfail(strict=True, reason="mounts made in the pod's user namespace are not locked: "
-                   "a container granted CAP_SYS_ADMIN there remounts its read-only volumes "
-                   "read-write (see the report of branch attack2)")
-def test_read_only_volume_stays_read_only_with_cap_sys_admin(env, tmp_path):
-    """CAP_SYS_ADMIN is the pod's user namespace's only, which kubelet
-    allows with hostUsers: false; the read-only flag of a volume must hold
-    against it (locked, as a mount copied into a namespace of a less
-    privileged user namespace is), or the container's root writes the
-    host's root files of an idmapped read-only volume."""
+def test_what_could_remount_is_refused(env, tmp_path):
+    """A container's mounts are made inside the pod's user namespace, where
+    the kernel does not lock their flags: with CAP_SYS_ADMIN there (which
+    kubelet allows with hostUsers: false) `mount -o remount,bind,rw` made a
+    read-only idmapped volume writable and changed the host's root's file.
+    Until the mounts are made before the namespace is joined, what could
+    remount (CAP_SYS_ADMIN, ALL, privileged) is refused; without it the
+    volume holds."""
     pb = env.pb
     vol = tmp_path / "ro"
     vol.mkdir()
     (vol / "f").write_text("host\n")  # the host's root's, 0644
     idm = [pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)]
     pod = userns_pod(env)
-    sc = pb.LinuxContainerSecurityContext(
-        capabilities=pb.Capability(add_capabilities=["CAP_SYS_ADMIN"]))
-    cid = env.create(pod, None, env.config(
-        "c", command=["/bin/sleep", "100000"], linux=pb.LinuxContainerConfig(security_context=sc),
-        mounts=[pb.Mount(container_path="/ro", host_path=str(vol), readonly=True,
-                         uidMappings=idm, gidMappings=idm)]))
+    mounts = [pb.Mount(container_path="/ro", host_path=str(vol), readonly=True,
+                       uidMappings=idm, gidMappings=idm)]
+    for name, sc in (
+            ("CAP_SYS_ADMIN", pb.LinuxContainerSecurityContext(
+                capabilities=pb.Capability(add_capabilities=["CAP_SYS_ADMIN"]))),
+            ("CAP_SYS_ADMIN", pb.LinuxContainerSecurityContext(
+                capabilities=pb.Capability(add_capabilities=["sys_admin"]))),
+            ("ALL", pb.LinuxContainerSecurityContext(
+                capabilities=pb.Capability(add_capabilities=["ALL"]))),
+            ("privileged", pb.LinuxContainerSecurityContext(privileged=True))):
+        with pytest.raises(grpc.RpcError) as e:
+            env.create(pod, None, env.config(
+                "c", command=["/bin/sleep", "100000"],
+                linux=pb.LinuxContainerConfig(security_context=sc), mounts=mounts))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert name in e.value.details() and "user namespace" in e.value.details()
+    cid = env.create(pod, None, env.config("c", command=["/bin/sleep", "100000"],
+                                           mounts=mounts))
     env.start(cid)
     sh(env, cid, "mount -o remount,bind,rw /ro; echo written >> /ro/f")
     assert (vol / "f").read_text() == "host\n"
