@@ -108,7 +108,7 @@ def test_a_client_that_does_not_read_pauses_the_container(env):
     r1 = rss()
     log = env.status(cid).status.log_path
     n1 = os.path.getsize(log)
-    time.sleep(1)
+    time.sleep(1)  # a window in which nothing may happen; not a wait
     # paused: the log does not grow, the monitor's memory stays put
     assert os.path.getsize(log) - n1 < 200000
     assert rss() < r1 + 512

@@ -516,6 +516,7 @@ def test_token_expires(running, spdyclient):
     late = exec_url(env, cid, ["/bin/echo", "expired"])
     after = time.monotonic()
     # the token is made during the call: it expires in [before, after] + 60 s
+    # (the sleeps are the elapsed time under test, not waits)
     time.sleep(max(0, before + 55 - time.monotonic()))
     p = spdy(env, spdyclient, "exec", early)
     assert p.stdout == b"still\n", (p.stdout, p.stderr)

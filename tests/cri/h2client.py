@@ -2,11 +2,12 @@
 garbage, compressed flags, odd headers, half-sent requests."""
 import socket
 import struct
-import time
 
 import h2.config
 import h2.connection
 import h2.events
+
+from waiting import wait_for
 
 
 def frame(msg, compressed=False):
@@ -44,11 +45,17 @@ class Raw:
         return sid
 
     def pump(self, until, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while not until():
-            if time.monotonic() > deadline:
-                raise TimeoutError("no answer in time")
-            self.read_once()
+        """Reads until until() holds; a read that times out (the socket's
+        timeout) is tried again until `timeout`."""
+        def done():
+            if until():
+                return True
+            try:
+                self.read_once()
+            except socket.timeout:
+                pass
+            return until()
+        wait_for(done, timeout, interval=0, what="the server's answer")
 
     def send_all(self, sid, data, end=False):
         """Sends a request body as flow control allows, reading the
@@ -272,24 +279,30 @@ class Frames:
         return True
 
     def pump(self, until, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while not until():
-            if time.monotonic() > deadline:
-                raise TimeoutError("no answer in time")
-            if not self.read_some():
-                if until():
-                    return
-                raise ConnectionError("server closed the connection")
+        """Reads until until() holds; a read that times out (the socket's
+        timeout) is tried again until `timeout`."""
+        def done():
+            if until():
+                return True
+            try:
+                if not self.read_some():
+                    if until():
+                        return True
+                    raise ConnectionError("server closed the connection")
+            except socket.timeout:
+                pass
+            return until()
+        wait_for(done, timeout, interval=0, what="the server's answer")
 
     def wait_closed(self, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while not self.closed:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not close the connection")
+        def closed():
             try:
                 self.read_some()
             except socket.timeout:
                 pass
+            return self.closed
+        if not self.closed:
+            wait_for(closed, timeout, interval=0, what="the server to close the connection")
 
     @staticmethod
     def status(st):

@@ -243,13 +243,15 @@ def test_keepalive_ping_closes_a_dead_peer(daemon_factory):
     alive = Frames(d.sock, timeout=0.05)
     for f in (dead, alive):
         f.request(RS + "Version", None, end=False)
-    deadline = time.monotonic() + 15
-    while not dead.closed and time.monotonic() < deadline:
+
+    def dead_closed():
         for f in (dead, alive):
             try:
                 f.read_some()
             except TimeoutError:
                 pass
+        return dead.closed
+    wait_for(dead_closed, interval=0, what="the connection that answers no ping to close")
     assert dead.closed and dead.pings >= 1
     assert alive.pings >= 1 and not alive.closed
     alive.sock.settimeout(5)

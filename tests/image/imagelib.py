@@ -22,6 +22,8 @@ import tarfile
 import time
 import urllib.parse
 
+from waiting import wait_for
+
 BUSYBOX = "/bin/busybox"
 REGISTRY_BIN = "/usr/bin/docker-registry"
 
@@ -457,25 +459,27 @@ class Registry:
         self.log = open(f"{self.workdir}/registry.log", "wb")
         self.proc = subprocess.Popen([REGISTRY_BIN, "serve", self.config], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def up_or_exited():
             if self.proc.poll() is not None:
-                log = open(f"{self.workdir}/registry.log").read()
-                if "address already in use" in log and tries > 1:
-                    # taken by another run since it was chosen: another port
-                    self.log.close()
-                    self._move_to(free_port())
-                    return self.start(tries - 1)
-                raise RuntimeError("registry exited: " + log)
+                return "exited"
             try:
                 if self._listens():
                     st, _, _ = self.pusher().request("GET", "/v2/")
                     if st in (200, 401):
-                        return self
+                        return "up"
             except OSError:
                 pass
-            time.sleep(0.05)
-        raise RuntimeError("registry did not come up")
+            return None
+        if wait_for(up_or_exited, interval=0.05, what="the registry to come up") == "up":
+            return self
+        log = open(f"{self.workdir}/registry.log").read()
+        if "address already in use" in log and tries > 1:
+            # taken by another run since it was chosen: another port
+            self.log.close()
+            self._move_to(free_port())
+            return self.start(tries - 1)
+        raise RuntimeError("registry exited: " + log)
 
     def _move_to(self, port):
         old = f"127.0.0.1:{self.port}"
@@ -646,7 +650,7 @@ class FakeRegistry:
                         if off and fake.gate is not None:
                             fake.gate.wait()
                         self.wfile.write(b[off:off + (1 << 20)])
-                        time.sleep(fake.throttle)
+                        time.sleep(fake.throttle)  # a slow registry's pace, not a wait
                 except OSError:
                     pass
 

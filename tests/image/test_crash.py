@@ -3,12 +3,12 @@ consistent (nothing half-pulled is listed, leftovers go at the next start)
 and the pull can be repeated."""
 import os
 import signal
-import time
 
 import pytest
 
 import imagelib
 from imagelib import FakeRegistry, Image, Tar, busybox_layer
+from waiting import wait_for
 
 BIG = 100 << 20
 
@@ -30,15 +30,6 @@ def test_pull_100mb_layer(kimage, registry, big_image):
     assert os.path.getsize(os.path.join(snaps[1], "big/random.bin")) == BIG
 
 
-def _wait(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slow
 def test_sigkill_during_pull(kimage, big_image):
     f = FakeRegistry(throttle=0.02).start()  # ~2 s for the big layer
@@ -55,9 +46,9 @@ def test_sigkill_during_pull(kimage, big_image):
                 if d.stat().st_size > (8 << 20):
                     return True
             return False
-        _wait(partial, 60, "a partially unpacked layer")
+        wait_for(partial, what="a partially unpacked layer")
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(60)
         assert proc.returncode == -signal.SIGKILL
         assert kimage.tmp_entries() != [], "the kill left work in progress"
 

@@ -256,7 +256,7 @@ def test_loop_answers_during_large_pull(cri, daemon_factory, big_image):
             rs.Version(cri.pb.VersionRequest(), timeout=5)
             ims.ListImages(cri.pb.ListImagesRequest(), timeout=5)
             lat.append((time.monotonic() - t0) / 2)
-            time.sleep(0.005)
+            time.sleep(0.005)  # the probes' pace, not a wait
         t.join()
         assert result["r"].image_ref == big_image.id
         assert len(lat) > 50, "the pull was too quick to measure anything"

@@ -36,7 +36,7 @@ def keep_sending(c, data, every):
     try:
         while True:
             c.sendall(data)
-            time.sleep(every)
+            time.sleep(every)  # a trickling sender's pace, not a wait
     except OSError:
         pass
 

@@ -10,12 +10,13 @@ test made.
 """
 import os
 import pathlib
-import selectors
+import select
 import shutil
 import subprocess
-import time
 
 import pytest
+
+from waiting import wait_for
 
 SRCDIR = pathlib.Path(__file__).resolve().parent.parent.parent
 
@@ -44,25 +45,21 @@ def net_driver():
     return str(path)
 
 
-def read_line(proc, timeout):
-    """One line of proc's stdout within timeout seconds, or None."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    buf = b""
-    try:
-        while time.monotonic() < deadline:
-            if not sel.select(deadline - time.monotonic()):
-                break
-            ch = os.read(proc.stdout.fileno(), 1)
+def read_line(proc, timeout=60):
+    """One line of proc's stdout, or None if it ends first."""
+    fd = proc.stdout.fileno()
+    buf = bytearray()
+
+    def line():
+        while select.select([fd], [], [], 0)[0]:
+            ch = os.read(fd, 1)
             if not ch:
-                break
+                return [None]
             if ch == b"\n":
-                return buf.decode()
-            buf += ch
-    finally:
-        sel.close()
-    return None
+                return [buf.decode()]
+            buf.extend(ch)
+        return None
+    return wait_for(line, timeout, what=f"a line from {proc.args!r}")[0]
 
 
 class Lab:
@@ -73,7 +70,11 @@ class Lab:
              "mount -t tmpfs kinglet-test-run /run && mkdir -p /run/netns && "
              "ip link set lo up && echo ready && exec cat"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        if read_line(self.holder, 10) != "ready":
+        try:
+            ready = read_line(self.holder)
+        except AssertionError:
+            ready = None
+        if ready != "ready":
             self.close()
             raise RuntimeError("could not create the lab namespace")
         self.pid = self.holder.pid

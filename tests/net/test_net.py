@@ -90,7 +90,7 @@ def leases(lab):
 
 def start_server(lab, ns, proto, port, fam="4"):
     p = lab.popen("ip", "netns", "exec", ns, PY, "-c", SERVER, proto, fam, str(port))
-    line = read_line(p, 10)
+    line = read_line(p)
     assert line == "listening", f"server in {ns} did not start: {p.stderr.read1(1000)!r}"
     return p
 
@@ -186,7 +186,7 @@ def test_host_ports_from_outside_hairpin_and_localhost(lab, outside):
     assert client(lab, None, "tcp", "127.0.0.1", 8080).stdout.strip() == "10.99.0.1"
     # egress: masqueraded to the node's address on the way out
     srv = lab.popen("ip", "netns", "exec", outside, PY, "-c", SERVER, "tcp", "4", "9000")
-    assert read_line(srv, 10) == "listening"
+    assert read_line(srv) == "listening"
     assert client(lab, "web", "tcp", "192.0.2.2", 9000).stdout.strip() == "192.0.2.1"
     # teardown removes exactly this pod's rules
     rules = lab.run("nft", "list", "chain", "inet", "kinglet", "hostports").stdout

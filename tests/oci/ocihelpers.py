@@ -17,14 +17,15 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
 
+from waiting import wait_for
+
 __all__ = ["base_config", "Runtime", "rootfs", "runtime", "kinglet", "make_bundle", "cid",
            "private_rootfs", "BUSYBOX", "APPLETS", "CAPS", "cgroup2_root", "proc_cgroup",
-           "skip_for_runc", "RUN_CGROUP"]
+           "skip_for_runc", "RUN_CGROUP", "pid_gone"]
 
 # This test run's own cgroup parent (tests/conftest.py): the cgroupsPath of
 # every bundle that names one goes below it.
@@ -136,14 +137,18 @@ class Runtime:
         return json.loads(r.stdout)
 
     def wait_status(self, cid, status, timeout=60):
-        deadline = time.monotonic() + timeout
-        while True:
-            st = self.state(cid)
-            if st["status"] == status:
-                return st
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{cid}: status {st['status']}, wanted {status}")
-            time.sleep(0.01)
+        last = {}
+
+        def reached():
+            last["st"] = self.state(cid)
+            return last["st"] if last["st"]["status"] == status else None
+        try:
+            return wait_for(reached, timeout, what=f"{cid} to be {status}")
+        except AssertionError as e:
+            if "st" not in last:  # state failed at once
+                raise
+            raise AssertionError(f"{cid}: status {last['st']['status']}, wanted {status} "
+                                 f"({e})") from None
 
 
 def v2_wrapper(tmp, name):
@@ -166,11 +171,20 @@ CGROUP2 = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgr
     else "/sys/fs/cgroup"
 
 
+def pid_gone(pid):
+    """pid has exited: no such process, or a zombie its parent has yet to
+    reap."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def remove_cgroup(path):
     """rmdir of a cgroup and its children, deepest first (a cgroup with
     processes stays, and says so by failing)."""
-    deadline = time.monotonic() + 10
-    while os.path.isdir(path):
+    def removed():
         subs = sorted((os.path.join(dp, x) for dp, dns, _ in os.walk(path) for x in dns),
                       key=len, reverse=True)
         try:
@@ -178,9 +192,11 @@ def remove_cgroup(path):
                 os.rmdir(d)
         except OSError as e:
             # EBUSY while the last killed processes leave it
-            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+            if e.errno != errno.EBUSY:
                 raise
-            time.sleep(0.01)
+        return not os.path.isdir(path)
+    if os.path.isdir(path):
+        wait_for(removed, what=f"cgroup {path} to be removed")
 
 
 def cleanup(rt):

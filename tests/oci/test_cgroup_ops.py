@@ -252,9 +252,7 @@ def test_run_stops_a_hook_on_sigterm(kinglet, make_bundle, cid, tmp_path):
         out = (tmp_path / "run.out").read_text()
         assert "interrupted" in out and "hooks.prestart[0]" in out, out
         assert not (kinglet.root / cid).exists()
-        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
-                 what="the hook to be killed")
+        wait_for(lambda: pid_gone(pid), what="the hook to be killed")
     finally:
         if p.poll() is None:
             p.kill()

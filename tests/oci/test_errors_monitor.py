@@ -4,11 +4,11 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from waiting import wait_for
 
 
 def one_line_error(r, *needles):
@@ -119,14 +119,15 @@ def test_monitor_is_small(kinglet, kinglet_bin, make_bundle, cid, tmp_path):
     st = start(kinglet, make_bundle, cid, tmp_path)
     kinglet.wait_status(cid, "running")
     # The monitor sheds its memory once the container has run for 100 ms.
-    deadline = time.monotonic() + 5
-    while True:
-        rss = vm_rss_kb(st["monitor"])
-        if rss < 1024 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    print(f"monitor VmRSS {rss} kB")
-    assert rss < 1024, f"monitor VmRSS {rss} kB"
+    rss = []
+
+    def small():
+        rss.append(vm_rss_kb(st["monitor"]))
+        return rss[-1] < 1024
+    try:
+        wait_for(small, interval=0.05, what="the monitor's VmRSS under 1024 kB")
+    finally:
+        print(f"monitor VmRSS {rss[-1] if rss else '?'} kB")
     # And it still works: the exit is recorded.
     kinglet("kill", cid, "KILL", check=True)
     assert kinglet.wait_status(cid, "stopped")["exitCode"] == 137
@@ -169,19 +170,11 @@ def test_monitor_records_exit_after_the_caller_is_gone(kinglet, make_bundle, cid
     st = start(kinglet, make_bundle, cid, tmp_path, args=("sh", "-c", "sleep 0.3; exit 4"))
     # The creating and starting processes have exited; the monitor writes
     # the record, durably, then exits.
-    deadline = time.monotonic() + 10
     rec = kinglet.root / cid / "exit.json"
-    while not rec.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(rec.exists, what="the monitor's exit record")
     data = json.loads(rec.read_text())
     assert data["exitCode"] == 4 and data["started"] > 0 and data["finished"] >= data["started"]
-    while os.path.exists(f"/proc/{st['monitor']}"):
-        s = open(f"/proc/{st['monitor']}/stat").read().rsplit(")", 1)[1].split()[0]
-        if s == "Z":
-            break
-        assert time.monotonic() < deadline, "monitor did not exit"
-        time.sleep(0.02)
+    wait_for(lambda: pid_gone(st["monitor"]), what="the monitor to exit")
 
 
 def test_the_binary_is_out_of_reach_during_setup(kinglet, make_bundle, cid, tmp_path):
@@ -291,17 +284,17 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
     with open(tmp_path / "out", "w") as out:
         p = subprocess.Popen(kinglet.cmd("create", "--bundle", b, cid), stdout=out, stderr=out)
     try:
-        deadline = time.monotonic() + 60
-        while not hook_pid.exists() or not hook_pid.read_text().strip():
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.01)
+        def hook_started():
+            assert p.poll() is None, "create exited"
+            return hook_pid.exists() and hook_pid.read_text().strip()
+        wait_for(hook_started, what="the prestart hook")
         st = json.loads((kinglet.root / cid / "state.json").read_text())
         # The cgroup, where the host mounts cgroup2 (not a hard-coded path).
         root = cgroup2_root()
         assert st["cgroup"] == f"{root}{RUN_CGROUP}/{cid}", st["cgroup"]
         assert os.path.isdir(st["cgroup"])
         p.kill()
-        p.wait(timeout=10)
+        p.wait(timeout=60)
         status = kinglet.state(cid)["status"]
         assert status in ("creating", "stopped")
         # refused while creating; the init may end meanwhile (its creator
@@ -311,12 +304,7 @@ def test_create_killed_half_way_is_cleaned_by_delete_force(kinglet, make_bundle,
         assert not (kinglet.root / cid).exists()
         assert not os.path.exists(st["cgroup"])
         for pid in (st["pid"], st["monitor"]):
-            while os.path.exists(f"/proc/{pid}"):
-                s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-                if s == "Z":
-                    break
-                assert time.monotonic() < deadline, f"pid {pid} survived"
-                time.sleep(0.01)
+            wait_for(lambda: pid_gone(pid), what=f"pid {pid} to be killed")
     finally:
         if hook_pid.exists() and hook_pid.read_text().strip():
             try:
@@ -332,12 +320,13 @@ def test_container_survives_sigkill_of_run(kinglet, make_bundle, cid, tmp_path):
     b = make_bundle(["sh", "-c", "echo up; sleep 1000"])
     with open(tmp_path / "out", "w") as out:
         p = subprocess.Popen(kinglet.cmd("run", "--bundle", b, cid), stdout=out, stderr=out)
-    deadline = time.monotonic() + 10
-    while "up" not in (tmp_path / "out").read_text():
-        assert time.monotonic() < deadline and p.poll() is None
-        time.sleep(0.01)
+
+    def up():
+        assert p.poll() is None, "oci run exited"
+        return "up" in (tmp_path / "out").read_text()
+    wait_for(up, what="the container's first line")
     p.kill()
-    p.wait(timeout=10)
+    p.wait(timeout=60)
     st = kinglet.state(cid)
     assert st["status"] == "running"
     kinglet("kill", cid, "KILL", check=True)

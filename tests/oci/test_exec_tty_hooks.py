@@ -4,6 +4,7 @@ import subprocess
 import json
 import os
 import pathlib
+import select
 import shutil
 import socket
 import tempfile
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from waiting import wait_for
 
 
 
@@ -108,6 +110,25 @@ def recv_fd(conn):
     return fds[0]
 
 
+def read_pty(master, want):
+    """What the pty master gives until `want` is in it, or until it ends
+    (EIO once the last slave is closed)."""
+    data = bytearray()
+
+    def got():
+        if select.select([master], [], [], 0)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return True
+            if not chunk:
+                return True
+            data.extend(chunk)
+        return want in data
+    wait_for(got, what=f"{want!r} on the pty")
+    return bytes(data)
+
+
 def test_terminal_over_console_socket(runtime, make_bundle, cid, tmp_path):
     sock_path = str(tmp_path / "console.sock")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -122,14 +143,11 @@ def test_terminal_over_console_socket(runtime, make_bundle, cid, tmp_path):
     with open(tmp_path / "out", "w") as out:
         runtime("create", "--bundle", b, "--console-socket", sock_path, cid, stdout=out,
                 stderr=out, check=True)
-    srv.settimeout(10)
+    srv.settimeout(60)
     conn, _ = srv.accept()
     master = recv_fd(conn)
     runtime("start", cid, check=True)
-    data = b""
-    deadline = time.monotonic() + 10
-    while b"istty" not in data and time.monotonic() < deadline:
-        data += os.read(master, 4096)
+    data = read_pty(master, b"istty")
     os.close(master)
     text = data.decode()
     assert "/dev/pts/0" in text
@@ -167,13 +185,12 @@ def test_hooks(runtime, make_bundle, cid, tmp_path):
         assert st["annotations"] == {"org.test": "yes"}
     assert not (tmp_path / "poststart.json").exists()
     runtime("start", cid, check=True)
-    deadline = time.monotonic() + 10
-    while not (tmp_path / "poststart.json").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    while "hook" not in (tmp_path / "out").read_text():
-        assert time.monotonic() < deadline, (tmp_path / "out").read_text()
-        time.sleep(0.01)
+    wait_for((tmp_path / "poststart.json").exists, what="the poststart hook")
+    try:
+        wait_for(lambda: "hook" in (tmp_path / "out").read_text(),
+                 what="the startContainer hook's file")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {(tmp_path / 'out').read_text()!r}") from None
     runtime("kill", cid, "KILL", check=True)
     runtime.wait_status(cid, "stopped")
     runtime("delete", cid, check=True)
@@ -301,21 +318,15 @@ def test_exec_tty(runtime, running, cid, tmp_path):
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
     srv.listen(1)
-    srv.settimeout(10)
+    srv.settimeout(60)
     with open(tmp_path / "exec-out", "w") as out:
         p = subprocess.Popen(runtime.cmd("exec", "--tty", "--console-socket", sock_path, cid,
                                          "sh", "-c", "tty; test -t 1 && echo istty"),
                              stdout=out, stderr=out)
     conn, _ = srv.accept()
     master = recv_fd(conn)
-    data = b""
-    deadline = time.monotonic() + 10
-    while b"istty" not in data and time.monotonic() < deadline:
-        try:
-            data += os.read(master, 4096)
-        except OSError:
-            break
-    assert p.wait(timeout=10) == 0, (tmp_path / "exec-out").read_text()
+    data = read_pty(master, b"istty")
+    assert p.wait(timeout=60) == 0, (tmp_path / "exec-out").read_text()
     os.close(master)
     assert b"/dev/pts/" in data and b"istty" in data
 
@@ -344,10 +355,12 @@ def test_exec_detach_with_pid_file(runtime, running, cid, tmp_path):
     assert r.returncode == 0, (tmp_path / "exec-out").read_text()
     pid = int(pidf.read_text())
     # runc writes the pid before the process has exec'd: wait for the exec.
-    deadline = time.monotonic() + 10
-    while open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep":
-        assert time.monotonic() < deadline, open(f"/proc/{pid}/cmdline", "rb").read()
-        time.sleep(0.01)
+    def cmd():
+        return open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0]
+    try:
+        wait_for(lambda: cmd() == b"sleep", what=f"pid {pid} to exec sleep")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {cmd()!r}") from None
     init = runtime.state(cid)["pid"]
     assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink(f"/proc/{init}/ns/pid")
 

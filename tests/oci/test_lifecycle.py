@@ -3,11 +3,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from ocihelpers import *  # noqa: F401,F403 (fixtures)
+from waiting import wait_for
 
 
 def test_run_returns_exit_status(runtime, make_bundle, cid):
@@ -51,10 +51,8 @@ def test_create_start_kill_delete(runtime, make_bundle, cid, tmp_path):
     assert open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep"
     runtime("start", cid, check=True)
     st = runtime.wait_status(cid, "running")
-    deadline = time.monotonic() + 5
-    while open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] != b"sleep":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for(lambda: open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] == b"sleep",
+             what="the init to exec sleep")
     assert runtime("start", cid).returncode != 0  # only once
     assert runtime("delete", cid).returncode != 0  # running: needs --force
     runtime("kill", cid, "KILL", check=True)
@@ -75,7 +73,7 @@ def test_kill_sigterm_by_name(runtime, make_bundle, cid, tmp_path):
     try:
         assert p.stdout.readline() == "ready\n"
         runtime("kill", cid, "SIGTERM", check=True)
-        assert p.wait(timeout=10) == 3
+        assert p.wait(timeout=60) == 3
     finally:
         if p.poll() is None:
             p.kill()
@@ -89,13 +87,7 @@ def test_delete_force_running(runtime, make_bundle, cid, tmp_path):
         runtime("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
     pid = runtime.wait_status(cid, "running")["pid"]
     runtime("delete", "--force", cid, check=True)
-    deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{pid}"):
-        stat = open(f"/proc/{pid}/stat").read()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            break
-        assert time.monotonic() < deadline, "container survived delete --force"
-        time.sleep(0.01)
+    wait_for(lambda: pid_gone(pid), what="the container to die of delete --force")
 
 
 def test_duplicate_id_refused(runtime, make_bundle, cid, tmp_path):
@@ -153,7 +145,7 @@ def test_run_forwards_signals(kinglet, make_bundle, cid):
                          text=True)
     assert p.stdout.readline() == "ready\n"
     p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=10) == 42
+    assert p.wait(timeout=60) == 42
 
 
 def test_delete_created_container_without_force(runtime, make_bundle, cid, tmp_path):
@@ -163,10 +155,4 @@ def test_delete_created_container_without_force(runtime, make_bundle, cid, tmp_p
     pid = runtime.state(cid)["pid"]
     runtime("delete", cid, check=True)  # never started: nothing to stop first
     assert runtime("state", cid).returncode != 0
-    deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{pid}"):
-        s = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-        if s == "Z":
-            break
-        assert time.monotonic() < deadline, "the created init survived delete"
-        time.sleep(0.01)
+    wait_for(lambda: pid_gone(pid), what="the created init to die of delete")

@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 
 import pytest
@@ -84,24 +83,21 @@ ROOT_SCRIPT = textwrap.dedent("""\
 """)
 
 PUSH_SCRIPT = textwrap.dedent("""\
-    import sys, time
-    sys.path.insert(0, sys.argv[1])
-    import imagelib
+    import os, sys
+    # tests/image (imagelib) and tests (waiting)
+    sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]
     from imagelib import Image, busybox_layer, Pusher
+    from waiting import wait_for
     import ssl
     ctx = ssl.create_default_context(cafile=sys.argv[3])
     port = int(sys.argv[2])
-    deadline = time.monotonic() + 20
-    while True:
+
+    def up():
         try:
-            st, _, _ = Pusher("127.0.0.1", port, ctx, None).request("GET", "/v2/")
-            if st == 200:
-                break
+            return Pusher("127.0.0.1", port, ctx, None).request("GET", "/v2/")[0] == 200
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            sys.exit("registry did not come up")
-        time.sleep(0.05)
+            return False
+    wait_for(up, interval=0.05, what="the registry to come up")
     img = Image([(busybox_layer(), "gzip")],
                 config={"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"]})
     Pusher("127.0.0.1", port, ctx, None).push_image("busybox", "latest", img)
@@ -142,7 +138,7 @@ def cgroup_parent():
                 with open(os.path.join(d, "cgroup.kill"), "w") as f:
                     f.write("1")
                 wait_for(lambda: "populated 0" in open(os.path.join(d, "cgroup.events")).read(),
-                         timeout=10, what=f"the processes of {d} to die")
+                         what=f"the processes of {d} to die")
             os.rmdir(d)
 
 
@@ -278,7 +274,7 @@ def test_smoke_in_empty_root(lab, cri, cgroup_parent, ca_by):
         try:
             wait_for(lambda: os.path.exists(logfile) and
                      "hello from the static runtime" in open(logfile).read(),
-                     timeout=10, what="the container's log line")
+                     what="the container's log line")
         except AssertionError:
             tree = [os.path.join(dp, f) for dp, _, fs in os.walk(f"/proc/{d.pid}/root/logs")
                     for f in fs]

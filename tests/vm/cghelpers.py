@@ -13,9 +13,10 @@ import pathlib
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
+
+import waiting
 
 SRCDIR = pathlib.Path(os.environ.get("KINGLET_SRCDIR", pathlib.Path(__file__).resolve().parent.parent.parent))
 TIMEOUT = float(os.environ.get("KINGLET_TEST_TIMEOUT", "60"))  # the VM is 20-40x slower
@@ -50,14 +51,9 @@ def has_v2_controllers():
 
 
 def wait_for(cond, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    """waiting.wait_for with `what` second and the VM's stretched timeout,
+    as the cgroup tests call it."""
+    return waiting.wait_for(cond, timeout, interval=0.02, what=what)
 
 
 def read(path):
