@@ -678,17 +678,20 @@ def test_a_command_held_by_a_tracer_is_answered_at_its_timeout(env, exec_racer, 
     out = tmp_path / "racer"
     out.mkdir()
     cid = racer_container(env, exec_racer, out, ["hold"], caps=hold_caps())
+    # the command (the first new process, the one the racer holds) ends
+    # only once the racer says it holds it, however late that comes
+    cmd = ["/bin/sh", "-c", "until grep -q '^held ' /racer/log; do sleep 0.01; done"]
     try:
         with pytest.raises(grpc.RpcError) as e:
-            env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sleep", "1"],
-                                                   timeout=3), timeout=30)
+            env.rs.ExecSync(env.pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=10),
+                            timeout=60)
         # the daemon's answer, not the client's own deadline
         assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert "timed out after 3 s" in e.value.details(), e.value.details()
+        assert "timed out after 10 s" in e.value.details(), e.value.details()
         held = [ln for ln in racer_log(out) if ln.startswith("held ")]
         assert held, racer_log(out)  # else the test could not fail
         assert [p for p, (st, comm, _) in children_of(env.d.pid).items()
-                if st == "Z" and comm == "sleep"]  # still the racer's
+                if st == "Z" and comm == "sh"]  # still the racer's
     finally:
         (out / "stop").touch()
     reaped_all(env)
