@@ -1187,6 +1187,34 @@ static int test_attack(const char *steps, const char *store)
     _exit(0); /* as the helper ends: no exit handlers (a leak check forks) */
 }
 
+#ifdef KINGLET_SANITIZERS
+void __sanitizer_set_report_fd(void *fd);
+
+/* A sanitizer build (tests): the sandbox leaves no file the sanitizer's
+ * log_path could be opened in, and a sanitizer that cannot open its log at
+ * its first report (or any line it prints) dies. The log is opened here,
+ * before the sandbox, where the sanitizer would open it: log_path.PID. */
+static void sanitizer_log_before_sandbox(void)
+{
+    const char *opts[] = {getenv("TSAN_OPTIONS"), getenv("ASAN_OPTIONS")};
+    for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+        const char *at = opts[i] ? strstr(opts[i], "log_path=") : NULL;
+        if (!at)
+            continue;
+        at += strlen("log_path=");
+        size_t n = strcspn(at, ": ");
+        char path[PATH_MAX];
+        if (n == 0 || (n == 6 && (!strncmp(at, "stderr", 6) || !strncmp(at, "stdout", 6))) ||
+            snprintf(path, sizeof(path), "%.*s.%d", (int)n, at, (int)getpid()) >= (int)sizeof(path))
+            continue;
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            __sanitizer_set_report_fd((void *)(intptr_t)fd);
+        return;
+    }
+}
+#endif
+
 int image_helper_main(int argc, char **argv)
 {
     (void)argc;
@@ -1243,6 +1271,9 @@ int image_helper_main(int argc, char **argv)
     }
     if ((r = store_attach(&st, store, err)) < 0)
         goto out;
+#ifdef KINGLET_SANITIZERS
+    sanitizer_log_before_sandbox();
+#endif
     if ((r = sandbox(store, (pid_t)ppid, err)) < 0) {
         err_wrap(err, "image helper sandbox");
         goto out;
