@@ -2,9 +2,12 @@
 the daemon's streaming server will: output fan-out, stdin, stdin_once,
 resize, and a client that stops reading pausing the container, not the
 monitor's memory."""
+import fcntl
+import json
 import os
 import socket
-import time
+import struct
+import termios
 
 import pytest
 
@@ -94,6 +97,17 @@ def test_tty_resize(env):
     s.close()
 
 
+def stdout_backlog(pid):
+    """Bytes waiting in the pipe that is process pid's stdout, and the
+    pipe's size (through a reading end of that pipe that never reads)."""
+    fd = os.open(f"/proc/{pid}/fd/1", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        n = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+        return n, fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    finally:
+        os.close(fd)
+
+
 def test_a_client_that_does_not_read_pauses_the_container(env):
     pod = env.pod()
     cid = env.run(pod, "flood", ["/bin/sh", "-c",
@@ -101,15 +115,26 @@ def test_a_client_that_does_not_read_pauses_the_container(env):
     s = attach(env, cid, "stdout")
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     mon = env.monitors()[0]
-    time.sleep(1)  # long enough for an unbounded buffer to grow; not a wait
+    pid = int(json.loads(env.status(cid, verbose=True).info["info"])["pid"])
 
     def rss():
         return int([l for l in open(f"/proc/{mon}/status") if l.startswith("VmRSS")][0].split()[1])
+
+    def pipe_full():
+        n, size = stdout_backlog(pid)
+        return size - n < 64  # no room for a few more lines
+    # paused: the monitor stops reading the container's output, whose pipe
+    # fills up to the last few bytes, smaller than a line (a monitor that
+    # buffered without bound would drain it)
+    wait_for(pipe_full, what="the container's stdout pipe to fill")
     r1 = rss()
     log = env.status(cid).status.log_path
     n1 = os.path.getsize(log)
-    time.sleep(1)  # a window in which nothing may happen; not a wait
-    # paused: the log does not grow, the monitor's memory stays put
+    # the monitor goes on serving other clients meanwhile, and still does
+    # not read: 20 attach handshakes answered after the pipe was full
+    for _ in range(20):
+        attach(env, cid, "stdout").close()
+    assert pipe_full()
     assert os.path.getsize(log) - n1 < 200000
     assert rss() < r1 + 512
     # reading again lets the container go on
