@@ -52,14 +52,33 @@ def test_attach_stdin_and_output(env):
     s.send(bytes([IN]) + b"again\n")
     read_until(s, b"again\n")
     read_until(s2, b"again\n")
+    # without stdin_once the end of a client's input ends its session, not
+    # the container's stdin: the next client's input still goes in
     s.send(bytes([CLOSE]))
+    assert s.recv(100) == b""
+    s.close()
+    s3 = attach(env, cid, "stdin")
+    s3.send(bytes([IN]) + b"third\n")
+    read_until(s2, b"third\n")
+    assert env.status(cid).status.state == env.pb.CONTAINER_RUNNING
+    s3.close()
+    s2.close()
+    log = open(env.status(cid).status.log_path, "rb").read()
+    assert b"stdout F hello" in log and b"stdout F third" in log
+
+
+def test_stdin_once_close_ends_the_containers_stdin(env):
+    pod = env.pod()
+    cid = env.run(pod, "cat", ["/bin/sh", "-c", "cat; echo bye >&2"], stdin=True,
+                  stdin_once=True)
+    s = attach(env, cid)
+    s.send(bytes([IN]) + b"hello\n")
+    read_until(s, b"hello\n")
+    s.send(bytes([CLOSE]))  # stdin_once: the container's stdin closes, we stay
     assert b"bye" in read_until(s, b"bye", ERR)
     env.wait_exited(cid)
     assert s.recv(100) == b""  # EOF once the container is gone
     s.close()
-    s2.close()
-    log = open(env.status(cid).status.log_path, "rb").read()
-    assert b"stdout F hello" in log and b"stderr F bye" in log
 
 
 def test_stdin_once_closes_on_detach(env):
