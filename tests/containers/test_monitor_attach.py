@@ -113,6 +113,22 @@ def test_tty_resize(env):
     s.close()
 
 
+def test_tty_close_ends_the_session_not_the_terminal(env):
+    pod = env.pod()
+    cid = env.run(pod, "tty", ["/bin/sh", "-c", "read x; echo got $x; read y"], tty=True,
+                  stdin=True)
+    s = attach(env, cid, "stdin stdout")
+    s.send(bytes([CLOSE]))  # no ^D to the shell: only this client leaves
+    assert s.recv(100) == b""
+    s.close()
+    s = attach(env, cid, "stdin stdout")
+    s.send(bytes([IN]) + b"a\r")
+    read_until(s, b"got a")
+    s.send(bytes([IN]) + b"end\r")
+    env.wait_exited(cid)
+    s.close()
+
+
 def test_a_client_that_does_not_read_pauses_the_container(env):
     pod = env.pod()
     cid = env.run(pod, "flood", ["/bin/sh", "-c",
