@@ -54,6 +54,7 @@ struct cri {
     char *cgroup2_mount;
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     char *cgroup2_missing;     /* the ones container limits need that it lacks */
+    char *limits_unenforced;   /* why limits are not enforced (logged, and in Status); NULL */
     struct cri_events *events;
     struct image_service *images;
     struct sandboxes *sandboxes;   /* sandbox.h */

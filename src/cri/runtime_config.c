@@ -24,10 +24,12 @@ static int pod_cidr_check(const char *cidr, struct err *err)
 static void detect_cgroup2(struct cri *cri)
 {
     _cleanup_free_ char *info = NULL;
+    /* unreadable: as good as none found */
     if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &info, NULL) < 0)
-        return;
+        info = NULL;
     char *save = NULL;
-    for (char *line = strtok_r(info, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = info ? strtok_r(info, "\n", &save) : NULL; line;
+         line = strtok_r(NULL, "\n", &save)) {
         const char *sep = strstr(line, " - ");
         if (!sep || strncmp(sep + 3, "cgroup2 ", 8) != 0)
             continue;
@@ -38,7 +40,10 @@ static void detect_cgroup2(struct cri *cri)
         break;
     }
     if (!cri->cgroup2_mount) {
-        log_warn("no cgroup2 mount found: container resource limits will not be enforced");
+        cri->limits_unenforced =
+            strdup("no cgroup2 mount found: container resource limits will not be enforced");
+        if (cri->limits_unenforced)
+            log_warn("%s", cri->limits_unenforced);
         return;
     }
     char path[4200];
@@ -64,10 +69,14 @@ static void detect_cgroup2(struct cri *cri)
             buf_printf(&missing, "%s%s", missing.len ? ", " : "", needed[i]);
     }
     if (missing.len) {
-        log_warn("cgroup2 at `%s` lacks the %s controller(s) (hybrid cgroup layout?): those "
-                 "container resource limits will not be enforced",
-                 cri->cgroup2_mount, (char *)missing.data);
         cri->cgroup2_missing = strndup((char *)missing.data, missing.len);
+        if (asprintf(&cri->limits_unenforced,
+                     "cgroup2 at `%s` lacks the %s controller(s) (hybrid cgroup layout?): those "
+                     "container resource limits will not be enforced",
+                     cri->cgroup2_mount, cri->cgroup2_missing ? cri->cgroup2_missing : "") < 0)
+            cri->limits_unenforced = NULL;
+        else
+            log_warn("%s", cri->limits_unenforced);
     }
     buf_free(&missing);
 }
@@ -176,10 +185,17 @@ static bool userns_supported(void)
            syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, tree) == 0;
 }
 
+/* Limits the host cannot enforce, as a condition of their own: kubelet
+ * gates the node's readiness on RuntimeReady and NetworkReady only; any
+ * other condition it keeps as it comes (toKubeRuntimeStatus) and shows with
+ * the runtime's status (its log, `crictl info`), so a hybrid host says what
+ * it lacks without taking the node out of service. */
+#define LIMITS_CONDITION "ResourceLimitsEnforced"
+
 void cri_status(struct cri_call *call)
 {
     const Runtime__V1__StatusRequest *req = (const void *)call->req;
-    Runtime__V1__RuntimeCondition conds[2], *condp[2];
+    Runtime__V1__RuntimeCondition conds[3], *condp[3];
     /* Tell the truth: kubelet keeps the node NotReady until these are
      * true. Containers are ready once recovery after a start is over. */
     bool ready = call->cri->recovered;
@@ -192,8 +208,12 @@ void cri_status(struct cri_call *call)
     condp[1] = condition(&conds[1], "NetworkReady", sbs->net_ready,
                          sbs->network_enabled ? "NetworkPluginNotReady" : "NetworkDisabled",
                          sbs->net_reason);
+    const char *unenforced = call->cri->limits_unenforced;
+    condp[2] =
+        condition(&conds[2], LIMITS_CONDITION, !unenforced,
+                  call->cri->cgroup2_mount ? "CgroupControllersMissing" : "NoCgroup2", unenforced);
     Runtime__V1__RuntimeStatus status = RUNTIME__V1__RUNTIME_STATUS__INIT;
-    status.n_conditions = 2;
+    status.n_conditions = 3;
     status.conditions = condp;
 
     Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;

@@ -388,5 +388,6 @@ void cri_free(struct cri *cri)
     free(cri->cgroup2_mount);
     free(cri->cgroup2_controllers);
     free(cri->cgroup2_missing);
+    free(cri->limits_unenforced);
     free(cri);
 }

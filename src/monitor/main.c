@@ -379,7 +379,8 @@ static void record_exit(const struct opts *o, int status, uint64_t started)
  * thread. "attach" (with the words stdin, stdout, stderr for what it wants)
  * turns the connection into a stream of packets: from us, MONITOR_ATT_OUT
  * or MONITOR_ATT_ERR + output; from it, MONITOR_ATT_IN + input,
- * MONITOR_ATT_CLOSE (no more input) or MONITOR_ATT_RESIZE + "WIDTH HEIGHT".
+ * MONITOR_ATT_CLOSE (no more input: see client_input for what it ends) or
+ * MONITOR_ATT_RESIZE + "WIDTH HEIGHT".
  * An attached client that does not keep up pauses the container's output
  * in its pipe (we stop reading it) rather than being buffered for. */
 
@@ -537,16 +538,21 @@ static void client_input(size_t i, struct io *io)
         }
         break;
     case MONITOR_ATT_CLOSE:
-        if (c->want_in && io->stdin_fd >= 0) {
-            if (io->tty) {
-                ssize_t w = write(io->stdin_fd, "\x04", 1);
-                (void)w;
-            } else {
+        /* The client's input ended. As Docker and containerd: with
+         * stdin_once and no terminal the container's stdin closes and the
+         * client stays for the output; otherwise the client's session
+         * ends and the container's stdin stays open for the next one
+         * (client_drop closes it for stdin_once: ^D on a terminal). */
+        if (!c->want_in)
+            break;
+        if (io->stdin_once && !io->tty) {
+            if (io->stdin_fd >= 0)
                 close(io->stdin_fd);
-                io->stdin_fd = -1;
-            }
+            io->stdin_fd = -1;
+            break;
         }
-        break;
+        client_drop(i, io);
+        return;
     case MONITOR_ATT_RESIZE:
         if (io->tty && io->stdin_fd >= 0) {
             pkt[n] = '\0';

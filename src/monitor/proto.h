@@ -22,5 +22,9 @@ struct monitor_exit_msg {
 #define MONITOR_ATT_IN     0 /* → monitor: input for the container's stdin */
 #define MONITOR_ATT_OUT    1 /* ← monitor: the container's stdout (a tty's output) */
 #define MONITOR_ATT_ERR    2 /* ← monitor: the container's stderr */
-#define MONITOR_ATT_CLOSE  3 /* → monitor: no more input (stdin closes, or ^D on a tty) */
+/* → monitor: the client's input ended. With stdin_once and no terminal the
+ * container's stdin closes; otherwise the monitor ends this client's
+ * connection (EOF: the session is over) and the container's stdin stays
+ * open for the next client, as Docker and containerd do. */
+#define MONITOR_ATT_CLOSE  3
 #define MONITOR_ATT_RESIZE 4 /* → monitor: "WIDTH HEIGHT" of the terminal */

@@ -245,7 +245,8 @@ static void on_src_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     p->eof = true;
     uv_read_stop(st);
     if (p == &s->mon) {
-        /* the monitor closed: the container has exited */
+        /* the monitor closed: the container has exited, or the client's
+         * stdin ended and the container keeps its own (MONITOR_ATT_CLOSE) */
         finish(s, 0, NULL);
         return;
     }

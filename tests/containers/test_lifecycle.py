@@ -153,5 +153,9 @@ def test_status_says_ready_and_what_is_not_enforced(env):
     missing = {c for c in ("cpu", "cpuset", "io", "memory", "pids") if c not in ctl}
     got = {c.strip() for c in cfg["limitsNotEnforced"].split(",") if c.strip()}
     assert got == missing
+    # the same in a condition (which does not gate readiness)
+    lim = conds["ResourceLimitsEnforced"]
+    assert lim.status == (not missing), lim
     if missing:
         assert "will not be enforced" in env.d.logtext()
+        assert all(c in lim.message for c in missing), lim.message

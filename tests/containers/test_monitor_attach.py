@@ -55,14 +55,33 @@ def test_attach_stdin_and_output(env):
     s.send(bytes([IN]) + b"again\n")
     read_until(s, b"again\n")
     read_until(s2, b"again\n")
+    # without stdin_once the end of a client's input ends its session, not
+    # the container's stdin: the next client's input still goes in
     s.send(bytes([CLOSE]))
+    assert s.recv(100) == b""
+    s.close()
+    s3 = attach(env, cid, "stdin")
+    s3.send(bytes([IN]) + b"third\n")
+    read_until(s2, b"third\n")
+    assert env.status(cid).status.state == env.pb.CONTAINER_RUNNING
+    s3.close()
+    s2.close()
+    log = open(env.status(cid).status.log_path, "rb").read()
+    assert b"stdout F hello" in log and b"stdout F third" in log
+
+
+def test_stdin_once_close_ends_the_containers_stdin(env):
+    pod = env.pod()
+    cid = env.run(pod, "cat", ["/bin/sh", "-c", "cat; echo bye >&2"], stdin=True,
+                  stdin_once=True)
+    s = attach(env, cid)
+    s.send(bytes([IN]) + b"hello\n")
+    read_until(s, b"hello\n")
+    s.send(bytes([CLOSE]))  # stdin_once: the container's stdin closes, we stay
     assert b"bye" in read_until(s, b"bye", ERR)
     env.wait_exited(cid)
     assert s.recv(100) == b""  # EOF once the container is gone
     s.close()
-    s2.close()
-    log = open(env.status(cid).status.log_path, "rb").read()
-    assert b"stdout F hello" in log and b"stderr F bye" in log
 
 
 def test_stdin_once_closes_on_detach(env):
@@ -92,6 +111,22 @@ def test_tty_resize(env):
     s.send(bytes([RESIZE]) + b"123 45")
     s.send(bytes([IN]) + b"go\r")
     assert b"45 123" in read_until(s, b"45 123")
+    s.send(bytes([IN]) + b"end\r")
+    env.wait_exited(cid)
+    s.close()
+
+
+def test_tty_close_ends_the_session_not_the_terminal(env):
+    pod = env.pod()
+    cid = env.run(pod, "tty", ["/bin/sh", "-c", "read x; echo got $x; read y"], tty=True,
+                  stdin=True)
+    s = attach(env, cid, "stdin stdout")
+    s.send(bytes([CLOSE]))  # no ^D to the shell: only this client leaves
+    assert s.recv(100) == b""
+    s.close()
+    s = attach(env, cid, "stdin stdout")
+    s.send(bytes([IN]) + b"a\r")
+    read_until(s, b"got a")
     s.send(bytes([IN]) + b"end\r")
     env.wait_exited(cid)
     s.close()

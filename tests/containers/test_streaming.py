@@ -340,6 +340,44 @@ def test_attach_stdin_once_shell(env, spdyclient):
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def test_attach_ends_when_its_stdin_ends(env, spdyclient):
+    """`kubectl attach -i` to a container with stdin but not stdin_once: the
+    end of the client's stdin (SPDY: the stdin stream's FIN; WebSocket v5:
+    the close signal on channel 255) ends the session, as containerd and
+    Docker end it, and the container keeps its stdin for the next attach."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "cat", ["/bin/cat"], stdin=True)
+    wait_for(lambda: reading_stdin(env, cid), what="cat to wait for its stdin")
+
+    def url():
+        return env.rs.Attach(pb.AttachRequest(container_id=cid, stdin=True, stdout=True,
+                                              stderr=True), timeout=10).url
+    proc = subprocess.Popen(in_netns(env, [spdyclient, "exec", url(), "-stdin"]),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(b"one\n")
+        proc.stdin.flush()
+        assert read_line(proc.stdout) == b"one\n"
+        proc.stdin.close()  # the client half-closes its stdin stream
+        proc.wait(timeout=60)  # the session ends, and with it the client
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert proc.returncode == 0, err
+    assert status_of(err)["status"] == "Success"
+    # the container runs on, its stdin open: a second attach (WebSocket)
+    # gets its input echoed, and its own close ends it the same way
+    wait_for(lambda: reading_stdin(env, cid), what="cat to read its stdin again")
+    out = json.loads(ws(env, "exec", url(), "--proto", "v5.channel.k8s.io", "--stdin", "two\n",
+                        "--close-stdin", "--after", "two\n", timeout=60))
+    assert out["1"] == "two\n"
+    assert json.loads(out["3"])["status"] == "Success"
+    wait_for(lambda: reading_stdin(env, cid), what="cat to read its stdin after both")
+
+
 def httpd(env, pod, script):
     """A container serving /www on port 8080 with busybox httpd, ready."""
     srv = env.run(pod, "httpd", ["/bin/sh", "-c", script + " && exec httpd -f -p 8080 -h /www"])

@@ -1,7 +1,7 @@
 """Containers with cgroup v2 controllers: an OOM kill reported as
 OOMKilled (also after the daemon was SIGKILLed and started again, and for a
 kill that happened while it was down), the resources written into the
-container's cgroup, stats from it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
+container's cgroup and seen from inside it, stats from it. tests/vm/run-cgroup-tests runs these (in its VM where the host lacks
 controllers); kept small, as the VM's CPU is emulated."""
 import os
 
@@ -60,3 +60,35 @@ def test_oom_killed_limits_and_stats(env, tmp_path):
     for cid in (hog, late):
         st = env.wait_exited(cid, timeout=120)
         assert st.reason == "OOMKilled" and st.exit_code == 137, (cid[:12], st.reason, st.exit_code)
+
+
+SEEN = ("memory.max", "cpu.max", "cpu.weight")
+
+
+def test_limits_seen_inside_the_container(env):
+    """kubectl's resources.limits of 64Mi / 500m (kubelet: 512 shares, a
+    50 ms quota per 100 ms) as the container sees them in its own
+    /sys/fs/cgroup (its cgroup namespace's root, mounted there), from its
+    first process and from an exec."""
+    pb = env.pb
+    res = pb.LinuxContainerResources(memory_limit_in_bytes=64 << 20, cpu_shares=512,
+                                     cpu_quota=50000, cpu_period=100000)
+    show = "; ".join(f"echo {f}=$(cat /sys/fs/cgroup/{f})" for f in SEEN)
+    cid = env.run(env.pod(), "limits", ["/bin/sh", "-c", show + "; exec sleep 100000"],
+                  linux=pb.LinuxContainerConfig(resources=res))
+    want = {"memory.max": str(64 << 20), "cpu.max": "50000 100000", "cpu.weight": "59"}
+    log = env.status(cid).status.log_path
+
+    def seen_by_init():
+        lines = [l.split(" ", 3)[-1] for l in open(log).read().splitlines()]
+        got = dict(l.split("=", 1) for l in lines if "=" in l)
+        return got if set(got) == set(SEEN) else None
+    assert wait_for(seen_by_init, what="the container's own view of its limits") == want
+    r = env.rs.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["/bin/sh", "-c", show],
+                                           timeout=60), timeout=120)
+    assert r.exit_code == 0, r.stderr
+    assert dict(l.split("=", 1) for l in r.stdout.decode().splitlines()) == want
+    # the namespace's root: the host's cgroup tree above it is out of sight
+    r = env.rs.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["/bin/cat", "/proc/self/cgroup"],
+                                           timeout=60), timeout=120)
+    assert r.stdout.decode().strip() == "0::/", r.stdout

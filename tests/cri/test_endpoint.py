@@ -49,7 +49,8 @@ def test_version(cri, daemon):
 def test_status_tells_the_truth(cri, daemon):
     st = runtime(cri, daemon).Status(cri.pb.StatusRequest(verbose=True), timeout=5)
     conds = {c.type: c for c in st.status.conditions}
-    assert set(conds) == {"RuntimeReady", "NetworkReady"}
+    # the two kubelet gates the node on, and whether limits are enforced
+    assert set(conds) == {"RuntimeReady", "NetworkReady", "ResourceLimitsEnforced"}
     # Containers run once recovery is over; this daemon has no pod
     # networking (--pod-network none): it must say so.
     wait_for(lambda: runtime(cri, daemon).Status(cri.pb.StatusRequest(), timeout=5)
@@ -72,6 +73,16 @@ def test_hybrid_cgroup_host_warns(cri, daemon):
         pytest.skip("the host is not a hybrid cgroup host")
     runtime(cri, daemon).Version(cri.pb.VersionRequest(), timeout=5)
     assert "limits will not be enforced" in daemon.logtext()
+    # and says so in Status, in a condition of its own that kubelet shows
+    # but does not gate the node's readiness on: RuntimeReady is true
+    st = wait_for(lambda: (lambda s: s if s.status.conditions[0].status else None)(
+        runtime(cri, daemon).Status(cri.pb.StatusRequest(), timeout=5)), what="RuntimeReady")
+    conds = {c.type: c for c in st.status.conditions}
+    assert conds["RuntimeReady"].status
+    lim = conds["ResourceLimitsEnforced"]
+    assert not lim.status and lim.reason == "CgroupControllersMissing", lim
+    assert "/sys/fs/cgroup/unified" in lim.message and "memory" in lim.message, lim.message
+    assert "will not be enforced" in lim.message
 
 
 def test_runtime_config(cri, daemon):

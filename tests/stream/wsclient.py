@@ -3,9 +3,10 @@
 Python's websocket-client (Debian python3-websocket): the channel
 protocols (v4/v5 binary, base64) for exec/attach and port forwarding.
 
-    wsclient.py exec URL [--proto P] [--stdin TEXT] [--close-stdin]
+    wsclient.py exec URL [--proto P] [--stdin TEXT] [--close-stdin [--after TEXT]]
         prints what each channel carried as JSON: {"1": "...", "2": "...",
-        "3": "..."} (channel number → text), once the server closes.
+        "3": "..."} (channel number → text), once the server closes; with
+        --after, stdin is closed only once stdout holds TEXT.
     wsclient.py portforward URL PORT [--request TEXT]
         prints "<bytes> <sha256>" of the data channel, or "ERROR <text>".
 """
@@ -53,7 +54,8 @@ def exec_(a):
 
     if a.stdin is not None:
         send(0, a.stdin.encode())
-    if a.close_stdin:
+    close_due = a.close_stdin and a.after is None
+    if close_due:
         ws.send_binary(bytes([255, 0]))
     out = {}
     for _, data in messages(ws):
@@ -63,6 +65,9 @@ def exec_(a):
             ch, payload = data[0], data[1:]
         out.setdefault(str(ch), b"")
         out[str(ch)] += payload
+        if a.close_stdin and not close_due and a.after.encode() in out.get("1", b""):
+            close_due = True
+            ws.send_binary(bytes([255, 0]))
     print(json.dumps({k: v.decode(errors="replace") for k, v in out.items()}))
 
 
@@ -99,6 +104,7 @@ def main():
     e.add_argument("--proto", default="v4.channel.k8s.io")
     e.add_argument("--stdin")
     e.add_argument("--close-stdin", action="store_true")
+    e.add_argument("--after", help="with --close-stdin: once stdout holds this")
     e.add_argument("--ca", help="the CA of an https URL")
     f = sub.add_parser("portforward")
     f.add_argument("url")
