@@ -157,10 +157,11 @@ def test_a_client_that_does_not_read_pauses_the_container(env):
 
     def pipe_full():
         n, size = stdout_backlog(pid)
-        return size - n < 64  # no room for a few more lines
+        # every page of the pipe taken: short lines leave under a line's
+        # length unused in each of its 16 pages
+        return size - n < 512
     # paused: the monitor stops reading the container's output, whose pipe
-    # fills up to the last few bytes, smaller than a line (a monitor that
-    # buffered without bound would drain it)
+    # fills (a monitor that buffered without bound would drain it)
     wait_for(pipe_full, what="the container's stdout pipe to fill")
     r1 = rss()
     log = env.status(cid).status.log_path
