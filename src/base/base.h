@@ -276,6 +276,12 @@ char *const *exe_children_env(void);
 /* Reaps the child behind pidfd if it has exited: 1 and its status in the
  * shell's convention (128+signal when killed), 0 while it runs, -errno. */
 int pidfd_reap(int pidfd, int *ret_status);
+/* The start time of pid (/proc/PID/stat field 22, clock ticks after boot),
+ * which tells it from a later process given the same pid, and its state
+ * letter (field 3: 'R', 'S', 'Z', ...) when ret_state is not NULL. -errno
+ * from open (-ENOENT: no such process), -ESRCH when it ended meanwhile,
+ * -EINVAL for a line it cannot read. Blocking (a /proc read). */
+int proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

@@ -104,7 +104,7 @@ static int wait_gone(pid_t pid, uint64_t start, int timeout_ms)
     if (fd < 0)
         return 0;
     uint64_t st;
-    if (oci_proc_start_time(pid, &st, NULL) < 0 || st != start) {
+    if (proc_start_time(pid, &st, NULL) < 0 || st != start) {
         close(fd);
         return 0;
     }
@@ -676,8 +676,8 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     snprintf(rec.bundle, sizeof(rec.bundle), "%s", bundle);
     if (cg)
         snprintf(rec.cgroup, sizeof(rec.cgroup), "%s", oci_cgroup_path(cg));
-    oci_proc_start_time(c.init, &rec.pid_start, NULL);
-    oci_proc_start_time(mon, &rec.monitor_start, NULL);
+    proc_start_time(c.init, &rec.pid_start, NULL);
+    proc_start_time(mon, &rec.monitor_start, NULL);
     if ((r = oci_record_write(dirfd, &rec, err)) < 0)
         goto fail;
     if ((r = serve_init(&c, &opts, bundle, err)) < 0)
@@ -1003,7 +1003,7 @@ int oci_container_monitor(const char *root, const char *id, pid_t *ret_init, str
     int fd = mon > 0 ? oci_pidfd_open(mon) : -1;
     uint64_t st;
     char state = 0;
-    if (fd >= 0 && (oci_proc_start_time(mon, &st, &state) < 0 || st != mon_start || state == 'Z' ||
+    if (fd >= 0 && (proc_start_time(mon, &st, &state) < 0 || st != mon_start || state == 'Z' ||
                     state == 'X')) {
         close(fd);
         fd = -1;
@@ -1064,7 +1064,7 @@ static int signal_init(const struct oci_record *rec, int sig, struct err *err)
     uint64_t st;
     /* The start time, checked after the pidfd is held, rules out a
      * recycled pid. */
-    if (pidfd < 0 || oci_proc_start_time(rec->pid, &st, NULL) < 0 || st != rec->pid_start)
+    if (pidfd < 0 || proc_start_time(rec->pid, &st, NULL) < 0 || st != rec->pid_start)
         return err_set(err, ESRCH, "container `%s` is not running", rec->id);
     if (oci_pidfd_send_signal(pidfd, sig) < 0)
         return err_set(err, errno, "container `%s`: signal %d", rec->id, sig);

@@ -495,7 +495,7 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
 
     pidfd = oci_pidfd_open(rec.pid);
     uint64_t start;
-    if (pidfd < 0 || oci_proc_start_time(rec.pid, &start, NULL) < 0 || start != rec.pid_start) {
+    if (pidfd < 0 || proc_start_time(rec.pid, &start, NULL) < 0 || start != rec.pid_start) {
         r = err_set(err, ESRCH, "container `%s` is not running", o->id);
         goto out;
     }

@@ -217,7 +217,6 @@ int oci_record_parse(const char *data, size_t len, struct oci_record *rec, struc
 int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err);
 int oci_record_read(int dirfd, struct oci_record *rec, struct err *err);
 void oci_record_clear(struct oci_record *rec);
-int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
 /* Status from the record, the exit file, the process and the fifo. */
 enum oci_status oci_status_get(int dirfd, const struct oci_record *rec);
 const char *oci_status_name(enum oci_status s);

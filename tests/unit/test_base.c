@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -532,6 +533,39 @@ static void sha256_agrees_with_sha256sum(void **state)
     free(data);
 }
 
+/* A command name may hold spaces and parentheses: the fields are counted
+ * after its last ')'. A zombie shows 'Z' and keeps its start time. */
+static void proc_start_time_reads_past_the_name(void **state)
+{
+    uint64_t self, child, again;
+    char st = 0;
+    assert_int_equal(proc_start_time(getpid(), &self, &st), 0);
+    assert_int_equal(st, 'R');
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_NAME, "a) 1 2 (b) c");
+        uint64_t mine = 0;
+        proc_start_time(getpid(), &mine, NULL);
+        _exit(write(p[1], &mine, sizeof(mine)) == sizeof(mine) ? 0 : 1);
+    }
+    close(p[1]);
+    uint64_t told = 0;
+    assert_int_equal(read(p[0], &told, sizeof(told)), sizeof(told));
+    close(p[0]);
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, pid, &si, WEXITED | WNOWAIT), 0);
+    assert_int_equal(proc_start_time(pid, &child, &st), 0);
+    assert_int_equal(st, 'Z');
+    if (child != told || child < self)
+        fail_msg("child started at %llu, it read %llu (parent %llu)", (unsigned long long)child,
+                 (unsigned long long)told, (unsigned long long)self);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_true(proc_start_time(pid, &again, NULL) < 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
@@ -545,5 +579,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(sha256_fips_vectors),
     cmocka_unit_test(sha256_incremental_is_one_shot),
     cmocka_unit_test(sha256_agrees_with_sha256sum),
+    cmocka_unit_test(proc_start_time_reads_past_the_name),
 };
 UNIT_MAIN(tests)
