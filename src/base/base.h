@@ -282,6 +282,12 @@ int pidfd_reap(int pidfd, int *ret_status);
  * from open (-ENOENT: no such process), -ESRCH when it ended meanwhile,
  * -EINVAL for a line it cannot read. Blocking (a /proc read). */
 int proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
+/* A pidfd (close-on-exec) of pid while it is still the process that started
+ * at start (proc_start_time), checked after the pidfd is held so that a
+ * recycled pid is never signalled; readable (poll) once it has exited.
+ * -errno of pidfd_open(2) (-ESRCH: no such process), -ESRCH when the pid
+ * now belongs to another process or its start time cannot be read. */
+int pidfd_open_started(pid_t pid, uint64_t start);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -103,4 +104,17 @@ int proc_start_time(pid_t pid, uint64_t *ret, char *ret_state)
     }
     *ret = strtoull(p, NULL, 10);
     return 0;
+}
+
+int pidfd_open_started(pid_t pid, uint64_t start)
+{
+    int fd = pidfd_open(pid, 0);
+    if (fd < 0)
+        return -errno;
+    uint64_t now;
+    if (proc_start_time(pid, &now, NULL) < 0 || now != start) {
+        close(fd);
+        return -ESRCH;
+    }
+    return fd;
 }

@@ -38,7 +38,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/pidfd.h>
 #include <sys/wait.h>
 
 #include "cri/containers.h"
@@ -398,10 +398,7 @@ static void on_reap_retry(uv_timer_t *t)
     }
 }
 
-static void kill_command(struct exec_sync *x)
-{
-    syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-}
+static void kill_command(struct exec_sync *x) { pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0); }
 
 static void on_timeout(uv_timer_t *t)
 {

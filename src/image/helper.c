@@ -74,6 +74,7 @@
 #include <sys/mount.h>
 #include <sys/fanotify.h>
 #include <sys/prctl.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1075,8 +1076,8 @@ static int attack_step(const char *step)
     } else if (strcmp(verb, "tgkill") == 0) {
         r = (int)syscall(SYS_tgkill, (pid_t)n, (pid_t)n, SIGKILL);
     } else if (strcmp(verb, "pidfd-kill") == 0) {
-        fd = (int)syscall(SYS_pidfd_open, (pid_t)n, 0);
-        r = fd < 0 ? -1 : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+        fd = pidfd_open((pid_t)n, 0);
+        r = fd < 0 ? -1 : pidfd_send_signal(fd, SIGKILL, NULL, 0);
     } else if (strcmp(verb, "acquire-flood") == 0) {
         /* over a helper's channel to its job thread (fd 3; see
          * KINGLET_TEST_HELPER_ATTACK): ARG acquires of one layer, each

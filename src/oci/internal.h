@@ -382,6 +382,4 @@ int oci_sync_recv_from(int sock, struct oci_sync_msg *m, int *ret_fd, pid_t *ret
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
 
 /* Raw syscalls glibc 2.36 lacks wrappers for. */
-int oci_pidfd_open(pid_t pid);
-int oci_pidfd_send_signal(int pidfd, int sig);
 int oci_pivot_root(const char *new_root, const char *put_old);

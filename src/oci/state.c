@@ -17,11 +17,6 @@
 
 #include "oci/internal.h"
 
-int oci_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-int oci_pidfd_send_signal(int pidfd, int sig)
-{
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 int oci_pivot_root(const char *new_root, const char *put_old)
 {
     return (int)syscall(SYS_pivot_root, new_root, put_old);

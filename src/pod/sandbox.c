@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/pidfd.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -580,31 +581,13 @@ fail:;
     return r;
 }
 
-int pod_init_pidfd(pid_t pid, uint64_t start)
-{
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd < 0)
-        return -errno;
-    uint64_t now;
-    if (proc_start_time(pid, &now, NULL) < 0 || now != start) {
-        close(fd);
-        return -ESRCH;
-    }
-    return fd; /* pidfds are close-on-exec */
-}
-
 static int kill_init(pid_t pid, uint64_t start)
 {
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd < 0)
-        return errno == ESRCH ? 0 : -errno;
-    uint64_t now;
     /* a different process that reuses the pid is left alone */
-    if (proc_start_time(pid, &now, NULL) < 0 || now != start) {
-        close(fd);
-        return 0;
-    }
-    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    int fd = pidfd_open_started(pid, start);
+    if (fd < 0)
+        return fd == -ESRCH ? 0 : fd;
+    pidfd_send_signal(fd, SIGKILL, NULL, 0);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     int r = poll(&pfd, 1, 10000);
     close(fd);

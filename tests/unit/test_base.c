@@ -2,6 +2,7 @@
  * and SHA-256. */
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <stdlib.h>
@@ -566,6 +567,34 @@ static void proc_start_time_reads_past_the_name(void **state)
     assert_true(proc_start_time(pid, &again, NULL) < 0);
 }
 
+/* A pidfd is handed out only for the process that started at the given
+ * time: a pid taken by a later process is refused. */
+static void pidfd_open_started_refuses_another_start(void **state)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the case, even if it fails */
+        pause();
+        _exit(0);
+    }
+    uint64_t start;
+    assert_int_equal(proc_start_time(pid, &start, NULL), 0);
+    assert_int_equal(pidfd_open_started(pid, start + 1), -ESRCH);
+    int fd = pidfd_open_started(pid, start);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    int status = -1;
+    assert_int_equal(pidfd_reap(fd, &status), 0);
+    kill(pid, SIGKILL);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, -1), 1);
+    assert_int_equal(pidfd_reap(fd, &status), 1);
+    assert_int_equal(status, 128 + SIGKILL);
+    close(fd);
+    assert_int_equal(pidfd_open_started(pid, start), -ESRCH);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
@@ -580,5 +609,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(sha256_incremental_is_one_shot),
     cmocka_unit_test(sha256_agrees_with_sha256sum),
     cmocka_unit_test(proc_start_time_reads_past_the_name),
+    cmocka_unit_test(pidfd_open_started_refuses_another_start),
 };
 UNIT_MAIN(tests)
