@@ -194,6 +194,18 @@ void buf_consume(struct buf *b, size_t n);
 
 /* String helpers. */
 bool str_has_prefix(const char *s, const char *prefix);
+
+/* String vectors: n malloc'd strings in a malloc'd array (NULL or any
+ * array when n is 0). strv_free accepts NULL. strv_dup copies n strings
+ * (an array of one at least, so never NULL on success); strv_push appends
+ * a copy of s; both -ENOMEM, leaving *v as it was. strv_remove frees the
+ * first string equal to s and closes the gap (order kept): whether there
+ * was one. */
+void strv_free(char **v, size_t n);
+int strv_dup(const char *const *in, size_t n, char ***ret);
+bool strv_contains(char *const *v, size_t n, const char *s);
+int strv_push(char ***v, size_t *n, const char *s);
+bool strv_remove(char **v, size_t *n, const char *s);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 

@@ -595,6 +595,35 @@ static void pidfd_open_started_refuses_another_start(void **state)
     assert_int_equal(pidfd_open_started(pid, start), -ESRCH);
 }
 
+static void strv_keeps_order_and_copies(void **state)
+{
+    char **v = NULL;
+    size_t n = 0;
+    char name[] = "b";
+    assert_int_equal(strv_push(&v, &n, "a"), 0);
+    assert_int_equal(strv_push(&v, &n, name), 0);
+    assert_int_equal(strv_push(&v, &n, "c"), 0);
+    name[0] = 'x'; /* a copy was pushed */
+    assert_int_equal(n, 3);
+    assert_true(strv_contains(v, n, "b"));
+    assert_false(strv_contains(v, n, "x"));
+    char **d = NULL;
+    assert_int_equal(strv_dup((const char *const *)v, n, &d), 0);
+    assert_true(d != v && d[1] != v[1]);
+    assert_string_equal(d[1], "b");
+    assert_true(strv_remove(v, &n, "a"));
+    assert_false(strv_remove(v, &n, "a"));
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0], "b");
+    assert_string_equal(v[1], "c");
+    strv_free(v, n);
+    strv_free(d, 3);
+    strv_free(NULL, 0);
+    assert_int_equal(strv_dup(NULL, 0, &d), 0);
+    assert_non_null(d);
+    strv_free(d, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
@@ -610,5 +639,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(sha256_agrees_with_sha256sum),
     cmocka_unit_test(proc_start_time_reads_past_the_name),
     cmocka_unit_test(pidfd_open_started_refuses_another_start),
+    cmocka_unit_test(strv_keeps_order_and_copies),
 };
 UNIT_MAIN(tests)
