@@ -174,6 +174,17 @@ struct container *container_find(struct cri *cri, const char *id, bool *ret_ambi
     return found;
 }
 
+struct container *container_find_or_fail(struct cri_call *call, const char *rpc, const char *id)
+{
+    bool ambiguous;
+    struct container *c = container_find(call->cri, id, &ambiguous);
+    if (!c)
+        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "%s%scontainer `%.64s` %s", rpc ? rpc : "", rpc ? ": " : "", id,
+                 ambiguous ? "is an ambiguous prefix" : "not found");
+    return c;
+}
+
 struct sandbox *container_pod(struct cri *cri, const struct container *c)
 {
     bool ambiguous;

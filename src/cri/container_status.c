@@ -108,14 +108,9 @@ struct verbose_job {
 static void reply_status(struct cri_call *call, const char *spec_json)
 {
     Runtime__V1__ContainerStatusRequest *req = (Runtime__V1__ContainerStatusRequest *)call->req;
-    bool ambiguous;
-    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     struct ctr_status_scratch s;
     container_status_fill(call->cri, c, &s);
     Runtime__V1__ContainerStatusResponse resp = RUNTIME__V1__CONTAINER_STATUS_RESPONSE__INIT;

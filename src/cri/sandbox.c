@@ -102,6 +102,17 @@ struct sandbox *sandbox_find(struct cri *cri, const char *id, bool *ret_ambiguou
     return found;
 }
 
+struct sandbox *sandbox_find_or_fail(struct cri_call *call, const char *rpc, const char *id)
+{
+    bool ambiguous;
+    struct sandbox *sb = sandbox_find(call->cri, id, &ambiguous);
+    if (!sb)
+        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+                 "%s%spod sandbox `%.64s` %s", rpc ? rpc : "", rpc ? ": " : "", id,
+                 ambiguous ? "is an ambiguous prefix" : "not found");
+    return sb;
+}
+
 void sandbox_op_begin(struct cri_call *call, struct sandbox *sb, sandbox_op_fn fn)
 {
     if (!sb->busy) {

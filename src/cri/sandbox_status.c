@@ -80,14 +80,9 @@ void sandbox_status_fill(const struct sandbox *sb, struct sb_status_scratch *s)
 void cri_pod_sandbox_status(struct cri_call *call)
 {
     Runtime__V1__PodSandboxStatusRequest *req = (Runtime__V1__PodSandboxStatusRequest *)call->req;
-    bool ambiguous;
-    struct sandbox *sb = sandbox_find(call->cri, req->pod_sandbox_id, &ambiguous);
-    if (!sb) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, NULL, req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     struct sb_status_scratch s;
     sandbox_status_fill(sb, &s);
     Runtime__V1__PodSandboxStatusResponse resp = RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INIT;

@@ -860,14 +860,9 @@ static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
 void cri_container_stats(struct cri_call *call)
 {
     Runtime__V1__ContainerStatsRequest *req = (Runtime__V1__ContainerStatsRequest *)call->req;
-    bool amb;
-    struct container *c = container_find(call->cri, req->container_id, &amb);
-    if (!c) {
-        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 amb ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     struct stats_job *j = call_job_new(call, STATS_CONTAINER, 1, 0);
     if (!j)
         return;
@@ -904,14 +899,9 @@ void cri_pod_sandbox_stats(struct cri_call *call)
 {
     Runtime__V1__PodSandboxStatsRequest *req = (Runtime__V1__PodSandboxStatsRequest *)call->req;
     struct cri *cri = call->cri;
-    bool amb;
-    struct sandbox *sb = sandbox_find(cri, req->pod_sandbox_id, &amb);
-    if (!sb) {
-        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 amb ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, NULL, req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     struct stats_job *j = call_job_new(call, STATS_POD, 0, 1);
     if (!j)
         return;
