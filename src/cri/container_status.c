@@ -213,20 +213,6 @@ static void ctr_list_init(struct cri *cri, const Runtime__V1__ContainerFilter *f
         memcpy(l->pod, pod->rec.id, sizeof(l->pod));
 }
 
-static bool labels_match(const Runtime__V1__ContainerConfig *c,
-                         const Runtime__V1__ContainerFilter *f)
-{
-    for (size_t i = 0; i < f->n_label_selector; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < c->n_labels && !ok; k++)
-            ok = !strcmp(c->labels[k]->key, f->label_selector[i]->key) &&
-                 !strcmp(c->labels[k]->value, f->label_selector[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool ctr_list_match(const struct ctr_list *l, const struct container *c)
 {
     const Runtime__V1__ContainerFilter *f = l->f;
@@ -236,7 +222,7 @@ static bool ctr_list_match(const struct ctr_list *l, const struct container *c)
         return false;
     if (f && f->state && f->state->state != container_state(c))
         return false;
-    return !f || labels_match(c->config, f);
+    return !f || CRI_LABELS_MATCH(c->config, f);
 }
 
 /* Fills out with the matching containers from *at on, at most max of them

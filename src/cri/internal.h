@@ -129,6 +129,14 @@ int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg);
 /* Counts item into a chunk of `items` items and *bytes bytes: true when the
  * chunk is full with it. */
 bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item);
+/* Whether every key=value of a List filter's label selector is among an
+ * object's labels. Both arrays are of protobuf-c map entries, which share
+ * one layout ({base, key, value}) whatever their message: CRI_LABELS_MATCH
+ * passes those of a config and a filter. */
+bool cri_labels_match(const void *labels, size_t n, const void *sel, size_t n_sel);
+#define CRI_LABELS_MATCH(config, filter)                                                           \
+    cri_labels_match((config)->labels, (config)->n_labels, (filter)->label_selector,               \
+                     (filter)->n_label_selector)
 
 /* Handlers, one file per RPC or family. */
 void cri_version(struct cri_call *call);        /* version.c */

@@ -142,20 +142,6 @@ static void sb_list_init(struct cri *cri, const Runtime__V1__PodSandboxFilter *f
         memcpy(l->id, only->rec.id, sizeof(l->id));
 }
 
-static bool labels_match(const Runtime__V1__PodSandboxConfig *c,
-                         const Runtime__V1__PodSandboxFilter *f)
-{
-    for (size_t i = 0; i < f->n_label_selector; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < c->n_labels && !ok; k++)
-            ok = !strcmp(c->labels[k]->key, f->label_selector[i]->key) &&
-                 !strcmp(c->labels[k]->value, f->label_selector[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool sb_list_match(const struct sb_list *l, const struct sandbox *sb)
 {
     const Runtime__V1__PodSandboxFilter *f = l->f;
@@ -165,7 +151,7 @@ static bool sb_list_match(const struct sb_list *l, const struct sandbox *sb)
         return false;
     if (f && f->state && f->state->state != state_of(sb))
         return false;
-    return !f || labels_match(sb->config, f);
+    return !f || CRI_LABELS_MATCH(sb->config, f);
 }
 
 /* As ctr_list_fill (container_status.c), for sandboxes. */

@@ -317,19 +317,6 @@ static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 
 /* ---- filters ---- */
 
-static bool labels_match(Runtime__V1__ContainerConfig__LabelsEntry **labels, size_t n,
-                         Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **sel, size_t ns)
-{
-    for (size_t i = 0; i < ns; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < n && !ok; k++)
-            ok = !strcmp(labels[k]->key, sel[i]->key) && !strcmp(labels[k]->value, sel[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool ctr_wanted(struct cri *cri, struct container *c,
                        const Runtime__V1__ContainerStatsFilter *f)
 {
@@ -345,9 +332,7 @@ static bool ctr_wanted(struct cri *cri, struct container *c,
         if (!sb || strcmp(sb->rec.id, c->rec.pod_id) != 0)
             return false;
     }
-    return labels_match(c->config->labels, c->config->n_labels,
-                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
-                        f->n_label_selector);
+    return CRI_LABELS_MATCH(c->config, f);
 }
 
 static bool pod_wanted(struct cri *cri, struct sandbox *sb,
@@ -360,10 +345,7 @@ static bool pod_wanted(struct cri *cri, struct sandbox *sb,
     bool amb;
     if (f->id && *f->id && sandbox_find(cri, f->id, &amb) != sb)
         return false;
-    return labels_match((Runtime__V1__ContainerConfig__LabelsEntry **)sb->config->labels,
-                        sb->config->n_labels,
-                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
-                        f->n_label_selector);
+    return CRI_LABELS_MATCH(sb->config, f);
 }
 
 /* ---- messages ---- */
