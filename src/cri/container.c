@@ -671,7 +671,7 @@ void cri_containers_free(struct cri *cri)
         return;
     while (cs->head)
         container_unlink_free(cri, cs->head);
-    store_ids_free(cs->unloaded, cs->n_unloaded);
+    strv_free(cs->unloaded, cs->n_unloaded);
     free(cs->records_dir);
     free(cs->bundles_dir);
     free(cs->oci_root);
