@@ -179,9 +179,7 @@ struct container *container_find_or_fail(struct cri_call *call, const char *rpc,
     bool ambiguous;
     struct container *c = container_find(call->cri, id, &ambiguous);
     if (!c)
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "%s%scontainer `%.64s` %s", rpc ? rpc : "", rpc ? ": " : "", id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+        cri_fail_lookup(call, rpc, "container", id, ambiguous);
     return c;
 }
 

@@ -80,6 +80,11 @@ void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
 void cri_fail(struct cri_call *call, int status, const char *fmt, ...) _printf_(3, 4);
 /* Maps err->code to a status (the one place that does). */
 void cri_fail_err(struct cri_call *call, const struct err *err);
+/* A lookup by id or prefix found nothing: NOT_FOUND ("container `ID` not
+ * found", what = "container"), INVALID_ARGUMENT for an ambiguous prefix;
+ * rpc ("PortForward") opens the message when not NULL. */
+void cri_fail_lookup(struct cri_call *call, const char *rpc, const char *what, const char *id,
+                     bool ambiguous);
 int cri_status_from_errno(int code);
 /* Streaming: one response message; -ECANCELED once the call is over. */
 int cri_send(struct cri_call *call, const ProtobufCMessage *msg);

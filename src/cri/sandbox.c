@@ -107,9 +107,7 @@ struct sandbox *sandbox_find_or_fail(struct cri_call *call, const char *rpc, con
     bool ambiguous;
     struct sandbox *sb = sandbox_find(call->cri, id, &ambiguous);
     if (!sb)
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "%s%spod sandbox `%.64s` %s", rpc ? rpc : "", rpc ? ": " : "", id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+        cri_fail_lookup(call, rpc, "pod sandbox", id, ambiguous);
     return sb;
 }
 
