@@ -194,6 +194,18 @@ void buf_consume(struct buf *b, size_t n);
 
 /* String helpers. */
 bool str_has_prefix(const char *s, const char *prefix);
+
+/* String vectors: n malloc'd strings in a malloc'd array (NULL or any
+ * array when n is 0). strv_free accepts NULL. strv_dup copies n strings
+ * (an array of one at least, so never NULL on success); strv_push appends
+ * a copy of s; both -ENOMEM, leaving *v as it was. strv_remove frees the
+ * first string equal to s and closes the gap (order kept): whether there
+ * was one. */
+void strv_free(char **v, size_t n);
+int strv_dup(const char *const *in, size_t n, char ***ret);
+bool strv_contains(char *const *v, size_t n, const char *s);
+int strv_push(char ***v, size_t *n, const char *s);
+bool strv_remove(char **v, size_t *n, const char *s);
 /* JSON string escaping into a buffer (for logs and verbose info). */
 int buf_append_json_string(struct buf *b, const char *s);
 
@@ -276,6 +288,18 @@ char *const *exe_children_env(void);
 /* Reaps the child behind pidfd if it has exited: 1 and its status in the
  * shell's convention (128+signal when killed), 0 while it runs, -errno. */
 int pidfd_reap(int pidfd, int *ret_status);
+/* The start time of pid (/proc/PID/stat field 22, clock ticks after boot),
+ * which tells it from a later process given the same pid, and its state
+ * letter (field 3: 'R', 'S', 'Z', ...) when ret_state is not NULL. -errno
+ * from open (-ENOENT: no such process), -ESRCH when it ended meanwhile,
+ * -EINVAL for a line it cannot read. Blocking (a /proc read). */
+int proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
+/* A pidfd (close-on-exec) of pid while it is still the process that started
+ * at start (proc_start_time), checked after the pidfd is held so that a
+ * recycled pid is never signalled; readable (poll) once it has exited.
+ * -errno of pidfd_open(2) (-ESRCH: no such process), -ESRCH when the pid
+ * now belongs to another process or its start time cannot be read. */
+int pidfd_open_started(pid_t pid, uint64_t start);
 
 /* ---- libraries loaded on first use (lazy.c) ------------------------------ */
 

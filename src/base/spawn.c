@@ -1,9 +1,12 @@
 /* base/spawn: run a program, from a thread of a multi-threaded process.
  * posix_spawn (a vfork-style clone in glibc) never runs our own code
  * between fork and exec, so it is safe whatever locks the other threads
- * hold, and costs no copy of the address space. */
+ * hold, and costs no copy of the address space. Also the reads that watch
+ * a process without racing pid reuse: its pidfd and its start time. */
 #include <fcntl.h>
 #include <spawn.h>
+#include <string.h>
+#include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -72,4 +75,46 @@ int pidfd_reap(int pidfd, int *ret_status)
         return 0;
     *ret_status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
     return 1;
+}
+
+int proc_start_time(pid_t pid, uint64_t *ret, char *ret_state)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return -ESRCH;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: start after the
+     * last ')'. Field 3 is the state, field 22 the start time. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return -EINVAL;
+    p += 2;
+    if (ret_state)
+        *ret_state = *p;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -EINVAL;
+        p++;
+    }
+    *ret = strtoull(p, NULL, 10);
+    return 0;
+}
+
+int pidfd_open_started(pid_t pid, uint64_t start)
+{
+    int fd = pidfd_open(pid, 0);
+    if (fd < 0)
+        return -errno;
+    uint64_t now;
+    if (proc_start_time(pid, &now, NULL) < 0 || now != start) {
+        close(fd);
+        return -ESRCH;
+    }
+    return fd;
 }

@@ -347,6 +347,62 @@ bool str_has_prefix(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+void strv_free(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int strv_dup(const char *const *in, size_t n, char ***ret)
+{
+    char **v = calloc(n ? n : 1, sizeof(char *));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(in[i]))) {
+            strv_free(v, i);
+            return -ENOMEM;
+        }
+    *ret = v;
+    return 0;
+}
+
+bool strv_contains(char *const *v, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], s) == 0)
+            return true;
+    return false;
+}
+
+int strv_push(char ***v, size_t *n, const char *s)
+{
+    char *copy = strdup(s);
+    char **nv = copy ? realloc(*v, (*n + 1) * sizeof(char *)) : NULL;
+    if (!nv) {
+        free(copy);
+        return -ENOMEM;
+    }
+    *v = nv;
+    nv[(*n)++] = copy;
+    return 0;
+}
+
+bool strv_remove(char **v, size_t *n, const char *s)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(v[i], s) == 0) {
+            free(v[i]);
+            memmove(&v[i], &v[i + 1], (*n - i - 1) * sizeof(char *));
+            (*n)--;
+            return true;
+        }
+    return false;
+}
+
 int buf_append_json_string(struct buf *b, const char *s)
 {
     int r = buf_append(b, "\"", 1);

@@ -174,6 +174,15 @@ struct container *container_find(struct cri *cri, const char *id, bool *ret_ambi
     return found;
 }
 
+struct container *container_find_or_fail(struct cri_call *call, const char *rpc, const char *id)
+{
+    bool ambiguous;
+    struct container *c = container_find(call->cri, id, &ambiguous);
+    if (!c)
+        cri_fail_lookup(call, rpc, "container", id, ambiguous);
+    return c;
+}
+
 struct sandbox *container_pod(struct cri *cri, const struct container *c)
 {
     bool ambiguous;
@@ -660,7 +669,7 @@ void cri_containers_free(struct cri *cri)
         return;
     while (cs->head)
         container_unlink_free(cri, cs->head);
-    store_ids_free(cs->unloaded, cs->n_unloaded);
+    strv_free(cs->unloaded, cs->n_unloaded);
     free(cs->records_dir);
     free(cs->bundles_dir);
     free(cs->oci_root);

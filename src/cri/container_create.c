@@ -904,14 +904,9 @@ void cri_create_container(struct cri_call *call)
                  STORE_CTR_TEXT_MAX);
         return;
     }
-    bool ambiguous;
-    struct sandbox *sb = sandbox_find(cri, req->pod_sandbox_id, &ambiguous);
-    if (!sb) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "CreateContainer: pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, "CreateContainer", req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "CreateContainer: pod sandbox `%s` is not ready", sb->rec.id);

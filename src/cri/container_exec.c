@@ -38,7 +38,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/pidfd.h>
 #include <sys/wait.h>
 
 #include "cri/containers.h"
@@ -398,10 +398,7 @@ static void on_reap_retry(uv_timer_t *t)
     }
 }
 
-static void kill_command(struct exec_sync *x)
-{
-    syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-}
+static void kill_command(struct exec_sync *x) { pidfd_send_signal(x->pidfd, SIGKILL, NULL, 0); }
 
 static void on_timeout(uv_timer_t *t)
 {
@@ -527,14 +524,9 @@ void cri_exec_sync(struct cri_call *call)
 {
     Runtime__V1__ExecSyncRequest *req = (Runtime__V1__ExecSyncRequest *)call->req;
     struct cri *cri = call->cri;
-    bool ambiguous;
-    struct container *c = container_find(cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     if (c->rec.state != STORE_CTR_RUNNING) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "ExecSync: container `%s` is not running (%s)", c->rec.id,

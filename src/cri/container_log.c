@@ -83,14 +83,9 @@ void cri_reopen_container_log(struct cri_call *call)
 {
     Runtime__V1__ReopenContainerLogRequest *req =
         (Runtime__V1__ReopenContainerLogRequest *)call->req;
-    bool ambiguous;
-    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     if (c->rec.state != STORE_CTR_RUNNING) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "ReopenContainerLog: container `%s` is not running", c->rec.id);

@@ -1126,13 +1126,6 @@ static bool clean_abs_path(const char *p) { return p && p[0] == '/' && oci_path_
 
 #define CDI_ANNOTATION_PREFIX "cdi.k8s.io/"
 
-static void strv_free_n(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 /* Appends name unless it is there already. */
 static int names_add(char ***v, size_t *n, const char *name, size_t len, const char *what,
                      struct err *err)
@@ -1191,7 +1184,7 @@ int ctr_cdi_names(const Runtime__V1__ContainerConfig *cfg, char ***ret, size_t *
         }
     }
     if (r < 0) {
-        strv_free_n(v, n);
+        strv_free(v, n);
         return r;
     }
     *ret = v;
@@ -1212,7 +1205,7 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         int r = ctr_cdi_names(cfg, &names, &n, err);
         if (r < 0)
             return r;
-        strv_free_n(names, n);
+        strv_free(names, n);
     }
     for (size_t i = 0; i < cfg->n_envs; i++) {
         const char *k = cfg->envs[i]->key;

@@ -120,13 +120,8 @@ static void start_op(void *data, void *obj)
 void cri_start_container(struct cri_call *call)
 {
     Runtime__V1__StartContainerRequest *req = (Runtime__V1__StartContainerRequest *)call->req;
-    bool ambiguous;
-    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     opq_begin_call(&c->ops, call, start_op, c);
 }

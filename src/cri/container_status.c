@@ -108,14 +108,9 @@ struct verbose_job {
 static void reply_status(struct cri_call *call, const char *spec_json)
 {
     Runtime__V1__ContainerStatusRequest *req = (Runtime__V1__ContainerStatusRequest *)call->req;
-    bool ambiguous;
-    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     struct ctr_status_scratch s;
     container_status_fill(call->cri, c, &s);
     Runtime__V1__ContainerStatusResponse resp = RUNTIME__V1__CONTAINER_STATUS_RESPONSE__INIT;
@@ -218,20 +213,6 @@ static void ctr_list_init(struct cri *cri, const Runtime__V1__ContainerFilter *f
         memcpy(l->pod, pod->rec.id, sizeof(l->pod));
 }
 
-static bool labels_match(const Runtime__V1__ContainerConfig *c,
-                         const Runtime__V1__ContainerFilter *f)
-{
-    for (size_t i = 0; i < f->n_label_selector; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < c->n_labels && !ok; k++)
-            ok = !strcmp(c->labels[k]->key, f->label_selector[i]->key) &&
-                 !strcmp(c->labels[k]->value, f->label_selector[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool ctr_list_match(const struct ctr_list *l, const struct container *c)
 {
     const Runtime__V1__ContainerFilter *f = l->f;
@@ -241,7 +222,7 @@ static bool ctr_list_match(const struct ctr_list *l, const struct container *c)
         return false;
     if (f && f->state && f->state->state != container_state(c))
         return false;
-    return !f || labels_match(c->config, f);
+    return !f || CRI_LABELS_MATCH(c->config, f);
 }
 
 /* Fills out with the matching containers from *at on, at most max of them

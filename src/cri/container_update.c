@@ -166,14 +166,9 @@ void cri_update_container_resources(struct cri_call *call)
 {
     Runtime__V1__UpdateContainerResourcesRequest *req =
         (Runtime__V1__UpdateContainerResourcesRequest *)call->req;
-    bool ambiguous;
-    struct container *c = container_find(call->cri, req->container_id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     if (!req->linux) {
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT,
                  "UpdateContainerResources: no linux resources given");
@@ -186,14 +181,9 @@ void cri_update_pod_sandbox_resources(struct cri_call *call)
 {
     Runtime__V1__UpdatePodSandboxResourcesRequest *req =
         (Runtime__V1__UpdatePodSandboxResourcesRequest *)call->req;
-    bool ambiguous;
-    struct sandbox *sb = sandbox_find(call->cri, req->pod_sandbox_id, &ambiguous);
-    if (!sb) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, NULL, req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     if (!sb->rec.cgroup_path || !call->cri->cgroup2_mount) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "UpdatePodSandboxResources: pod `%s` has no cgroup", sb->rec.id);

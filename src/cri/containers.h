@@ -108,6 +108,10 @@ void cri_containers_free(struct cri *cri);
 
 struct container *container_find(struct cri *cri, const char *id_or_prefix, bool *ret_ambiguous);
 struct container *container_find_exact(struct cri *cri, const char *id);
+/* container_find for an RPC that needs the container: NULL once the call has
+ * failed with NOT_FOUND (INVALID_ARGUMENT for an ambiguous prefix), the
+ * message opened by rpc ("PortForward: ") when not NULL. */
+struct container *container_find_or_fail(struct cri_call *call, const char *rpc, const char *id);
 /* A deep copy of a record, for a worker; -ENOMEM. */
 int container_rec_copy(const struct store_container *src, struct store_container *dst);
 void container_link(struct cri *cri, struct container *c);

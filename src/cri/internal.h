@@ -81,6 +81,11 @@ void cri_reply(struct cri_call *call, const ProtobufCMessage *resp);
 void cri_fail(struct cri_call *call, int status, const char *fmt, ...) _printf_(3, 4);
 /* Maps err->code to a status (the one place that does). */
 void cri_fail_err(struct cri_call *call, const struct err *err);
+/* A lookup by id or prefix found nothing: NOT_FOUND ("container `ID` not
+ * found", what = "container"), INVALID_ARGUMENT for an ambiguous prefix;
+ * rpc ("PortForward") opens the message when not NULL. */
+void cri_fail_lookup(struct cri_call *call, const char *rpc, const char *what, const char *id,
+                     bool ambiguous);
 int cri_status_from_errno(int code);
 /* Streaming: one response message; -ECANCELED once the call is over. */
 int cri_send(struct cri_call *call, const ProtobufCMessage *msg);
@@ -130,6 +135,14 @@ int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg);
 /* Counts item into a chunk of `items` items and *bytes bytes: true when the
  * chunk is full with it. */
 bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item);
+/* Whether every key=value of a List filter's label selector is among an
+ * object's labels. Both arrays are of protobuf-c map entries, which share
+ * one layout ({base, key, value}) whatever their message: CRI_LABELS_MATCH
+ * passes those of a config and a filter. */
+bool cri_labels_match(const void *labels, size_t n, const void *sel, size_t n_sel);
+#define CRI_LABELS_MATCH(config, filter)                                                           \
+    cri_labels_match((config)->labels, (config)->n_labels, (filter)->label_selector,               \
+                     (filter)->n_label_selector)
 
 /* Handlers, one file per RPC or family. */
 void cri_version(struct cri_call *call);        /* version.c */

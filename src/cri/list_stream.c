@@ -16,6 +16,7 @@
  * pool): the filler returns LIST_ASYNC and calls list_stream_resume() from
  * its after-work callback. A client that goes away ends the stream at once,
  * or when that work returns. */
+#include <stddef.h>
 #include <string.h>
 
 #include "cri/internal.h"
@@ -182,4 +183,28 @@ void cri_cursors_skip(struct cri_cursor *head, const void *gone, void *next)
     for (struct cri_cursor *cur = head; cur; cur = cur->next)
         if (cur->at == gone)
             cur->at = next;
+}
+
+typedef Runtime__V1__ContainerConfig__LabelsEntry map_entry;
+#define SAME_LAYOUT(T)                                                                             \
+    _Static_assert(offsetof(T, key) == offsetof(map_entry, key) &&                                 \
+                       offsetof(T, value) == offsetof(map_entry, value),                           \
+                   #T " is laid out as a map entry")
+SAME_LAYOUT(Runtime__V1__PodSandboxConfig__LabelsEntry);
+SAME_LAYOUT(Runtime__V1__ContainerFilter__LabelSelectorEntry);
+SAME_LAYOUT(Runtime__V1__PodSandboxFilter__LabelSelectorEntry);
+SAME_LAYOUT(Runtime__V1__ContainerStatsFilter__LabelSelectorEntry);
+SAME_LAYOUT(Runtime__V1__PodSandboxStatsFilter__LabelSelectorEntry);
+
+bool cri_labels_match(const void *labels, size_t n, const void *sel, size_t n_sel)
+{
+    map_entry *const *l = labels, *const *s = sel;
+    for (size_t i = 0; i < n_sel; i++) {
+        bool ok = false;
+        for (size_t k = 0; k < n && !ok; k++)
+            ok = !strcmp(l[k]->key, s[i]->key) && !strcmp(l[k]->value, s[i]->value);
+        if (!ok)
+            return false;
+    }
+    return true;
 }

@@ -102,6 +102,15 @@ struct sandbox *sandbox_find(struct cri *cri, const char *id, bool *ret_ambiguou
     return found;
 }
 
+struct sandbox *sandbox_find_or_fail(struct cri_call *call, const char *rpc, const char *id)
+{
+    bool ambiguous;
+    struct sandbox *sb = sandbox_find(call->cri, id, &ambiguous);
+    if (!sb)
+        cri_fail_lookup(call, rpc, "pod sandbox", id, ambiguous);
+    return sb;
+}
+
 void sandbox_op_begin(struct cri_call *call, struct sandbox *sb, sandbox_op_fn fn)
 {
     if (!sb->busy) {
@@ -416,7 +425,7 @@ static int load_records(struct cri *cri, struct err *err)
                 log_warn("pod `%s`: %s", sb->rec.id, err_str(&e));
         }
         if (sb->rec.state == STORE_POD_READY && sb->rec.init_pid > 0) {
-            sb->init_fd = pod_init_pidfd(sb->rec.init_pid, sb->rec.init_start);
+            sb->init_fd = pidfd_open_started(sb->rec.init_pid, sb->rec.init_start);
             sb->init_gone = sb->init_fd < 0;
             if (sb->init_gone)
                 log_warn("pod `%s`: its init (pid %d) is gone; the pod is NOTREADY", sb->rec.id,

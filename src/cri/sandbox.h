@@ -57,6 +57,10 @@ void cri_sandboxes_free(struct cri *cri);
 void sandbox_started(struct cri *cri);
 
 struct sandbox *sandbox_find(struct cri *cri, const char *id_or_prefix, bool *ret_ambiguous);
+/* sandbox_find for an RPC that needs the pod: NULL once the call has failed
+ * with NOT_FOUND (INVALID_ARGUMENT for an ambiguous prefix), the message
+ * opened by rpc ("PortForward: ") when not NULL. */
+struct sandbox *sandbox_find_or_fail(struct cri_call *call, const char *rpc, const char *id);
 void sandbox_link(struct cri *cri, struct sandbox *sb);
 void sandbox_unlink_free(struct cri *cri, struct sandbox *sb);
 void sandbox_free(struct sandbox *sb);

@@ -51,7 +51,7 @@ static void run_work(uv_work_t *req)
     rec->init_pid = w->res.init_pid;
     rec->init_start = w->res.init_start;
     if (rec->init_pid > 0)
-        w->init_fd = pod_init_pidfd(rec->init_pid, rec->init_start);
+        w->init_fd = pidfd_open_started(rec->init_pid, rec->init_start);
     rec->cgroup_path = TAKE_PTR(w->res.cgroup_path);
     _cleanup_free_ char *json = NULL;
     size_t len = 0;

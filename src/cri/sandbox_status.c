@@ -80,14 +80,9 @@ void sandbox_status_fill(const struct sandbox *sb, struct sb_status_scratch *s)
 void cri_pod_sandbox_status(struct cri_call *call)
 {
     Runtime__V1__PodSandboxStatusRequest *req = (Runtime__V1__PodSandboxStatusRequest *)call->req;
-    bool ambiguous;
-    struct sandbox *sb = sandbox_find(call->cri, req->pod_sandbox_id, &ambiguous);
-    if (!sb) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, NULL, req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     struct sb_status_scratch s;
     sandbox_status_fill(sb, &s);
     Runtime__V1__PodSandboxStatusResponse resp = RUNTIME__V1__POD_SANDBOX_STATUS_RESPONSE__INIT;
@@ -147,20 +142,6 @@ static void sb_list_init(struct cri *cri, const Runtime__V1__PodSandboxFilter *f
         memcpy(l->id, only->rec.id, sizeof(l->id));
 }
 
-static bool labels_match(const Runtime__V1__PodSandboxConfig *c,
-                         const Runtime__V1__PodSandboxFilter *f)
-{
-    for (size_t i = 0; i < f->n_label_selector; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < c->n_labels && !ok; k++)
-            ok = !strcmp(c->labels[k]->key, f->label_selector[i]->key) &&
-                 !strcmp(c->labels[k]->value, f->label_selector[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool sb_list_match(const struct sb_list *l, const struct sandbox *sb)
 {
     const Runtime__V1__PodSandboxFilter *f = l->f;
@@ -170,7 +151,7 @@ static bool sb_list_match(const struct sb_list *l, const struct sandbox *sb)
         return false;
     if (f && f->state && f->state->state != state_of(sb))
         return false;
-    return !f || labels_match(sb->config, f);
+    return !f || CRI_LABELS_MATCH(sb->config, f);
 }
 
 /* As ctr_list_fill (container_status.c), for sandboxes. */

@@ -178,6 +178,14 @@ void cri_fail(struct cri_call *call, int status, const char *fmt, ...)
     cri_finish(call, status, msg);
 }
 
+void cri_fail_lookup(struct cri_call *call, const char *rpc, const char *what, const char *id,
+                     bool ambiguous)
+{
+    cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
+             "%s%s%s `%.64s` %s", rpc ? rpc : "", rpc ? ": " : "", what, id,
+             ambiguous ? "is an ambiguous prefix" : "not found");
+}
+
 void cri_fail_err(struct cri_call *call, const struct err *err)
 {
     cri_finish(call, cri_status_from_errno(err->code), err_str(err));

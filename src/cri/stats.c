@@ -317,19 +317,6 @@ static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 
 /* ---- filters ---- */
 
-static bool labels_match(Runtime__V1__ContainerConfig__LabelsEntry **labels, size_t n,
-                         Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **sel, size_t ns)
-{
-    for (size_t i = 0; i < ns; i++) {
-        bool ok = false;
-        for (size_t k = 0; k < n && !ok; k++)
-            ok = !strcmp(labels[k]->key, sel[i]->key) && !strcmp(labels[k]->value, sel[i]->value);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 static bool ctr_wanted(struct cri *cri, struct container *c,
                        const Runtime__V1__ContainerStatsFilter *f)
 {
@@ -345,9 +332,7 @@ static bool ctr_wanted(struct cri *cri, struct container *c,
         if (!sb || strcmp(sb->rec.id, c->rec.pod_id) != 0)
             return false;
     }
-    return labels_match(c->config->labels, c->config->n_labels,
-                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
-                        f->n_label_selector);
+    return CRI_LABELS_MATCH(c->config, f);
 }
 
 static bool pod_wanted(struct cri *cri, struct sandbox *sb,
@@ -360,10 +345,7 @@ static bool pod_wanted(struct cri *cri, struct sandbox *sb,
     bool amb;
     if (f->id && *f->id && sandbox_find(cri, f->id, &amb) != sb)
         return false;
-    return labels_match((Runtime__V1__ContainerConfig__LabelsEntry **)sb->config->labels,
-                        sb->config->n_labels,
-                        (Runtime__V1__ContainerStatsFilter__LabelSelectorEntry **)f->label_selector,
-                        f->n_label_selector);
+    return CRI_LABELS_MATCH(sb->config, f);
 }
 
 /* ---- messages ---- */
@@ -860,14 +842,9 @@ static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
 void cri_container_stats(struct cri_call *call)
 {
     Runtime__V1__ContainerStatsRequest *req = (Runtime__V1__ContainerStatsRequest *)call->req;
-    bool amb;
-    struct container *c = container_find(call->cri, req->container_id, &amb);
-    if (!c) {
-        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "container `%.64s` %s", req->container_id,
-                 amb ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, NULL, req->container_id);
+    if (!c)
         return;
-    }
     struct stats_job *j = call_job_new(call, STATS_CONTAINER, 1, 0);
     if (!j)
         return;
@@ -904,14 +881,9 @@ void cri_pod_sandbox_stats(struct cri_call *call)
 {
     Runtime__V1__PodSandboxStatsRequest *req = (Runtime__V1__PodSandboxStatsRequest *)call->req;
     struct cri *cri = call->cri;
-    bool amb;
-    struct sandbox *sb = sandbox_find(cri, req->pod_sandbox_id, &amb);
-    if (!sb) {
-        cri_fail(call, amb ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 amb ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, NULL, req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     struct stats_job *j = call_job_new(call, STATS_POD, 0, 1);
     if (!j)
         return;

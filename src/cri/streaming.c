@@ -12,14 +12,9 @@
 
 static struct container *running(struct cri_call *call, const char *rpc, const char *id)
 {
-    bool ambiguous;
-    struct container *c = container_find(call->cri, id, &ambiguous);
-    if (!c) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "%s: container `%.64s` %s", rpc, id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct container *c = container_find_or_fail(call, rpc, id);
+    if (!c)
         return NULL;
-    }
     if (c->rec.state != STORE_CTR_RUNNING) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "%s: container `%s` is not running (%s)",
                  rpc, c->rec.id, store_ctr_state_name(c->rec.state));
@@ -195,14 +190,9 @@ void cri_attach(struct cri_call *call)
 void cri_port_forward(struct cri_call *call)
 {
     Runtime__V1__PortForwardRequest *req = (Runtime__V1__PortForwardRequest *)call->req;
-    bool ambiguous;
-    struct sandbox *sb = sandbox_find(call->cri, req->pod_sandbox_id, &ambiguous);
-    if (!sb) {
-        cri_fail(call, ambiguous ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_NOT_FOUND,
-                 "PortForward: pod sandbox `%.64s` %s", req->pod_sandbox_id,
-                 ambiguous ? "is an ambiguous prefix" : "not found");
+    struct sandbox *sb = sandbox_find_or_fail(call, "PortForward", req->pod_sandbox_id);
+    if (!sb)
         return;
-    }
     if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) {
         cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION,
                  "PortForward: pod sandbox `%s` is not ready", sb->rec.id);

@@ -44,15 +44,6 @@ void digest_of(const void *data, size_t len, char out[72])
     hasher_final(&h, out);
 }
 
-void strv_free(char **v, size_t n)
-{
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 int image_chain_ids(char *const *diff_ids, size_t n, char ***ret)
 {
     char **v = calloc(n ? n : 1, sizeof(char *));

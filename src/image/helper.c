@@ -74,6 +74,7 @@
 #include <sys/mount.h>
 #include <sys/fanotify.h>
 #include <sys/prctl.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -215,29 +216,6 @@ struct parent {
     bool done;
 };
 
-static bool strv_take(char **v, size_t *n, const char *s)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp(v[i], s) == 0) {
-            free(v[i]);
-            v[i] = v[--*n];
-            return true;
-        }
-    return false;
-}
-
-static int strv_push(char ***v, size_t *n, const char *s)
-{
-    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    if (!(nv[*n] = strdup(s)))
-        return -ENOMEM;
-    (*n)++;
-    return 0;
-}
-
 static bool job_holds(struct job *job, const char *chain_id)
 {
     for (size_t i = 0; i < job->n_held; i++)
@@ -334,7 +312,7 @@ static int handle(struct parent *p, const char *line)
         bool ok = json_is_true(json_object_get(m, "ok"));
         json_int_t bytes = json_integer_value(json_object_get(m, "bytes"));
         json_int_t inodes = json_integer_value(json_object_get(m, "inodes"));
-        if (!strv_take(p->building, &p->n_building, built)) {
+        if (!strv_remove(p->building, &p->n_building, built)) {
             r = -EBADMSG;
         } else {
             ok = ok && bytes >= 0 && inodes >= 0 && snapshot_on_disk(job->sh->st, built);
@@ -386,7 +364,7 @@ static void converse(struct parent *p)
             if (r < 0)
                 goto out;
             if (r > 0)
-                strv_take(p->waiting, &p->n_waiting, p->waiting[i]);
+                strv_remove(p->waiting, &p->n_waiting, p->waiting[i]);
             else
                 i++;
         }
@@ -1075,8 +1053,8 @@ static int attack_step(const char *step)
     } else if (strcmp(verb, "tgkill") == 0) {
         r = (int)syscall(SYS_tgkill, (pid_t)n, (pid_t)n, SIGKILL);
     } else if (strcmp(verb, "pidfd-kill") == 0) {
-        fd = (int)syscall(SYS_pidfd_open, (pid_t)n, 0);
-        r = fd < 0 ? -1 : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+        fd = pidfd_open((pid_t)n, 0);
+        r = fd < 0 ? -1 : pidfd_send_signal(fd, SIGKILL, NULL, 0);
     } else if (strcmp(verb, "acquire-flood") == 0) {
         /* over a helper's channel to its job thread (fd 3; see
          * KINGLET_TEST_HELPER_ATTACK): ARG acquires of one layer, each

@@ -349,20 +349,6 @@ out:
     return r;
 }
 
-static int strv_push(char ***v, size_t *n, char *s)
-{
-    if (!s)
-        return -ENOMEM;
-    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
-    if (!nv) {
-        free(s);
-        return -ENOMEM;
-    }
-    *v = nv;
-    nv[(*n)++] = s;
-    return 0;
-}
-
 /* A tag as given ("busybox:latest", "reg/x:y") in normalised form, or NULL. */
 static char *normalise_tag(const char *s)
 {
@@ -441,7 +427,7 @@ static int import_docker(struct job *job, int dirfd, json_t *manifest, struct er
         json_t *t;
         json_array_foreach(rt, k, t)
         {
-            char *s = json_is_string(t) ? normalise_tag(json_string_value(t)) : NULL;
+            _cleanup_free_ char *s = json_is_string(t) ? normalise_tag(json_string_value(t)) : NULL;
             if (s && strv_push(&tags, &n_tags, s) < 0)
                 break;
         }
@@ -543,7 +529,7 @@ static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err
         char **tags = NULL, **rds = NULL;
         size_t n_tags = 0, n_rds = 0;
         if (r == 0 && name) {
-            char *t = normalise_tag(name);
+            _cleanup_free_ char *t = normalise_tag(name);
             if (t)
                 strv_push(&tags, &n_tags, t);
             struct image_ref ref;
@@ -551,6 +537,7 @@ static int import_oci(struct job *job, int dirfd, json_t *index, struct err *err
                 char *rn = image_ref_name(&ref), *rd = NULL;
                 if (rn && asprintf(&rd, "%s@%s", rn, digest) >= 0)
                     strv_push(&rds, &n_rds, rd);
+                free(rd);
                 free(rn);
                 image_ref_clear(&ref);
             }

@@ -29,7 +29,6 @@ void hasher_final(struct hasher *h, char out[72]);
 void digest_of(const void *data, size_t len, char out[72]);
 /* chain_id[i] = i == 0 ? diff_id[0] : sha256(chain_id[i-1] + " " + diff_id[i]) */
 int image_chain_ids(char *const *diff_ids, size_t n, char ***ret);
-void strv_free(char **v, size_t n);
 
 /* ---- manifests (manifest.c, pure) --------------------------------------- */
 #define MT_OCI_INDEX       "application/vnd.oci.image.index.v1+json"

@@ -60,51 +60,9 @@ const struct image_service_shared *image_service_shared(struct image_service *sv
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static int strv_dup(const char *const *in, size_t n, char ***ret)
-{
-    char **v = calloc(n ? n : 1, sizeof(char *));
-    if (!v)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        if (!(v[i] = strdup(in[i]))) {
-            strv_free(v, i);
-            return -ENOMEM;
-        }
-    *ret = v;
-    return 0;
-}
-
-static bool strv_contains(char *const *v, size_t n, const char *s)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(v[i], s) == 0)
-            return true;
-    return false;
-}
-
-static void strv_remove(char **v, size_t *n, const char *s)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp(v[i], s) == 0) {
-            free(v[i]);
-            memmove(&v[i], &v[i + 1], (*n - i - 1) * sizeof(char *));
-            (*n)--;
-            return;
-        }
-}
-
 static int strv_add(char ***v, size_t *n, const char *s)
 {
-    if (strv_contains(*v, *n, s))
-        return 0;
-    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    if (!(nv[*n] = strdup(s)))
-        return -ENOMEM;
-    (*n)++;
-    return 0;
+    return strv_contains(*v, *n, s) ? 0 : strv_push(v, n, s);
 }
 
 static const char *host_arch(const char **variant)

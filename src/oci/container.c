@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/pidfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -100,14 +101,9 @@ static pid_t clone3_into(uint64_t flags, int cgroup_fd)
 /* Waits until pid (not our child) is gone, up to timeout_ms. */
 static int wait_gone(pid_t pid, uint64_t start, int timeout_ms)
 {
-    int fd = oci_pidfd_open(pid);
+    int fd = pidfd_open_started(pid, start);
     if (fd < 0)
         return 0;
-    uint64_t st;
-    if (oci_proc_start_time(pid, &st, NULL) < 0 || st != start) {
-        close(fd);
-        return 0;
-    }
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int r;
     do
@@ -676,8 +672,8 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
     snprintf(rec.bundle, sizeof(rec.bundle), "%s", bundle);
     if (cg)
         snprintf(rec.cgroup, sizeof(rec.cgroup), "%s", oci_cgroup_path(cg));
-    oci_proc_start_time(c.init, &rec.pid_start, NULL);
-    oci_proc_start_time(mon, &rec.monitor_start, NULL);
+    proc_start_time(c.init, &rec.pid_start, NULL);
+    proc_start_time(mon, &rec.monitor_start, NULL);
     if ((r = oci_record_write(dirfd, &rec, err)) < 0)
         goto fail;
     if ((r = serve_init(&c, &opts, bundle, err)) < 0)
@@ -1000,10 +996,10 @@ int oci_container_monitor(const char *root, const char *id, pid_t *ret_init, str
     uint64_t mon_start = rec.monitor_start;
     *ret_init = rec.pid;
     oci_record_clear(&rec);
-    int fd = mon > 0 ? oci_pidfd_open(mon) : -1;
+    int fd = mon > 0 ? pidfd_open(mon, 0) : -1;
     uint64_t st;
     char state = 0;
-    if (fd >= 0 && (oci_proc_start_time(mon, &st, &state) < 0 || st != mon_start || state == 'Z' ||
+    if (fd >= 0 && (proc_start_time(mon, &st, &state) < 0 || st != mon_start || state == 'Z' ||
                     state == 'X')) {
         close(fd);
         fd = -1;
@@ -1060,13 +1056,10 @@ int oci_state_to_json(const struct oci_state *s, char **ret, struct err *err)
 
 static int signal_init(const struct oci_record *rec, int sig, struct err *err)
 {
-    _cleanup_close_ int pidfd = oci_pidfd_open(rec->pid);
-    uint64_t st;
-    /* The start time, checked after the pidfd is held, rules out a
-     * recycled pid. */
-    if (pidfd < 0 || oci_proc_start_time(rec->pid, &st, NULL) < 0 || st != rec->pid_start)
+    _cleanup_close_ int pidfd = pidfd_open_started(rec->pid, rec->pid_start);
+    if (pidfd < 0)
         return err_set(err, ESRCH, "container `%s` is not running", rec->id);
-    if (oci_pidfd_send_signal(pidfd, sig) < 0)
+    if (pidfd_send_signal(pidfd, sig, NULL, 0) < 0)
         return err_set(err, errno, "container `%s`: signal %d", rec->id, sig);
     return 0;
 }

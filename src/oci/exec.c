@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <sys/capability.h>
 #include <sys/socket.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -390,7 +391,7 @@ static void pid_publish(const struct oci_exec_opts *o, pid_t pid)
 static int exec_hand_over(const struct oci_exec_opts *o, struct exec_wait *w, int *sync,
                           int *ret_status, struct err *err)
 {
-    int pidfd = oci_pidfd_open(w->pid); /* our child (CLONE_PARENT), not reaped */
+    int pidfd = pidfd_open(w->pid, 0); /* our child (CLONE_PARENT), not reaped */
     if (pidfd < 0) {
         /* cannot happen for our own child; reap it rather than leak it */
         int e = errno;
@@ -493,9 +494,8 @@ int oci_exec(const struct oci_exec_opts *o, int *ret_status, struct err *err)
     if ((r = build_process(o, spec, &p, err)) < 0)
         goto out;
 
-    pidfd = oci_pidfd_open(rec.pid);
-    uint64_t start;
-    if (pidfd < 0 || oci_proc_start_time(rec.pid, &start, NULL) < 0 || start != rec.pid_start) {
+    pidfd = pidfd_open_started(rec.pid, rec.pid_start);
+    if (pidfd < 0) {
         r = err_set(err, ESRCH, "container `%s` is not running", o->id);
         goto out;
     }

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/wait.h>
 
 #include "oci/internal.h"
@@ -46,7 +47,7 @@ static int run_one(const struct oci_hook *h, const char *state, int cancel_fd, s
 
     /* Until the hook exits, its timeout passes (then it is killed), or the
      * caller is told to stop (cancel_fd, a signalfd; -1 for none). */
-    _cleanup_close_ int pidfd = oci_pidfd_open(pid);
+    _cleanup_close_ int pidfd = pidfd_open(pid, 0);
     uint64_t deadline = h->timeout > 0 ? now_mono_ns() + (uint64_t)h->timeout * 1000000000ull : 0;
     while (pidfd >= 0 && (h->timeout > 0 || cancel_fd >= 0)) {
         struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = cancel_fd, .events = POLLIN}};

@@ -217,7 +217,6 @@ int oci_record_parse(const char *data, size_t len, struct oci_record *rec, struc
 int oci_record_write(int dirfd, const struct oci_record *rec, struct err *err);
 int oci_record_read(int dirfd, struct oci_record *rec, struct err *err);
 void oci_record_clear(struct oci_record *rec);
-int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state);
 /* Status from the record, the exit file, the process and the fifo. */
 enum oci_status oci_status_get(int dirfd, const struct oci_record *rec);
 const char *oci_status_name(enum oci_status s);
@@ -383,6 +382,4 @@ int oci_sync_recv_from(int sock, struct oci_sync_msg *m, int *ret_fd, pid_t *ret
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
 
 /* Raw syscalls glibc 2.36 lacks wrappers for. */
-int oci_pidfd_open(pid_t pid);
-int oci_pidfd_send_signal(int pidfd, int sig);
 int oci_pivot_root(const char *new_root, const char *put_old);

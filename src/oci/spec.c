@@ -34,7 +34,7 @@ static const int ns_flags[OCI_NS_COUNT] = {
 const char *oci_ns_name(enum oci_ns_kind k) { return ns_names[k]; }
 int oci_ns_clone_flag(enum oci_ns_kind k) { return ns_flags[k]; }
 
-static void strv_free(char **v)
+static void argv_free(char **v)
 {
     if (!v)
         return;
@@ -86,12 +86,12 @@ static int get_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n, 
         json_t *s = json_array_get(arr, i);
         if (!json_is_string(s) || json_string_length(s) > OCI_STR_MAX ||
             strlen(json_string_value(s)) != json_string_length(s)) {
-            strv_free(v);
+            argv_free(v);
             return err_set(err, EINVAL, "`%s[%zu]`: expected a string", field, i);
         }
         v[i] = strdup(json_string_value(s));
         if (!v[i]) {
-            strv_free(v);
+            argv_free(v);
             return err_set(err, ENOMEM, "`%s`", field);
         }
     }
@@ -220,8 +220,8 @@ int oci_signal_parse(const char *s, int *ret)
 void oci_process_clear(struct oci_process *p)
 {
     free(p->cwd);
-    strv_free(p->args);
-    strv_free(p->env);
+    argv_free(p->args);
+    argv_free(p->env);
     free(p->gids);
     free(p->rlimits);
     free(p->apparmor);
@@ -989,14 +989,14 @@ void oci_spec_free(struct oci_spec *spec)
         free(spec->sysctl[i].value);
     }
     free(spec->sysctl);
-    strv_free(spec->masked_paths);
-    strv_free(spec->readonly_paths);
+    argv_free(spec->masked_paths);
+    argv_free(spec->readonly_paths);
     free(spec->cgroups_path);
     for (int k = 0; k < OCI_HOOK_COUNT; k++) {
         for (size_t i = 0; i < spec->hooks.n[k]; i++) {
             free(spec->hooks.list[k][i].path);
-            strv_free(spec->hooks.list[k][i].args);
-            strv_free(spec->hooks.list[k][i].env);
+            argv_free(spec->hooks.list[k][i].args);
+            argv_free(spec->hooks.list[k][i].env);
         }
         free(spec->hooks.list[k]);
     }

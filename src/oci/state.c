@@ -17,11 +17,6 @@
 
 #include "oci/internal.h"
 
-int oci_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-int oci_pidfd_send_signal(int pidfd, int sig)
-{
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 int oci_pivot_root(const char *new_root, const char *put_old)
 {
     return (int)syscall(SYS_pivot_root, new_root, put_old);
@@ -191,35 +186,6 @@ int oci_record_read(int dirfd, struct oci_record *rec, struct err *err)
     return oci_record_parse(data, len, rec, err);
 }
 
-int oci_proc_start_time(pid_t pid, uint64_t *ret, char *ret_state)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return -ESRCH;
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: start after the
-     * last ')'. Field 3 is the state, field 22 the start time. */
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
-        return -EINVAL;
-    p += 2;
-    if (ret_state)
-        *ret_state = *p;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (!p)
-            return -EINVAL;
-        p++;
-    }
-    *ret = strtoull(p, NULL, 10);
-    return 0;
-}
-
 int oci_exit_read(int dirfd, struct oci_exit *ret)
 {
     _cleanup_free_ char *data = NULL;
@@ -259,7 +225,7 @@ enum oci_status oci_status_get(int dirfd, const struct oci_record *rec)
         return OCI_STATUS_STOPPED;
     uint64_t st;
     char state = 0;
-    if (rec->pid <= 0 || oci_proc_start_time(rec->pid, &st, &state) < 0 || st != rec->pid_start ||
+    if (rec->pid <= 0 || proc_start_time(rec->pid, &st, &state) < 0 || st != rec->pid_start ||
         state == 'Z' || state == 'X')
         return OCI_STATUS_STOPPED;
     if (rec->creating)

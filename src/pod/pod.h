@@ -110,10 +110,6 @@ int pod_sandbox_remove(const struct pod_sandbox_ref *ref, struct err *err);
  * init, its network by id, its mounts and directory. */
 int pod_sandbox_remove_orphan(const char *id, const char *dir, const struct net_config *net,
                               struct err *err);
-/* A pidfd (close-on-exec) of the pod's init when it is still the process
- * that was started (pid and start time match), else a negative errno.
- * Readable (poll) once the init has exited. */
-int pod_init_pidfd(pid_t pid, uint64_t start);
 /* Whether the pod's network namespace is still held (its bind mount is
  * there): false after a reboot wiped the state directory. */
 bool pod_sandbox_netns_alive(const char *dir);

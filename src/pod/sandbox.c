@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/pidfd.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -72,7 +73,6 @@ static int write_proc_sys(const char *key, const char *value)
     return r;
 }
 
-static int proc_start_time(pid_t pid, uint64_t *ret);
 static int write_idmap(pid_t pid, const char *file, const struct pod_idmap *m, struct err *err);
 static int write_file(const char *dir, const char *name, const void *data, size_t len, int mode,
                       struct err *err);
@@ -216,7 +216,7 @@ static _Noreturn void ns_child(const struct pod_sandbox_spec *s, int flags, int 
          * able to find the init (pod_sandbox_remove_orphan). */
         uint64_t start;
         step = "record the pod init";
-        if (proc_start_time(pid, &start) < 0)
+        if (proc_start_time(pid, &start, NULL) < 0)
             goto fail;
         char text[64];
         int len = snprintf(text, sizeof(text), "%d %llu", (int)pid, (unsigned long long)start);
@@ -338,28 +338,6 @@ static int write_idmap(pid_t pid, const char *file, const struct pod_idmap *m, s
     if (fd < 0 || write(fd, line, (size_t)len) != len)
         return err_set(err, errno ? errno : EIO, "user namespace: write %s `%u %u %u`", file,
                        m->container_id, m->host_id, m->length);
-    return 0;
-}
-
-static int proc_start_time(pid_t pid, uint64_t *ret)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    _cleanup_free_ char *text = NULL;
-    int r = read_file_at(AT_FDCWD, path, 4096, &text, NULL);
-    if (r < 0)
-        return r;
-    const char *p = strrchr(text, ')');
-    if (!p)
-        return -EINVAL;
-    /* fields after the command: state is field 3, starttime field 22 */
-    unsigned long long start;
-    if (sscanf(p + 2,
-               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-               "%*d %*d %llu",
-               &start) != 1)
-        return -EINVAL;
-    *ret = start;
     return 0;
 }
 
@@ -542,7 +520,7 @@ int pod_sandbox_create(const struct pod_sandbox_spec *s, struct pod_sandbox_resu
     }
     if (ret->init_pid > 0) {
         ref.init_pid = ret->init_pid;
-        if (proc_start_time(ret->init_pid, &ret->init_start) < 0) {
+        if (proc_start_time(ret->init_pid, &ret->init_start, NULL) < 0) {
             r = err_set(err, ESRCH, "the pod init exited at once");
             goto fail;
         }
@@ -603,31 +581,13 @@ fail:;
     return r;
 }
 
-int pod_init_pidfd(pid_t pid, uint64_t start)
-{
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd < 0)
-        return -errno;
-    uint64_t now;
-    if (proc_start_time(pid, &now) < 0 || now != start) {
-        close(fd);
-        return -ESRCH;
-    }
-    return fd; /* pidfds are close-on-exec */
-}
-
 static int kill_init(pid_t pid, uint64_t start)
 {
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd < 0)
-        return errno == ESRCH ? 0 : -errno;
-    uint64_t now;
     /* a different process that reuses the pid is left alone */
-    if (proc_start_time(pid, &now) < 0 || now != start) {
-        close(fd);
-        return 0;
-    }
-    syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+    int fd = pidfd_open_started(pid, start);
+    if (fd < 0)
+        return fd == -ESRCH ? 0 : fd;
+    pidfd_send_signal(fd, SIGKILL, NULL, 0);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     int r = poll(&pfd, 1, 10000);
     close(fd);

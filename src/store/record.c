@@ -73,24 +73,11 @@ int store_record_delete(const char *dir, const char *id, struct err *err)
     return 0;
 }
 
-void store_ids_free(char **ids, size_t n)
-{
-    for (size_t i = 0; ids && i < n; i++)
-        free(ids[i]);
-    free(ids);
-}
-
 /* One more record that was not loaded: counted, and named when asked. */
 static int bad_add(const char *id, char ***ret_bad_ids, size_t *ret_bad)
 {
-    if (ret_bad_ids) {
-        char **v = reallocarray(*ret_bad_ids, *ret_bad + 1, sizeof(char *));
-        if (!v)
-            return -ENOMEM;
-        *ret_bad_ids = v;
-        if (!(v[*ret_bad] = strdup(id)))
-            return -ENOMEM;
-    }
+    if (ret_bad_ids)
+        return strv_push(ret_bad_ids, ret_bad, id);
     (*ret_bad)++;
     return 0;
 }
@@ -140,7 +127,7 @@ int store_record_scan(const char *dir, store_record_fn fn, void *data, char ***r
     }
     closedir(d);
     if (r < 0 && ret_bad_ids) {
-        store_ids_free(*ret_bad_ids, *ret_bad);
+        strv_free(*ret_bad_ids, *ret_bad);
         *ret_bad_ids = NULL;
     }
     return r;

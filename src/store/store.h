@@ -56,7 +56,7 @@ int store_record_delete(const char *dir, const char *id, struct err *err);
  * record, -ENOMEM to stop the scan (the scan then fails with -ENOMEM), or
  * another negative value for a malformed record, which is skipped and
  * counted in *ret_bad (and named, by the file's id, in *ret_bad_ids
- * unless that is NULL; free with store_ids_free), as are unreadable files. There is no cap on the
+ * unless that is NULL; free with strv_free), as are unreadable files. There is no cap on the
  * count: every record is one the daemon wrote and held in memory while it
  * ran, and one left unloaded would be a container (or pod) the node no
  * longer answers for, whose state recovery could take for a stranger's.
@@ -65,7 +65,6 @@ int store_record_delete(const char *dir, const char *id, struct err *err);
 typedef int (*store_record_fn)(const char *id, const char *text, size_t len, void *data);
 int store_record_scan(const char *dir, store_record_fn fn, void *data, char ***ret_bad_ids,
                       size_t *ret_bad, struct err *err);
-void store_ids_free(char **ids, size_t n);
 
 /* ---- pod sandboxes (pod.c) ---- */
 
@@ -127,7 +126,7 @@ int store_ctr_to_json(const struct store_container *c, char **ret, size_t *ret_l
 int store_ctr_from_json(const char *text, size_t len, struct store_container *ret, struct err *err);
 void store_ctr_clear(struct store_container *c);
 /* Loads every record of dir, as store_pod_load_all; the ids of those
- * skipped are in *ret_bad_ids (free with store_ids_free). */
+ * skipped are in *ret_bad_ids (free with strv_free). */
 int store_ctr_load_all(const char *dir, struct store_container **ret, size_t *ret_n,
                        char ***ret_bad_ids, size_t *ret_bad, struct err *err);
 void store_ctrs_free(struct store_container *c, size_t n);

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
+#include <sys/pidfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -916,7 +916,7 @@ void sess_end(struct conn *c)
     /* (until exec_done opens the watch, cmd_fd is the worker's) */
     bool watching = s->poll_open && !s->exited;
     if (watching)
-        syscall(SYS_pidfd_send_signal, s->cmd_fd, SIGKILL, NULL, 0);
+        pidfd_send_signal(s->cmd_fd, SIGKILL, NULL, 0);
     close_handles(s, watching);
     if (first)
         unref(s);

@@ -155,6 +155,38 @@ def test_unknown_service_and_method(cri, daemon):
         assert words in e.value.details()
 
 
+def test_unknown_ids_are_not_found_and_named(cri, daemon):
+    """Every RPC that needs a container or a pod fails the same way for an
+    id it does not know: NOT_FOUND, the id named once."""
+    pb = cri.pb
+    rs = cri.grpc.RuntimeServiceStub(channel(daemon))
+    cid, pid = "c0ffee" * 10 + "c0ff", "beef" * 16
+    ctr = [("ContainerStatus", pb.ContainerStatusRequest(container_id=cid), ""),
+           ("StartContainer", pb.StartContainerRequest(container_id=cid), ""),
+           ("ReopenContainerLog", pb.ReopenContainerLogRequest(container_id=cid), ""),
+           ("ExecSync", pb.ExecSyncRequest(container_id=cid, cmd=["true"], timeout=5), ""),
+           ("UpdateContainerResources",
+            pb.UpdateContainerResourcesRequest(container_id=cid), ""),
+           ("ContainerStats", pb.ContainerStatsRequest(container_id=cid), ""),
+           ("Exec", pb.ExecRequest(container_id=cid, cmd=["true"], stdout=True), "Exec: "),
+           ("Attach", pb.AttachRequest(container_id=cid, stdout=True), "Attach: ")]
+    pod = [("PodSandboxStatus", pb.PodSandboxStatusRequest(pod_sandbox_id=pid), ""),
+           ("PodSandboxStats", pb.PodSandboxStatsRequest(pod_sandbox_id=pid), ""),
+           ("UpdatePodSandboxResources",
+            pb.UpdatePodSandboxResourcesRequest(pod_sandbox_id=pid), ""),
+           ("PortForward", pb.PortForwardRequest(pod_sandbox_id=pid, port=[80]), "PortForward: "),
+           ("CreateContainer", pb.CreateContainerRequest(
+               pod_sandbox_id=pid, config=pb.ContainerConfig(
+                   metadata=pb.ContainerMetadata(name="c"), image=pb.ImageSpec(image="busybox")),
+               sandbox_config=pb.PodSandboxConfig()), "CreateContainer: ")]
+    for what, calls, id_ in (("container", ctr, cid), ("pod sandbox", pod, pid)):
+        for name, req, prefix in calls:
+            with pytest.raises(grpc.RpcError) as e:
+                getattr(rs, name)(req, timeout=10)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND, (name, e.value)
+            assert e.value.details() == f"{prefix}{what} `{id_}` not found", (name, e.value)
+
+
 def peak_kb(daemon):
     with open(f"/proc/{daemon.pid}/status") as f:
         for line in f:

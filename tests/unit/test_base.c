@@ -2,7 +2,9 @@
  * and SHA-256. */
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -532,6 +534,96 @@ static void sha256_agrees_with_sha256sum(void **state)
     free(data);
 }
 
+/* A command name may hold spaces and parentheses: the fields are counted
+ * after its last ')'. A zombie shows 'Z' and keeps its start time. */
+static void proc_start_time_reads_past_the_name(void **state)
+{
+    uint64_t self, child, again;
+    char st = 0;
+    assert_int_equal(proc_start_time(getpid(), &self, &st), 0);
+    assert_int_equal(st, 'R');
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_NAME, "a) 1 2 (b) c");
+        uint64_t mine = 0;
+        proc_start_time(getpid(), &mine, NULL);
+        _exit(write(p[1], &mine, sizeof(mine)) == sizeof(mine) ? 0 : 1);
+    }
+    close(p[1]);
+    uint64_t told = 0;
+    assert_int_equal(read(p[0], &told, sizeof(told)), sizeof(told));
+    close(p[0]);
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, pid, &si, WEXITED | WNOWAIT), 0);
+    assert_int_equal(proc_start_time(pid, &child, &st), 0);
+    assert_int_equal(st, 'Z');
+    if (child != told || child < self)
+        fail_msg("child started at %llu, it read %llu (parent %llu)", (unsigned long long)child,
+                 (unsigned long long)told, (unsigned long long)self);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_true(proc_start_time(pid, &again, NULL) < 0);
+}
+
+/* A pidfd is handed out only for the process that started at the given
+ * time: a pid taken by a later process is refused. */
+static void pidfd_open_started_refuses_another_start(void **state)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the case, even if it fails */
+        pause();
+        _exit(0);
+    }
+    uint64_t start;
+    assert_int_equal(proc_start_time(pid, &start, NULL), 0);
+    assert_int_equal(pidfd_open_started(pid, start + 1), -ESRCH);
+    int fd = pidfd_open_started(pid, start);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    int status = -1;
+    assert_int_equal(pidfd_reap(fd, &status), 0);
+    kill(pid, SIGKILL);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, -1), 1);
+    assert_int_equal(pidfd_reap(fd, &status), 1);
+    assert_int_equal(status, 128 + SIGKILL);
+    close(fd);
+    assert_int_equal(pidfd_open_started(pid, start), -ESRCH);
+}
+
+static void strv_keeps_order_and_copies(void **state)
+{
+    char **v = NULL;
+    size_t n = 0;
+    char name[] = "b";
+    assert_int_equal(strv_push(&v, &n, "a"), 0);
+    assert_int_equal(strv_push(&v, &n, name), 0);
+    assert_int_equal(strv_push(&v, &n, "c"), 0);
+    name[0] = 'x'; /* a copy was pushed */
+    assert_int_equal(n, 3);
+    assert_true(strv_contains(v, n, "b"));
+    assert_false(strv_contains(v, n, "x"));
+    char **d = NULL;
+    assert_int_equal(strv_dup((const char *const *)v, n, &d), 0);
+    assert_true(d != v && d[1] != v[1]);
+    assert_string_equal(d[1], "b");
+    assert_true(strv_remove(v, &n, "a"));
+    assert_false(strv_remove(v, &n, "a"));
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0], "b");
+    assert_string_equal(v[1], "c");
+    strv_free(v, n);
+    strv_free(d, 3);
+    strv_free(NULL, 0);
+    assert_int_equal(strv_dup(NULL, 0, &d), 0);
+    assert_non_null(d);
+    strv_free(d, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
@@ -545,5 +637,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(sha256_fips_vectors),
     cmocka_unit_test(sha256_incremental_is_one_shot),
     cmocka_unit_test(sha256_agrees_with_sha256sum),
+    cmocka_unit_test(proc_start_time_reads_past_the_name),
+    cmocka_unit_test(pidfd_open_started_refuses_another_start),
+    cmocka_unit_test(strv_keeps_order_and_copies),
 };
 UNIT_MAIN(tests)
