@@ -234,6 +234,8 @@ struct store {
     pthread_cond_t cond;
     struct snap_ref *snaps;
     size_t n_snaps, cap_snaps;
+    int *watch_fds; /* eventfds of threads that poll for the table's changes */
+    size_t n_watch;
 };
 
 int store_open(struct store *st, const char *root, struct err *err);
@@ -261,6 +263,14 @@ int store_snap_acquire(struct store *st, const char *chain_id);
 void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t bytes,
                       uint64_t inodes);
 void store_snap_release(struct store *st, const char *chain_id);
+/* For a thread that waits on the table and on a socket at once (a pull
+ * helper's job thread): the eventfd fd is written on every change that may
+ * end a wait, a layer built (or failed) and store_snap_wake. Unwatch
+ * before closing fd. -ENOMEM. */
+int store_snap_watch(struct store *st, int fd);
+void store_snap_unwatch(struct store *st, int fd);
+/* Wakes every waiter (a job was cancelled: its thread looks at its flag). */
+void store_snap_wake(struct store *st);
 /* A reference without waiting (records in the index). */
 void store_snap_ref(struct store *st, const char *chain_id);
 bool store_snap_present(struct store *st, const char *chain_id);

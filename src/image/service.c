@@ -607,6 +607,7 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
                 w->gone = true;
                 if (++j->n_gone == j->n_waiters) {
                     atomic_store(&j->cancel, true); /* the helper is killed */
+                    store_snap_wake(j->sh->st);
                     log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
                 }
                 pthread_mutex_unlock(&svc->mu);
@@ -1038,6 +1039,7 @@ void image_service_free(struct image_service *svc)
     for (struct job *j = svc->active; j; j = j->next)
         atomic_store(&j->cancel, true);
     pthread_mutex_unlock(&svc->mu);
+    store_snap_wake(&svc->st);
     for (;;) {
         pthread_mutex_lock(&svc->mu);
         struct job *j = svc->active;
