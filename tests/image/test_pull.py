@@ -418,3 +418,18 @@ def test_sparse_file_counts_allocated_bytes(kimage, registry, images):
         assert fh.read(7) == b"sparse\n"
     used = json.loads(kimage.run("fsinfo").stdout)["used_bytes"]
     assert 0 < used < 1 << 20, used
+
+
+def test_ls_sizes_for_people_bytes_in_json(kimage, registry, images):
+    """On the store directly, as through the daemon (test_cri.py): ls shows
+    97.4 MiB, ls --json the bytes."""
+    from .test_cri import _human
+    ref = f"{registry.host}/busybox:latest"
+    kimage.run("pull", ref)
+    (rec,) = kimage.ls()
+    img = images["busybox"]
+    assert rec["size"] == len(img.config) + sum(len(b) for b, _, _ in img.layers)
+    header, row = kimage.run("ls").stdout.splitlines()
+    assert row.split() == [img.id, *_human(rec["size"]).split(), ref], row
+    assert str(rec["size"]) not in row
+    assert kimage.run("ls", "-q").stdout.split() == [img.id]
