@@ -306,6 +306,29 @@ static int take_result(struct parent *p, json_t *a)
     return 0;
 }
 
+/* A progress line: shown (by the command line; the daemon has no progress
+ * function) only if well-formed, its phase one of image_progress's. */
+static int take_progress(struct job *job, json_t *m, const char *digest)
+{
+    static const char *const phases[] = {"downloading", "verifying", "done", "exists", "failed"};
+    const char *phase = json_string_value(json_object_get(m, "phase"));
+    json_int_t bytes = json_integer_value(json_object_get(m, "bytes"));
+    json_int_t total = json_integer_value(json_object_get(m, "total"));
+    bool known = false;
+    for (size_t i = 0; phase && i < ARRAY_SIZE(phases); i++)
+        known |= strcmp(phase, phases[i]) == 0;
+    if (!image_digest_valid(digest) || !known || bytes < 0 || total < 0)
+        return -EBADMSG;
+    const struct image_service_shared *sh = job->sh;
+    if (sh->progress)
+        sh->progress(sh->progress_data, &(struct image_progress){.ref = job->ref_str,
+                                                                 .digest = digest,
+                                                                 .phase = phase,
+                                                                 .bytes = (uint64_t)bytes,
+                                                                 .total = (uint64_t)total});
+    return 0;
+}
+
 /* One message of the helper; < 0 ends the conversation (and the helper). */
 static int handle(struct parent *p, const char *line)
 {
@@ -319,8 +342,11 @@ static int handle(struct parent *p, const char *line)
     const char *acq = json_string_value(json_object_get(m, "acquire"));
     const char *built = json_string_value(json_object_get(m, "built"));
     json_t *res = json_object_get(m, "result"), *e = json_object_get(m, "error");
+    const char *prog = json_string_value(json_object_get(m, "progress"));
     if (p->done) {
         r = -EBADMSG; /* nothing after the result */
+    } else if (prog) {
+        r = take_progress(job, m, prog);
     } else if (acq) {
         if (!image_digest_valid(acq)) {
             r = -EBADMSG;
@@ -588,6 +614,13 @@ int helper_snap_acquire(struct helper_chan *c, const char *chain_id)
     }
     pthread_mutex_unlock(&c->mu);
     return r;
+}
+
+void helper_progress(struct helper_chan *c, const char *digest, const char *phase, uint64_t bytes,
+                     uint64_t total)
+{
+    chan_send(c, json_pack("{s:s,s:s,s:I,s:I}", "progress", digest, "phase", phase, "bytes",
+                           (json_int_t)bytes, "total", (json_int_t)total));
 }
 
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,

@@ -99,6 +99,17 @@ struct image_limits {
                            .progress_timeout_ms = IMAGE_PROGRESS_TIMEOUT_DEFAULT,                  \
                            .min_rate = IMAGE_MIN_RATE_DEFAULT})
 
+/* One step of a layer of a pull: its blob digest, the bytes read so far of
+ * total (the manifest's size) and the phase: "waiting" (another pull
+ * builds it), "downloading" (download, hashing and unpacking stream
+ * together), "verifying" (all bytes read: digests checked, snapshot made
+ * durable), "done", "exists" (already in the store), "failed". */
+struct image_progress {
+    const char *ref, *digest, *phase;
+    uint64_t bytes, total;
+};
+typedef void (*image_progress_fn)(void *data, const struct image_progress *p);
+
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */
     unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
@@ -119,6 +130,10 @@ struct image_config {
     size_t n_mirror_only;
     /* Platform to select from an index; NULL = linux / host arch. */
     const char *os, *arch, *variant;
+    /* Per-layer progress of pulls (the command line's display; the daemon
+     * sets none). Called from the pull's job thread, any thread. */
+    image_progress_fn progress;
+    void *progress_data;
 };
 
 /* The fields of CRI's AuthConfig. All borrowed, all optional. */

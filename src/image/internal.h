@@ -356,6 +356,8 @@ struct image_service_shared {
     size_t n_mirror_only;
     char *os, *arch, *variant;
     struct image_limits limits;
+    image_progress_fn progress;
+    void *progress_data;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);
 
@@ -377,6 +379,13 @@ void job_helper_run(struct job *job);
 /* The helper's side of the snapshot table: the same answers as
  * store_snap_acquire (-EPIPE when the daemon is gone). Thread-safe. */
 int helper_snap_acquire(struct helper_chan *c, const char *chain_id);
+/* Progress of a layer (image_progress's phases), to the daemon's job. */
+void helper_progress(struct helper_chan *c, const char *digest, const char *phase, uint64_t bytes,
+                     uint64_t total);
+/* Progress of a layer of job: to the daemon from a helper, else to the
+ * service's progress function, if any. */
+void job_progress(struct job *job, const char *digest, const char *phase, uint64_t bytes,
+                  uint64_t total);
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
                        uint64_t inodes);
 int job_add_result(struct job *job, struct image_info *img);

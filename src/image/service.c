@@ -899,6 +899,8 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     sh->certs_dir = cfg->certs_dir ? strdup(cfg->certs_dir) : NULL;
     sh->no_origin = cfg->no_origin_fallback;
     sh->limits = cfg->limits;
+    sh->progress = cfg->progress;
+    sh->progress_data = cfg->progress_data;
     bool oom = !sh->os || !sh->arch;
     oom |= strv_dup(cfg->mirror_only, cfg->n_mirror_only, &sh->mirror_only) < 0;
     sh->n_mirror_only = oom ? 0 : cfg->n_mirror_only;
