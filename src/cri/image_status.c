@@ -55,19 +55,7 @@ static void image_msg_fill(struct image_msg *m, const struct image_info *info)
 
 static char *verbose_info(struct cri *cri, const struct image_info *img)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(img->id));
-    json_object_set_new(o, "manifest", json_string(img->manifest));
-    json_object_set_new(o, "user", json_string(img->user));
-    json_object_set_new(o, "createdAt", json_integer((json_int_t)img->created_ns));
-    json_t *layers = json_array();
-    for (size_t i = 0; i < img->n_layers; i++) {
-        char *p = image_snapshot_path(cri->images, img->chain_ids[i]);
-        json_array_append_new(
-            layers, json_pack("{s:s,s:s}", "chainID", img->chain_ids[i], "path", p ? p : ""));
-        free(p);
-    }
-    json_object_set_new(o, "layers", layers);
+    json_t *o = image_info_verbose_json(cri->images, img);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;

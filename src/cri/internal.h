@@ -156,7 +156,9 @@ void cri_list_images(struct cri_call *call);          /* image_status.c */
 void cri_stream_images(struct cri_call *call);        /* image_status.c */
 void cri_remove_image(struct cri_call *call);         /* image_remove.c */
 void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
-void cri_import_image(struct cri_call *call);         /* image_cli.c */
+void cri_import_image(struct cri_call *call);         /* image_private.c */
+void cri_hold_image(struct cri_call *call);           /* image_private.c */
+void cri_release_image(struct cri_call *call);        /* image_private.c */
 
 /* runtime-config.json as read back at start: 0 with *ret_cidr (malloc'd,
  * a valid pod CIDR, possibly empty), -EBADMSG for anything else, -ENOMEM. */

@@ -3,7 +3,7 @@ libkcri_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 libkcri_a_SOURCES = src/cri/cri.h src/cri/internal.h src/cri/service.c src/cri/version.c \
 	src/cri/runtime_config.c src/cri/events.c \
 	src/cri/image_pull.c src/cri/image_status.c src/cri/image_remove.c src/cri/image_fs_info.c \
-	src/cri/image_cli.c \
+	src/cri/image_cli.c src/cri/image_private.c \
 	src/cri/validate.h src/cri/validate.c \
 	src/cri/sandbox.h src/cri/sandbox.c src/cri/sandbox_run.c src/cri/sandbox_stop.c \
 	src/cri/sandbox_status.c src/cri/resources.c \

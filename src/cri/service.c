@@ -253,13 +253,20 @@ static bool route_waits(const ProtobufCServiceDescriptor *svc, const char *name)
     return true;
 }
 
+/* kinglet's own image routes, /kinglet.v1.Images/NAME (image_private.c:
+ * CRI has no import, and holds are the runtime's own notion). */
+static const struct {
+    const char *name;
+    void (*fn)(struct cri_call *);
+} own_routes[] = {
+    {"Import", cri_import_image}, {"Hold", cri_hold_image}, {"Release", cri_release_image}};
+
 int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
 {
     size_t n = 0;
     for (size_t s = 0; s < ARRAY_SIZE(services); s++)
         n += services[s]->n_methods;
-    /* + kinglet's own /kinglet.v1.Images/Import (CRI has no import) */
-    cri->routes = calloc(n + 1, sizeof(*cri->routes));
+    cri->routes = calloc(n + ARRAY_SIZE(own_routes), sizeof(*cri->routes));
     if (!cri->routes)
         return err_set(err, ENOMEM, "routes");
     for (size_t s = 0; s < ARRAY_SIZE(services); s++) {
@@ -280,15 +287,17 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
                 return err_set(err, -rc, "register `%s`", r->path);
         }
     }
-    struct cri_route *r = &cri->routes[cri->n_routes++];
-    snprintf(r->path, sizeof(r->path), "/kinglet.v1.Images/Import");
-    r->name = "Import";
-    r->input = &runtime__v1__image_spec__descriptor;
-    r->fn = cri_import_image;
-    r->cri = cri;
-    int rc = grpc_server_add_method(srv, r->path, dispatch, r);
-    if (rc < 0)
-        return err_set(err, -rc, "register `%s`", r->path);
+    for (size_t i = 0; i < ARRAY_SIZE(own_routes); i++) {
+        struct cri_route *r = &cri->routes[cri->n_routes++];
+        snprintf(r->path, sizeof(r->path), "/kinglet.v1.Images/%s", own_routes[i].name);
+        r->name = own_routes[i].name;
+        r->input = &runtime__v1__image_spec__descriptor;
+        r->fn = own_routes[i].fn;
+        r->cri = cri;
+        int rc = grpc_server_add_method(srv, r->path, dispatch, r);
+        if (rc < 0)
+            return err_set(err, -rc, "register `%s`", r->path);
+    }
     return 0;
 }
 

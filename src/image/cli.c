@@ -1,6 +1,9 @@
-/* `kinglet image pull|ls|rm|import|inspect|fsinfo`: the image service run
- * in-process on its own loop, directly on the store. The store's lock makes
- * this refuse to run next to a daemon that owns the same root. */
+/* `kinglet image pull|ls|inspect|rm|import|fsinfo|hold|release`: the one
+ * command line. Options, help, output and exit status live here; the work
+ * goes to a back end (struct image_cli_ops): a running daemon over its
+ * socket when it owns the store or --socket says so (the connect function
+ * src/cri gives), the store directly otherwise (cli_store.c). Pull progress
+ * is shown per layer on a terminal only (cli_progress.c). */
 #include <fcntl.h>
 #include <getopt.h>
 #include <string.h>
@@ -11,13 +14,6 @@
 #include "image/internal.h"
 
 #define DEFAULT_ROOT "/var/lib/kinglet"
-
-struct cli {
-    struct image_service *svc;
-    int pending;
-    int failures;
-    bool quiet;
-};
 
 static const char global_usage[] =
     "usage: kinglet image [OPTIONS] COMMAND [ARGS]\n"
@@ -68,7 +64,8 @@ static const struct {
      "import [--socket PATH] FILE|-\n"
      "  FILE|-                       the archive, or - for stdin\n"},
     {"fsinfo", "print the image filesystem's usage", "fsinfo\n"},
-    {"hold", "keep an image from removal for a holder (the runtime's use)", "hold REF HOLDER\n"},
+    {"hold", "keep an image's layers for a holder, even if the image is removed",
+     "hold HOLDER REF\n"},
     {"release", "end a hold", "release HOLDER\n"},
     {"help", "show the help of a command", "help [COMMAND]\n"},
 };
@@ -81,7 +78,7 @@ static void usage(FILE *f)
     fprintf(f, "\nSee `kinglet image COMMAND --help` for a command's options.\n");
 }
 
-int image_cli_help(const char *cmd)
+static int image_cli_help(const char *cmd)
 {
     if (!cmd) {
         usage(stdout);
@@ -104,27 +101,25 @@ int image_cli_help(const char *cmd)
     return 2;
 }
 
-static void pull_done(void *data, int r, const struct err *err, const char *image_id)
+void image_size_human(uint64_t bytes, char buf[16])
 {
-    struct cli *c = data;
-    c->pending--;
-    if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err_str(err));
-        c->failures++;
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, 16, "%u B", (unsigned)bytes);
         return;
     }
-    if (!c->quiet)
-        printf("%s\n", image_id);
-}
-
-static void rm_done(void *data, int r, const struct err *err)
-{
-    struct cli *c = data;
-    c->pending--;
-    if (r < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err_str(err));
-        c->failures++;
+    double v = (double)bytes / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < ARRAY_SIZE(units)) {
+        v /= 1024;
+        u++;
     }
+    /* 1023.96 would print as "1024.0": go up a unit instead */
+    if (v >= 1023.95 && u + 1 < ARRAY_SIZE(units)) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, 16, "%.1f %s", v, units[u]);
 }
 
 static json_t *strv_json(char *const *v, size_t n)
@@ -135,27 +130,129 @@ static json_t *strv_json(char *const *v, size_t n)
     return a;
 }
 
-static json_t *image_json(struct image_service *svc, const struct image_info *img, bool paths)
+json_t *image_cli_image_json(const char *id, char *const *tags, size_t n_tags, char *const *digests,
+                             size_t n_digests, uint64_t size, const char *user, bool pinned)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "repo_tags", strv_json(tags, n_tags));
+    json_object_set_new(o, "repo_digests", strv_json(digests, n_digests));
+    json_object_set_new(o, "size", json_integer((json_int_t)size));
+    json_object_set_new(o, "user", json_string(user ? user : ""));
+    json_object_set_new(o, "pinned", json_boolean(pinned));
+    return o;
+}
+
+json_t *image_info_verbose_json(struct image_service *svc, const struct image_info *img)
 {
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(img->id));
     json_object_set_new(o, "manifest", json_string(img->manifest));
-    json_object_set_new(o, "repo_tags", strv_json(img->repo_tags, img->n_repo_tags));
-    json_object_set_new(o, "repo_digests", strv_json(img->repo_digests, img->n_repo_digests));
-    json_object_set_new(o, "size", json_integer((json_int_t)img->size));
     json_object_set_new(o, "user", json_string(img->user));
-    json_object_set_new(o, "pinned", json_boolean(img->pinned));
-    json_object_set_new(o, "layers", strv_json(img->chain_ids, img->n_layers));
-    if (paths) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < img->n_layers; i++) {
-            char *p = image_snapshot_path(svc, img->chain_ids[i]);
-            json_array_append_new(a, json_string(p ? p : ""));
-            free(p);
-        }
-        json_object_set_new(o, "snapshots", a);
+    json_object_set_new(o, "createdAt", json_integer((json_int_t)img->created_ns));
+    json_t *layers = json_array();
+    for (size_t i = 0; i < img->n_layers; i++) {
+        char *p = image_snapshot_path(svc, img->chain_ids[i]);
+        json_array_append_new(
+            layers, json_pack("{s:s,s:s}", "chainID", img->chain_ids[i], "path", p ? p : ""));
+        free(p);
     }
+    json_object_set_new(o, "layers", layers);
     return o;
+}
+
+/* ---- the commands ----------------------------------------------------------- */
+
+struct cli {
+    const struct image_cli_ops *ops;
+    void *ctx;
+    int failures;
+    bool quiet;
+};
+
+static void fail(struct cli *c, const struct err *err)
+{
+    fprintf(stderr, "kinglet image: %s\n", err_str(err));
+    c->failures++;
+}
+
+static void print_json(json_t *j, size_t flags)
+{
+    char *s = json_dumps(j, flags);
+    printf("%s\n", s ? s : "null");
+    free(s);
+    json_decref(j);
+}
+
+static void pulled(void *data, const char *ref, int r, const struct err *err, const char *image_id)
+{
+    (void)ref;
+    struct cli *c = data;
+    if (r < 0)
+        fail(c, err);
+    else if (!c->quiet)
+        printf("%s\n", image_id);
+    fflush(stdout);
+}
+
+static int cmd_pull(struct cli *c, int argc, char **argv)
+{
+    struct image_pull_opts po;
+    int first = image_pull_opts_parse(argc, argv, &po);
+    if (first < 0)
+        return 2;
+    c->quiet = po.quiet;
+    bool progress = !po.quiet && isatty(STDOUT_FILENO);
+    c->ops->pull(c->ctx, argv + first, (size_t)(argc - first), &po.auth, progress, pulled, c);
+    image_pull_opts_clear(&po);
+    return c->failures ? 1 : 0;
+}
+
+static void ls_row(json_t *img)
+{
+    char size[16];
+    image_size_human((uint64_t)json_integer_value(json_object_get(img, "size")), size);
+    printf("%-72s  %-10s  ", json_string_value(json_object_get(img, "id")), size);
+    json_t *tags = json_object_get(img, "repo_tags");
+    for (size_t t = 0; t < json_array_size(tags); t++)
+        printf("%s%s", t ? "," : "", json_string_value(json_array_get(tags, t)));
+    printf("%s\n", json_array_size(tags) ? "" : "<none>");
+}
+
+/* The verbose info's manifest and chain ids (and with paths, the snapshot
+ * paths), also at the top of an image object, as `ls --json` and `inspect`
+ * have always shown them. */
+static void add_layers(json_t *o, bool paths)
+{
+    json_t *info = json_object_get(o, "info"), *layers = json_object_get(info, "layers");
+    json_t *ids = json_array(), *dirs = json_array();
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *l = json_array_get(layers, i);
+        json_array_append(ids, json_object_get(l, "chainID"));
+        json_array_append(dirs, json_object_get(l, "path"));
+    }
+    json_t *manifest = json_object_get(info, "manifest");
+    json_object_set(o, "manifest", manifest ? manifest : json_null());
+    json_object_set_new(o, "layers", ids);
+    if (paths)
+        json_object_set_new(o, "snapshots", dirs);
+    else
+        json_decref(dirs);
+}
+
+/* ls --json: each image as inspect knows it, less the info and paths. */
+static int ls_details(struct cli *c, json_t *a)
+{
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *img = json_array_get(a, i), *full;
+        struct err err = {0};
+        if (c->ops->inspect(c->ctx, json_string_value(json_object_get(img, "id")), &full, &err) < 0)
+            continue; /* removed meanwhile */
+        add_layers(full, false);
+        json_object_del(full, "info");
+        json_array_set_new(a, i, full);
+    }
+    return 0;
 }
 
 static int cmd_ls(struct cli *c, int argc, char **argv)
@@ -173,109 +270,132 @@ static int cmd_ls(struct cli *c, int argc, char **argv)
         else
             return 2;
     }
-    const struct image_info **v;
-    int n = image_list(c->svc, optind < argc ? argv[optind] : NULL, &v);
-    if (n < 0)
+    if (argc - optind > 1)
+        return 2;
+    json_t *a;
+    struct err err = {0};
+    if (c->ops->list(c->ctx, optind < argc ? argv[optind] : NULL, &a, &err) < 0) {
+        fail(c, &err);
         return 1;
-    if (as_json) {
-        json_t *a = json_array();
-        for (int i = 0; i < n; i++)
-            json_array_append_new(a, image_json(c->svc, v[i], false));
-        char *s = json_dumps(a, JSON_INDENT(1));
-        printf("%s\n", s);
-        free(s);
-        json_decref(a);
-    } else {
-        if (!quiet)
-            printf("%-72s  %-12s  %s\n", "IMAGE ID", "SIZE", "TAGS");
-        for (int i = 0; i < n; i++) {
-            if (quiet) {
-                printf("%s\n", v[i]->id);
-                continue;
-            }
-            printf("%-72s  %-12llu  ", v[i]->id, (unsigned long long)v[i]->size);
-            for (size_t t = 0; t < v[i]->n_repo_tags; t++)
-                printf("%s%s", t ? "," : "", v[i]->repo_tags[t]);
-            printf("%s\n", v[i]->n_repo_tags ? "" : "<none>");
-        }
     }
-    free(v);
+    if (as_json) {
+        ls_details(c, a);
+        print_json(a, JSON_INDENT(1));
+        return 0;
+    }
+    if (!quiet)
+        printf("%-72s  %-10s  %s\n", "IMAGE ID", "SIZE", "TAGS");
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *img = json_array_get(a, i);
+        if (quiet)
+            printf("%s\n", json_string_value(json_object_get(img, "id")));
+        else
+            ls_row(img);
+    }
+    json_decref(a);
     return 0;
 }
 
 static int cmd_inspect(struct cli *c, int argc, char **argv)
 {
-    if (argc != 2) {
-        usage(stderr);
+    if (argc != 2)
         return 2;
-    }
-    const struct image_info *img = image_lookup(c->svc, argv[1]);
-    if (!img) {
-        fprintf(stderr, "kinglet image: `%s`: no such image\n", argv[1]);
-        return 1;
-    }
-    json_t *o = image_json(c->svc, img, true);
-    char *s = json_dumps(o, JSON_INDENT(1));
-    printf("%s\n", s);
-    free(s);
-    json_decref(o);
-    return 0;
-}
-
-static int cmd_fsinfo(struct cli *c)
-{
-    struct image_fs_usage u;
+    json_t *o;
     struct err err = {0};
-    if (image_fs_info(c->svc, &u, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
+    if (c->ops->inspect(c->ctx, argv[1], &o, &err) < 0) {
+        fail(c, &err);
         return 1;
     }
-    printf("{\"mountpoint\": \"%s\", \"used_bytes\": %llu, \"inodes_used\": %llu}\n", u.mountpoint,
-           (unsigned long long)u.used_bytes, (unsigned long long)u.inodes_used);
-    image_fs_usage_clear(&u);
+    add_layers(o, true);
+    print_json(o, JSON_INDENT(1));
     return 0;
 }
 
-/* Spools stdin into a file under the store's tmp/ (removed at next start if
- * we die). */
-static int spool_stdin(const char *root, char **ret)
+static int cmd_rm(struct cli *c, int argc, char **argv)
 {
-    char *path;
-    if (asprintf(&path, "%s/image/tmp/stdin-%d.tar", root, (int)getpid()) < 0)
-        return -ENOMEM;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        free(path);
-        return -errno;
+    if (argc < 2)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        struct err err = {0};
+        if (c->ops->remove(c->ctx, argv[i], &err) < 0)
+            fail(c, &err);
     }
-    char buf[1 << 16];
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? -errno : 0;
-            close(fd);
-            if (e < 0) {
-                unlink(path);
-                free(path);
-                return e;
-            }
-            *ret = path;
-            return 0;
-        }
-        int e = write_all(fd, buf, (size_t)n);
-        if (e < 0) {
-            close(fd);
-            unlink(path);
-            free(path);
-            return e;
-        }
+    return c->failures ? 1 : 0;
+}
+
+static int cmd_import(struct cli *c, int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    char *id = NULL;
+    struct err err = {0};
+    if (c->ops->import(c->ctx, argv[1], &id, &err) < 0) {
+        fail(c, &err);
+        return 1;
     }
+    printf("%s\n", id ? id : "");
+    free(id);
+    return 0;
+}
+
+static int cmd_fsinfo(struct cli *c, int argc)
+{
+    if (argc != 1)
+        return 2;
+    json_t *o;
+    struct err err = {0};
+    if (c->ops->fsinfo(c->ctx, &o, &err) < 0) {
+        fail(c, &err);
+        return 1;
+    }
+    print_json(o, JSON_PRESERVE_ORDER);
+    return 0;
+}
+
+static int cmd_hold(struct cli *c, int argc, char **argv)
+{
+    bool hold = argv[0][0] == 'h';
+    if (argc != (hold ? 3 : 2))
+        return 2;
+    struct err err = {0};
+    int r = hold ? c->ops->hold(c->ctx, argv[1], argv[2], &err)
+                 : c->ops->release(c->ctx, argv[1], &err);
+    if (r < 0) {
+        fail(c, &err);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_command(struct cli *c, int argc, char **argv)
+{
+    const char *cmd = argv[0];
+    if (strcmp(cmd, "pull") == 0)
+        return cmd_pull(c, argc, argv);
+    if (strcmp(cmd, "ls") == 0)
+        return cmd_ls(c, argc, argv);
+    if (strcmp(cmd, "inspect") == 0)
+        return cmd_inspect(c, argc, argv);
+    if (strcmp(cmd, "rm") == 0)
+        return cmd_rm(c, argc, argv);
+    if (strcmp(cmd, "import") == 0)
+        return cmd_import(c, argc, argv);
+    if (strcmp(cmd, "fsinfo") == 0)
+        return cmd_fsinfo(c, argc);
+    return cmd_hold(c, argc, argv);
+}
+
+static bool known(const char *cmd)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(helps); i++)
+        if (strcmp(helps[i].name, cmd) == 0 && strcmp(cmd, "help") != 0)
+            return true;
+    return false;
 }
 
 static const struct option cli_opts[] = {
     {"root", required_argument, NULL, 'r'},
+    {"socket", required_argument, NULL, 's'},
     {"registry-mirror", required_argument, NULL, 'm'},
     {"insecure-registry", required_argument, NULL, 'i'},
     {"certs-dir", required_argument, NULL, 'c'},
@@ -289,7 +409,7 @@ static const struct option cli_opts[] = {
     {0},
 };
 
-bool image_cli_opt_has_arg(const char *arg)
+static bool opt_has_arg(const char *arg)
 {
     if (!str_has_prefix(arg, "--"))
         return false;
@@ -299,211 +419,186 @@ bool image_cli_opt_has_arg(const char *arg)
     return false;
 }
 
-int image_cli_main(int argc, char **argv)
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* What the global options set. */
+struct globals {
+    struct image_config cfg;
+    const char *root, *socket;
+    const char **mirrors, **insecure;
+    char *platform;
+};
+
+static int parse_platform(struct globals *g, const char *arg)
 {
-    const char *root = DEFAULT_ROOT;
-    struct image_config cfg = {.limits = IMAGE_LIMITS_DEFAULT};
-    const char **mirrors = calloc((size_t)argc, sizeof(char *));
-    const char **insecure = calloc((size_t)argc, sizeof(char *));
-    char *platform = NULL;
-    int rc = 2;
-    if (!mirrors || !insecure)
+    free(g->platform);
+    g->platform = strdup(arg);
+    char *s1 = g->platform ? strchr(g->platform, '/') : NULL;
+    if (!s1) {
+        fprintf(stderr, "kinglet image: --platform wants OS/ARCH[/VARIANT]\n");
+        return -EINVAL;
+    }
+    *s1 = '\0';
+    char *s2 = strchr(s1 + 1, '/');
+    if (s2)
+        *s2 = '\0';
+    g->cfg.os = g->platform;
+    g->cfg.arch = s1 + 1;
+    g->cfg.variant = s2 ? s2 + 1 : NULL;
+    return 0;
+}
+
+static int parse_global(struct globals *g, int ch)
+{
+    struct image_config *cfg = &g->cfg;
+    char *end;
+    unsigned long v;
+    switch (ch) {
+    case 'r':
+        g->root = optarg;
+        return 0;
+    case 's':
+        g->socket = optarg;
+        return 0;
+    case 'm':
+        g->mirrors[cfg->n_mirrors++] = optarg;
+        return 0;
+    case 'i':
+        g->insecure[cfg->n_insecure++] = optarg;
+        return 0;
+    case 'c':
+        cfg->certs_dir = optarg;
+        return 0;
+    case 'n':
+        cfg->no_origin_fallback = true;
+        return 0;
+    case 'j':
+        cfg->pull_concurrency = (unsigned)strtoul(optarg, NULL, 10);
+        return 0;
+    case 'L':
+        if (parse_size(optarg, &cfg->limits.max_layer_size) == 0)
+            return 0;
+        fprintf(stderr, "kinglet image: --max-layer-size: `%s` is not a size\n", optarg);
+        return -EINVAL;
+    case 'F':
+        if (parse_size_or_percent(optarg, &cfg->limits.min_free, &cfg->limits.min_free_pct) == 0)
+            return 0;
+        fprintf(stderr, "kinglet image: --image-min-free: `%s` is not a size or N%%\n", optarg);
+        return -EINVAL;
+    case 'R':
+        v = strtoul(optarg, &end, 10);
+        if (!optarg[0] || *end || optarg[0] == '-' || v > 1000000) {
+            fprintf(stderr, "kinglet image: --max-layer-ratio: `%s` is not 0..1000000\n", optarg);
+            return -EINVAL;
+        }
+        cfg->limits.max_layer_ratio = (unsigned)v;
+        return 0;
+    case 'p':
+        return parse_platform(g, optarg);
+    default:
+        usage(stderr);
+        return -EINVAL;
+    }
+}
+
+/* Help needs neither the store nor the daemon: `help [COMMAND]`, or -h or
+ * --help anywhere before a `--` (no image reference or option value can be
+ * either). Returns -1 when this is no call for help. */
+static int help_asked(int argc, char **argv)
+{
+    int cmd = 0;
+    for (int i = 1; i < argc && !cmd; i++) {
+        if (i + 1 < argc && argv[i + 1][0] != '-' && opt_has_arg(argv[i]))
+            i++;
+        else if (argv[i][0] != '-')
+            cmd = i;
+    }
+    if (cmd && strcmp(argv[cmd], "help") == 0) {
+        if (argc - cmd > 2) {
+            fprintf(stderr, "kinglet image: help: expected at most one command\n");
+            return 2;
+        }
+        const char *what = cmd + 1 < argc ? argv[cmd + 1] : NULL;
+        return image_cli_help(what && !is_help(what) ? what : NULL);
+    }
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (is_help(argv[i]))
+            return image_cli_help(cmd && i > cmd ? argv[cmd] : NULL);
+    return -1;
+}
+
+/* The command's arguments without a --socket among them (accepted after
+ * the command too, as `import --socket PATH FILE` always was). */
+static int take_socket(struct globals *g, int argc, char **argv, char **out)
+{
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+            g->socket = argv[++i];
+        else if (str_has_prefix(argv[i], "--socket="))
+            g->socket = argv[i] + 9;
+        else
+            out[n++] = argv[i];
+    }
+    out[n] = NULL;
+    return n;
+}
+
+static int open_backend(struct globals *g, image_cli_connect_fn connect, struct cli *c)
+{
+    int r = connect ? connect(g->root, g->socket, &c->ops, &c->ctx) : 0;
+    if (r != 0)
+        return r < 0 ? 1 : 0;
+    struct err err = {0};
+    g->cfg.root = g->root;
+    if (image_cli_store_open(&g->cfg, &c->ops, &c->ctx, &err) < 0) {
+        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
+        return 1;
+    }
+    return 0;
+}
+
+int image_cli_main(int argc, char **argv, image_cli_connect_fn connect)
+{
+    int rc = help_asked(argc, argv);
+    if (rc >= 0)
+        return rc;
+    struct globals g = {.cfg = {.limits = IMAGE_LIMITS_DEFAULT}, .root = DEFAULT_ROOT};
+    g.mirrors = calloc((size_t)argc, sizeof(char *));
+    g.insecure = calloc((size_t)argc, sizeof(char *));
+    char **args = calloc((size_t)argc + 1, sizeof(char *));
+    rc = 2;
+    if (!g.mirrors || !g.insecure || !args)
         goto out;
-    cfg.mirrors = mirrors;
-    cfg.insecure = insecure;
+    g.cfg.mirrors = g.mirrors;
+    g.cfg.insecure = g.insecure;
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "+h", cli_opts, NULL)) != -1) {
-        switch (ch) {
-        case 'r':
-            root = optarg;
-            break;
-        case 'm':
-            mirrors[cfg.n_mirrors++] = optarg;
-            break;
-        case 'i':
-            insecure[cfg.n_insecure++] = optarg;
-            break;
-        case 'c':
-            cfg.certs_dir = optarg;
-            break;
-        case 'n':
-            cfg.no_origin_fallback = true;
-            break;
-        case 'j':
-            cfg.pull_concurrency = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'L':
-            if (parse_size(optarg, &cfg.limits.max_layer_size) < 0) {
-                fprintf(stderr, "kinglet image: --max-layer-size: `%s` is not a size\n", optarg);
-                goto out;
-            }
-            break;
-        case 'F':
-            if (parse_size_or_percent(optarg, &cfg.limits.min_free, &cfg.limits.min_free_pct) < 0) {
-                fprintf(stderr, "kinglet image: --image-min-free: `%s` is not a size or N%%\n",
-                        optarg);
-                goto out;
-            }
-            break;
-        case 'R': {
-            char *end;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (!optarg[0] || *end || optarg[0] == '-' || v > 1000000) {
-                fprintf(stderr, "kinglet image: --max-layer-ratio: `%s` is not 0..1000000\n",
-                        optarg);
-                goto out;
-            }
-            cfg.limits.max_layer_ratio = (unsigned)v;
-            break;
-        }
-        case 'p': {
-            free(platform);
-            platform = strdup(optarg);
-            char *s1 = platform ? strchr(platform, '/') : NULL;
-            if (!s1) {
-                fprintf(stderr, "kinglet image: --platform wants OS/ARCH[/VARIANT]\n");
-                goto out;
-            }
-            *s1 = '\0';
-            char *s2 = strchr(s1 + 1, '/');
-            if (s2)
-                *s2 = '\0';
-            cfg.os = platform;
-            cfg.arch = s1 + 1;
-            cfg.variant = s2 ? s2 + 1 : NULL;
-            break;
-        }
-        case 'h':
-            usage(stdout);
-            rc = 0;
+    while ((ch = getopt_long(argc, argv, "+h", cli_opts, NULL)) != -1)
+        if (parse_global(&g, ch) < 0)
             goto out;
-        default:
-            usage(stderr);
-            goto out;
-        }
-    }
     if (optind >= argc) {
         usage(stderr);
         goto out;
     }
-    char *cmd = argv[optind];
-    argc -= optind;
-    argv += optind;
-    if (strcmp(cmd, "pull") && strcmp(cmd, "ls") && strcmp(cmd, "rm") && strcmp(cmd, "import") &&
-        strcmp(cmd, "inspect") && strcmp(cmd, "fsinfo") && strcmp(cmd, "hold") &&
-        strcmp(cmd, "release")) {
-        fprintf(stderr, "kinglet image: unknown command `%s`\n", cmd);
+    int n = take_socket(&g, argc - optind, argv + optind, args);
+    if (!known(args[0])) {
+        fprintf(stderr, "kinglet image: unknown command `%s`\n", args[0]);
         usage(stderr);
         goto out;
     }
-    cfg.root = root;
-
-    uv_loop_t loop;
-    if (uv_loop_init(&loop) < 0)
-        goto out;
     struct cli c = {0};
-    struct err err = {0};
-    if (image_service_new(&loop, &cfg, &c.svc, &err) < 0) {
-        fprintf(stderr, "kinglet image: %s\n", err_str(&err));
-        uv_loop_close(&loop);
-        rc = 1;
+    if ((rc = open_backend(&g, connect, &c)) != 0)
         goto out;
-    }
-    rc = 0;
-    if (strcmp(cmd, "ls") == 0) {
-        rc = cmd_ls(&c, argc, argv);
-    } else if (strcmp(cmd, "inspect") == 0) {
-        rc = cmd_inspect(&c, argc, argv);
-    } else if (strcmp(cmd, "fsinfo") == 0) {
-        rc = cmd_fsinfo(&c);
-    } else if (strcmp(cmd, "pull") == 0) {
-        struct image_pull_opts po;
-        int first = image_pull_opts_parse(argc, argv, &po);
-        if (first < 0)
-            rc = 2;
-        c.quiet = po.quiet;
-        for (int i = first; i < argc && rc == 0; i++) {
-            err_clear(&err);
-            if (image_pull(c.svc, argv[i], &po.auth, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
-                c.failures++;
-            } else {
-                c.pending++;
-            }
-        }
-        uv_run(&loop, UV_RUN_DEFAULT);
-        image_pull_opts_clear(&po);
-        if (c.failures)
-            rc = 1;
-    } else if (strcmp(cmd, "hold") == 0 || strcmp(cmd, "release") == 0) {
-        bool hold = cmd[0] == 'h';
-        if (argc != (hold ? 3 : 2)) {
-            rc = 2;
-        } else {
-            int r = hold ? image_hold(c.svc, argv[1], argv[2], rm_done, &c, &err)
-                         : image_release(c.svc, argv[1], rm_done, &c, &err);
-            if (r < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
-                rc = 1;
-            } else {
-                c.pending++;
-                uv_run(&loop, UV_RUN_DEFAULT);
-                rc = c.failures ? 1 : 0;
-            }
-        }
-    } else if (strcmp(cmd, "rm") == 0) {
-        for (int i = 1; i < argc; i++) {
-            err_clear(&err);
-            if (image_remove(c.svc, argv[i], rm_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
-                c.failures++;
-            } else {
-                c.pending++;
-            }
-        }
-        uv_run(&loop, UV_RUN_DEFAULT);
-        rc = argc < 2 ? 2 : c.failures ? 1 : 0;
-    } else if (strcmp(cmd, "import") == 0) {
-        static const struct option iopts[] = {{"socket", required_argument, NULL, 's'}, {0}};
-        optind = 1;
-        while ((ch = getopt_long(argc, argv, "+", iopts, NULL)) != -1)
-            if (ch != 's')
-                rc = 2;
-        _cleanup_free_ char *spooled = NULL;
-        const char *path = optind < argc ? argv[optind] : NULL;
-        if (!path)
-            rc = 2;
-        if (rc == 0 && strcmp(path, "-") == 0) {
-            int r = spool_stdin(root, &spooled);
-            if (r < 0) {
-                fprintf(stderr, "kinglet image: read stdin: %s\n", strerror(-r));
-                rc = 1;
-            }
-            path = spooled;
-        }
-        if (rc == 0) {
-            if (image_import(c.svc, path, pull_done, &c, &err) < 0) {
-                fprintf(stderr, "kinglet image: %s\n", err_str(&err));
-                rc = 1;
-            } else {
-                c.pending++;
-                uv_run(&loop, UV_RUN_DEFAULT);
-                rc = c.failures ? 1 : 0;
-            }
-        }
-        if (spooled)
-            unlink(spooled);
-    }
+    rc = run_command(&c, n, args);
+    c.ops->close(c.ctx);
     if (rc == 2)
-        usage(stderr);
-    image_service_free(c.svc);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+        fprintf(stderr, "kinglet image: bad usage; see `kinglet image %s --help`\n", args[0]);
 out:
-    free(mirrors);
-    free(insecure);
-    free(platform);
+    free(g.mirrors);
+    free(g.insecure);
+    free(g.platform);
+    free(args);
     return rc;
 }
 

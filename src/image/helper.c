@@ -23,18 +23,22 @@
  *      which the kernel requires for the trusted.overlay.opaque xattr of
  *      opaque directories; the bounding set goes too; and takes a uid and
  *      gid of its own (filesystem ids 0: files are made as before);
- *   5. sets no_new_privs and a seccomp filter that refuses what SYS_ADMIN
- *      would otherwise allow (mount, namespaces, BPF, modules, kexec,
- *      ptrace, keyrings, ...), sockets other than IPv4/IPv6 TCP and UDP
- *      and rtnetlink (registries, proxies, DNS, getaddrinfo: no unix
- *      socket, so no CRI socket), signals to any process but itself,
- *      changes to the limits, priority or scheduling of any process but
- *      itself (other helpers share its uid), new processes (threads only), and device nodes but
- * fifos and whiteouts (char 0/0): root as it is, it can neither reach the daemon nor touch another
- * process nor the host's devices;
+ *   5. sets no_new_privs and a seccomp filter (the list below);
  *   6. runs the job, and reports over fd 3.
- * An unprivileged caller (`kinglet image` as a user) skips 3 and 4: it has
- * nothing to give up.
+ *
+ * The seccomp filter of step 5 refuses:
+ *   - what SYS_ADMIN would otherwise allow: mount, namespaces, BPF,
+ *     modules, kexec, ptrace, keyrings, ...;
+ *   - sockets other than IPv4/IPv6 TCP and UDP and rtnetlink (registries,
+ *     proxies, DNS, getaddrinfo): no unix socket, so no CRI socket;
+ *   - signals to any process but itself;
+ *   - changes to the limits, priority or scheduling of any process but
+ *     itself (other helpers share its uid);
+ *   - new processes (threads only);
+ *   - device nodes but fifos and whiteouts (char 0/0).
+ * Root as it is, it can neither reach the daemon nor touch another process
+ * nor the host's devices. An unprivileged caller (`kinglet image` as a
+ * user) skips 3 and 4: it has nothing to give up.
  *
  * The protocol is JSON lines over a socketpair. The helper asks for the
  * snapshots it needs ({"acquire": chain id}), because the table of
@@ -44,8 +48,9 @@
  * and the helper reports {"built": id, "ok": bool, "bytes", "inodes"} and
  * finally {"result": [records]} or {"error": {"code", "msg"}}. The job
  * thread never blocks on another job: an acquire of a layer that another
- * job is building waits in a list retried every 50 ms (the table signals a
- * condition variable, which cannot be polled with the socket).
+ * job is building waits in a list, retried when the table says a layer was
+ * built or a job cancelled (store_snap_watch: an eventfd polled with the
+ * socket, since the table's condition variable cannot be).
  *
  * What the helper says is checked like outside input: a "built" is taken
  * only for a layer the daemon told this helper to build and whose snapshot
@@ -63,6 +68,7 @@
 #include <linux/mount.h>
 #include <linux/netlink.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -278,6 +284,29 @@ static int take_result(struct parent *p, json_t *a)
     return 0;
 }
 
+/* A progress line: shown (by the command line; the daemon has no progress
+ * function) only if well-formed, its phase one of image_progress's. */
+static int take_progress(struct job *job, json_t *m, const char *digest)
+{
+    static const char *const phases[] = {"downloading", "verifying", "done", "exists", "failed"};
+    const char *phase = json_string_value(json_object_get(m, "phase"));
+    json_int_t bytes = json_integer_value(json_object_get(m, "bytes"));
+    json_int_t total = json_integer_value(json_object_get(m, "total"));
+    bool known = false;
+    for (size_t i = 0; phase && i < ARRAY_SIZE(phases); i++)
+        known |= strcmp(phase, phases[i]) == 0;
+    if (!image_digest_valid(digest) || !known || bytes < 0 || total < 0)
+        return -EBADMSG;
+    const struct image_service_shared *sh = job->sh;
+    if (sh->progress)
+        sh->progress(sh->progress_data, &(struct image_progress){.ref = job->ref_str,
+                                                                 .digest = digest,
+                                                                 .phase = phase,
+                                                                 .bytes = (uint64_t)bytes,
+                                                                 .total = (uint64_t)total});
+    return 0;
+}
+
 /* One message of the helper; < 0 ends the conversation (and the helper). */
 static int handle(struct parent *p, const char *line)
 {
@@ -291,8 +320,11 @@ static int handle(struct parent *p, const char *line)
     const char *acq = json_string_value(json_object_get(m, "acquire"));
     const char *built = json_string_value(json_object_get(m, "built"));
     json_t *res = json_object_get(m, "result"), *e = json_object_get(m, "error");
+    const char *prog = json_string_value(json_object_get(m, "progress"));
     if (p->done) {
         r = -EBADMSG; /* nothing after the result */
+    } else if (prog) {
+        r = take_progress(job, m, prog);
     } else if (acq) {
         if (!image_digest_valid(acq)) {
             r = -EBADMSG;
@@ -304,9 +336,10 @@ static int handle(struct parent *p, const char *line)
                                      "limit of %s; it was stopped",
                                      job->ref_str, p->acquires_max,
                                      job->kind == JOB_PULL ? "a pull" : "an import");
-        } else if ((r = try_acquire(p, acq)) == 0)
+        } else if ((r = try_acquire(p, acq)) == 0) {
+            log_debug("`%s`: layer %s is being built by another job: waiting", job->ref_str, acq);
             r = strv_push(&p->waiting, &p->n_waiting, acq);
-        else if (r > 0)
+        } else if (r > 0)
             r = 0;
     } else if (built) {
         bool ok = json_is_true(json_object_get(m, "ok"));
@@ -349,11 +382,22 @@ static int handle(struct parent *p, const char *line)
     return r;
 }
 
+/* Waits on the helper's socket and on the snapshot table at once: the
+ * table writes wake (an eventfd) when a layer is built or a job cancelled,
+ * so a waiting acquire is retried then, and only then. */
 static void converse(struct parent *p)
 {
     struct job *job = p->job;
+    struct store *st = job->sh->st;
     struct buf in = {0};
+    _cleanup_close_ int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0 || store_snap_watch(st, wake) < 0) {
+        job->r =
+            err_set(&job->err, wake < 0 ? errno : ENOMEM, "`%s`: image helper wait", job->ref_str);
+        return;
+    }
     for (;;) {
+        /* registered before the first look: no wake-up falls between */
         if (atomic_load(&job->cancel)) {
             err_set(&job->err, ECANCELED, "`%s`: cancelled", job->ref_str);
             job->r = -ECANCELED;
@@ -368,11 +412,16 @@ static void converse(struct parent *p)
             else
                 i++;
         }
-        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-        int n = poll(&pfd, 1, p->n_waiting ? 50 : 250);
+        struct pollfd pfd[2] = {{.fd = p->fd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+        int n = poll(pfd, 2, -1);
         if (n < 0 && errno != EINTR)
             break;
         if (n <= 0)
+            continue;
+        uint64_t v;
+        if (pfd[1].revents && read(wake, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            break;
+        if (!pfd[0].revents)
             continue;
         ssize_t got = fill(p->fd, &in);
         if (got <= 0)
@@ -390,6 +439,7 @@ static void converse(struct parent *p)
         }
     }
 out:
+    store_snap_unwatch(st, wake);
     buf_free(&in);
 }
 
@@ -542,6 +592,13 @@ int helper_snap_acquire(struct helper_chan *c, const char *chain_id)
     }
     pthread_mutex_unlock(&c->mu);
     return r;
+}
+
+void helper_progress(struct helper_chan *c, const char *digest, const char *phase, uint64_t bytes,
+                     uint64_t total)
+{
+    chan_send(c, json_pack("{s:s,s:s,s:I,s:I}", "progress", digest, "phase", phase, "bytes",
+                           (json_int_t)bytes, "total", (json_int_t)total));
 }
 
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "base/base.h"
@@ -98,6 +99,17 @@ struct image_limits {
                            .progress_timeout_ms = IMAGE_PROGRESS_TIMEOUT_DEFAULT,                  \
                            .min_rate = IMAGE_MIN_RATE_DEFAULT})
 
+/* One step of a layer of a pull: its blob digest, the bytes read so far of
+ * total (the manifest's size) and the phase: "waiting" (another pull
+ * builds it), "downloading" (download, hashing and unpacking stream
+ * together), "verifying" (all bytes read: digests checked, snapshot made
+ * durable), "done", "exists" (already in the store), "failed". */
+struct image_progress {
+    const char *ref, *digest, *phase;
+    uint64_t bytes, total;
+};
+typedef void (*image_progress_fn)(void *data, const struct image_progress *p);
+
 struct image_config {
     const char *root;          /* daemon root; the store lives in <root>/image */
     unsigned pull_concurrency; /* layers downloaded at once per pull; 0 = 3 */
@@ -118,6 +130,10 @@ struct image_config {
     size_t n_mirror_only;
     /* Platform to select from an index; NULL = linux / host arch. */
     const char *os, *arch, *variant;
+    /* Per-layer progress of pulls (the command line's display; the daemon
+     * sets none). Called from the pull's job thread, any thread. */
+    image_progress_fn progress;
+    void *progress_data;
 };
 
 /* The fields of CRI's AuthConfig. All borrowed, all optional. */
@@ -266,11 +282,51 @@ char *image_blob_path(struct image_service *svc, const char *digest);
  * (helper.c); internal, started by the image service only. */
 int image_helper_main(int argc, char **argv);
 
-/* `kinglet image ...` command line; returns the process exit status. */
-int image_cli_main(int argc, char **argv);
-/* The usage of one command of `kinglet image` (NULL: of them all) on
- * stdout; 0, or 2 (and a line on stderr) for an unknown command. */
-int image_cli_help(const char *cmd);
-/* True for the global options of `kinglet image` that take a value
- * ("--root", "--registry-mirror", ...). */
-bool image_cli_opt_has_arg(const char *arg);
+/* An image as `kinglet image ls --json` and `inspect` show it: id,
+ * repo_tags, repo_digests, size (bytes), user, pinned. */
+json_t *image_cli_image_json(const char *id, char *const *tags, size_t n_tags, char *const *digests,
+                             size_t n_digests, uint64_t size, const char *user, bool pinned);
+/* The verbose information of an image (ImageStatus's "info", inspect's
+ * "info"): id, manifest, user, createdAt, layers [{chainID, path}]. */
+json_t *image_info_verbose_json(struct image_service *svc, const struct image_info *img);
+
+/* `kinglet image ...`: one command line over two back ends, the image
+ * service on a loop of its own, directly on the store (cli_store.c), or a
+ * running daemon over its socket (src/cri/image_cli.c: the gRPC client and
+ * the CRI messages are the daemon's, above this module). Each call blocks
+ * and reports a failure in err. */
+typedef void (*image_cli_pulled_fn)(void *data, const char *ref, int r, const struct err *err,
+                                    const char *image_id);
+struct image_cli_ops {
+    /* Pulls refs (at once where the back end can), calling done once for
+     * each, in any order. progress: stdout is a terminal and the command
+     * was not asked to be quiet; a back end that can shows per-layer
+     * progress there (bytes, rate, phase). */
+    void (*pull)(void *ctx, char *const *refs, size_t n, const struct image_auth *auth,
+                 bool progress, image_cli_pulled_fn done, void *data);
+    /* A JSON array of image_cli_image_json() objects. */
+    int (*list)(void *ctx, const char *filter, json_t **ret, struct err *err);
+    /* The image_cli_image_json() object with "info"; ENOENT when absent. */
+    int (*inspect)(void *ctx, const char *ref, json_t **ret, struct err *err);
+    int (*remove)(void *ctx, const char *ref, struct err *err);
+    /* path: an archive, or "-" for stdin (spooled by the back end). */
+    int (*import)(void *ctx, const char *path, char **ret_id, struct err *err);
+    /* {mountpoint, used_bytes, inodes_used} */
+    int (*fsinfo)(void *ctx, json_t **ret, struct err *err);
+    int (*hold)(void *ctx, const char *holder, const char *ref, struct err *err);
+    int (*release)(void *ctx, const char *holder, struct err *err);
+    void (*close)(void *ctx);
+};
+/* How the command line reaches a daemon: given --root and --socket (NULL
+ * when not given), returns 1 with a remote back end in ret_ops and ret_ctx,
+ * 0 to work on the store directly, < 0 (said on stderr) to fail. */
+typedef int (*image_cli_connect_fn)(const char *root, const char *socket,
+                                    const struct image_cli_ops **ret_ops, void **ret_ctx);
+/* The command line; returns the process exit status. connect may be NULL
+ * (always the store). */
+int image_cli_main(int argc, char **argv, image_cli_connect_fn connect);
+/* The direct back end on the store at cfg->root (cli_store.c). */
+int image_cli_store_open(const struct image_config *cfg, const struct image_cli_ops **ret_ops,
+                         void **ret_ctx, struct err *err);
+/* "97.4 MiB": bytes for people (IEC units, one decimal past KiB). */
+void image_size_human(uint64_t bytes, char buf[16]);

@@ -233,6 +233,8 @@ struct store {
     pthread_cond_t cond;
     struct snap_ref *snaps;
     size_t n_snaps, cap_snaps;
+    int *watch_fds; /* eventfds of threads that poll for the table's changes */
+    size_t n_watch;
 };
 
 int store_open(struct store *st, const char *root, struct err *err);
@@ -260,6 +262,14 @@ int store_snap_acquire(struct store *st, const char *chain_id);
 void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t bytes,
                       uint64_t inodes);
 void store_snap_release(struct store *st, const char *chain_id);
+/* For a thread that waits on the table and on a socket at once (a pull
+ * helper's job thread): the eventfd fd is written on every change that may
+ * end a wait, a layer built (or failed) and store_snap_wake. Unwatch
+ * before closing fd. -ENOMEM. */
+int store_snap_watch(struct store *st, int fd);
+void store_snap_unwatch(struct store *st, int fd);
+/* Wakes every waiter (a job was cancelled: its thread looks at its flag). */
+void store_snap_wake(struct store *st);
 /* A reference without waiting (records in the index). */
 void store_snap_ref(struct store *st, const char *chain_id);
 bool store_snap_present(struct store *st, const char *chain_id);
@@ -345,6 +355,8 @@ struct image_service_shared {
     size_t n_mirror_only;
     char *os, *arch, *variant;
     struct image_limits limits;
+    image_progress_fn progress;
+    void *progress_data;
 };
 const struct image_service_shared *image_service_shared(struct image_service *svc);
 
@@ -366,6 +378,13 @@ void job_helper_run(struct job *job);
 /* The helper's side of the snapshot table: the same answers as
  * store_snap_acquire (-EPIPE when the daemon is gone). Thread-safe. */
 int helper_snap_acquire(struct helper_chan *c, const char *chain_id);
+/* Progress of a layer (image_progress's phases), to the daemon's job. */
+void helper_progress(struct helper_chan *c, const char *digest, const char *phase, uint64_t bytes,
+                     uint64_t total);
+/* Progress of a layer of job: to the daemon from a helper, else to the
+ * service's progress function, if any. */
+void job_progress(struct job *job, const char *digest, const char *phase, uint64_t bytes,
+                  uint64_t total);
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
                        uint64_t inodes);
 int job_add_result(struct job *job, struct image_info *img);

@@ -64,6 +64,21 @@ int job_snap_acquire(struct job *job, const char *chain_id)
     return a;
 }
 
+void job_progress(struct job *job, const char *digest, const char *phase, uint64_t bytes,
+                  uint64_t total)
+{
+    if (!digest)
+        return;
+    if (job->remote)
+        helper_progress(job->remote, digest, phase, bytes, total);
+    else if (job->sh->progress)
+        job->sh->progress(job->sh->progress_data, &(struct image_progress){.ref = job->ref_str,
+                                                                           .digest = digest,
+                                                                           .phase = phase,
+                                                                           .bytes = bytes,
+                                                                           .total = total});
+}
+
 void job_snap_built(struct job *job, const char *chain_id, bool ok, uint64_t bytes, uint64_t inodes)
 {
     if (job->remote)
@@ -84,8 +99,11 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
     int a = job_snap_acquire(job, chain_id);
     if (a < 0)
         return err_set(err, -a, "layer %s", chain_id);
-    if (a == 1)
+    uint64_t size = expect->size > 0 ? (uint64_t)expect->size : 0;
+    if (a == 1) {
+        job_progress(job, expect->digest, "exists", size, size);
         return 0; /* already unpacked, by us earlier or by a concurrent pull */
+    }
     int r = 0;
     for (unsigned attempt = 0; attempt < attempts; attempt++) {
         char tmp[64], fs[80];
@@ -111,6 +129,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         if (r == 0)
             r = store_snap_commit(st, tmp, chain_id, &stats, err);
         if (r == 0) {
+            job_progress(job, expect->digest, "done", size, size);
             job_snap_built(job, chain_id, true, stats.bytes, stats.inodes);
             if (ret_stats)
                 *ret_stats = stats;
@@ -122,6 +141,7 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         log_debug("layer %s: %s; retrying", chain_id, err_str(err));
         usleep(200000u << attempt);
     }
+    job_progress(job, expect->digest, "failed", 0, size);
     job_snap_built(job, chain_id, false, 0, 0);
     return r;
 }
@@ -141,10 +161,32 @@ struct layer_work {
 };
 
 struct reg_opener {
+    struct job *job;
     struct reg_session *sess;
     const char *digest;
+    uint64_t size; /* the manifest's */
     struct reg_stream *stream;
+    uint64_t got, shown_ns;
 };
+
+#define PROGRESS_EVERY_NS (100 * 1000000ull) /* ten lines a second at most */
+
+/* The blob's bytes, counted for the progress display. */
+static int reg_read(void *ctx, const void **ret_buf, size_t *ret_len, struct err *err)
+{
+    struct reg_opener *o = ctx;
+    int r = reg_stream_read(o->stream, ret_buf, ret_len, err);
+    if (r < 0)
+        return r;
+    o->got += *ret_len;
+    uint64_t now = now_mono_ns();
+    bool all = *ret_len == 0 || o->got >= o->size;
+    if (all || now - o->shown_ns >= PROGRESS_EVERY_NS) {
+        o->shown_ns = now;
+        job_progress(o->job, o->digest, all ? "verifying" : "downloading", o->got, o->size);
+    }
+    return r;
+}
 
 static int reg_open(void *ctx, struct layer_source *ret, struct err *err)
 {
@@ -152,7 +194,8 @@ static int reg_open(void *ctx, struct layer_source *ret, struct err *err)
     int r = reg_blob_open(o->sess, o->digest, &o->stream, err);
     if (r < 0)
         return r;
-    *ret = (struct layer_source){.read = reg_stream_read, .ctx = o->stream};
+    o->got = 0;
+    *ret = (struct layer_source){.read = reg_read, .ctx = o};
     return 0;
 }
 
@@ -174,7 +217,8 @@ static void *layer_worker(void *arg)
         const struct image_descriptor *d = &w->man->descs[i];
         struct layer_expect ex = {
             .digest = d->digest, .size = (int64_t)d->size, .diff_id = w->diff_ids[i]};
-        struct reg_opener o = {.sess = w->sess, .digest = d->digest};
+        struct reg_opener o = {
+            .job = w->job, .sess = w->sess, .digest = d->digest, .size = d->size};
         struct layer_opener op = {.open = reg_open, .close = reg_close, .ctx = &o};
         struct err err = {0};
         int r = layer_build(w->job, w->chain_ids[i], &ex, &op, 3, NULL, &err);

@@ -565,6 +565,7 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
                 w->gone = true;
                 if (++j->n_gone == j->n_waiters) {
                     atomic_store(&j->cancel, true); /* the helper is killed */
+                    store_snap_wake(j->sh->st);
                     log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
                 }
                 pthread_mutex_unlock(&svc->mu);
@@ -856,6 +857,8 @@ int image_service_new(uv_loop_t *loop, const struct image_config *cfg, struct im
     sh->certs_dir = cfg->certs_dir ? strdup(cfg->certs_dir) : NULL;
     sh->no_origin = cfg->no_origin_fallback;
     sh->limits = cfg->limits;
+    sh->progress = cfg->progress;
+    sh->progress_data = cfg->progress_data;
     bool oom = !sh->os || !sh->arch;
     oom |= strv_dup(cfg->mirror_only, cfg->n_mirror_only, &sh->mirror_only) < 0;
     sh->n_mirror_only = oom ? 0 : cfg->n_mirror_only;
@@ -996,6 +999,7 @@ void image_service_free(struct image_service *svc)
     for (struct job *j = svc->active; j; j = j->next)
         atomic_store(&j->cancel, true);
     pthread_mutex_unlock(&svc->mu);
+    store_snap_wake(&svc->st);
     for (;;) {
         pthread_mutex_lock(&svc->mu);
         struct job *j = svc->active;

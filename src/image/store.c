@@ -170,6 +170,7 @@ void store_close(struct store *st)
     for (size_t i = 0; i < st->n_snaps; i++)
         free(st->snaps[i].chain_id);
     free(st->snaps);
+    free(st->watch_fds);
     if (st->root_fd >= 0)
         close(st->root_fd);
     if (st->lock_fd >= 0)
@@ -309,6 +310,44 @@ int store_snap_try_acquire(struct store *st, const char *chain_id)
     return r;
 }
 
+/* With st->mu held. */
+static void wake_watchers(struct store *st)
+{
+    uint64_t one = 1;
+    for (size_t i = 0; i < st->n_watch; i++)
+        (void)!write(st->watch_fds[i], &one, sizeof(one)); /* EAGAIN: already due */
+}
+
+int store_snap_watch(struct store *st, int fd)
+{
+    pthread_mutex_lock(&st->mu);
+    int *v = realloc(st->watch_fds, (st->n_watch + 1) * sizeof(int));
+    if (v) {
+        st->watch_fds = v;
+        v[st->n_watch++] = fd;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return v ? 0 : -ENOMEM;
+}
+
+void store_snap_unwatch(struct store *st, int fd)
+{
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n_watch; i++)
+        if (st->watch_fds[i] == fd) {
+            st->watch_fds[i] = st->watch_fds[--st->n_watch];
+            break;
+        }
+    pthread_mutex_unlock(&st->mu);
+}
+
+void store_snap_wake(struct store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    wake_watchers(st);
+    pthread_mutex_unlock(&st->mu);
+}
+
 void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t bytes,
                       uint64_t inodes)
 {
@@ -323,6 +362,7 @@ void store_snap_built(struct store *st, const char *chain_id, bool ok, uint64_t 
         }
     }
     pthread_cond_broadcast(&st->cond);
+    wake_watchers(st);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -564,7 +564,10 @@ int oci_cgroup_update(struct oci_cgroup *cg, json_t *resources, struct err *err)
     return 0;
 }
 
-/* Waits until `key` in cgroup.events has the value want. */
+/* Waits until `key` in cgroup.events has the value want (ETIMEDOUT after
+ * timeout_ms). The kernel signals every change of cgroup.events with
+ * POLLPRI (kernfs_notify), so this sleeps in poll until a change, with no
+ * tick. */
 static int events_wait(struct oci_cgroup *cg, const char *key, uint64_t want, int timeout_ms,
                        struct err *err)
 {
@@ -573,6 +576,7 @@ static int events_wait(struct oci_cgroup *cg, const char *key, uint64_t want, in
         return err_set(err, errno, "open cgroup.events of `%s`", cg->abs);
     uint64_t deadline = now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
+        /* the read re-arms the notification: a change after it wakes poll */
         char buf[512];
         ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
         if (n < 0)
@@ -587,10 +591,9 @@ static int events_wait(struct oci_cgroup *cg, const char *key, uint64_t want, in
         if (now >= deadline)
             return err_set(err, ETIMEDOUT, "cgroup `%s`: `%s` did not become %" PRIu64, cg->abs,
                            key, want);
-        /* The kernel signals every change of cgroup.events with POLLPRI. */
         struct pollfd p = {.fd = fd, .events = POLLPRI};
-        int ms = (int)((deadline - now) / 1000000ull) + 1;
-        if (poll(&p, 1, ms > 100 ? 100 : ms) < 0 && errno != EINTR)
+        uint64_t ms = (deadline - now) / 1000000ull + 1;
+        if (poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms) < 0 && errno != EINTR)
             return err_set(err, errno, "poll cgroup.events of `%s`", cg->abs);
     }
 }
@@ -749,7 +752,9 @@ int oci_cgroup_destroy(struct oci_cgroup *cg, struct err *err)
     struct stat st;
     if (fstatat(cg->root_fd, cg->rel, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
         return 0;
-    /* Processes that were just killed leave the cgroup asynchronously. */
+    /* Processes that were just killed leave the cgroup asynchronously: wait
+     * for cgroup.events to say the tree is empty (the kernel counts a task
+     * out when it exits, before its parent reaps it, so rmdir then works). */
     int r = events_wait(cg, "populated", 0, CG_DESTROY_WAIT_MS, err);
     if (r == -ETIMEDOUT)
         return err_set(err, EBUSY, "remove cgroup `%s`: it still has processes", cg->abs);

@@ -1150,15 +1150,10 @@ int oci_container_delete(const char *root, const char *id, bool force, struct er
     if (wait_gone(rec.monitor, rec.monitor_start, 10000) < 0)
         log_warn("container `%s`: the monitor (pid %d) did not exit", id, (int)rec.monitor);
     if (cg) {
-        for (int i = 0; i < 100; i++) {
-            if (oci_cgroup_destroy(cg, err) == 0)
-                break;
-            if (err->code != EBUSY)
-                break;
-            struct timespec ts = {0, 10 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        err_clear(err);
+        /* waits on the cgroup's cgroup.events until it is empty (bounded) */
+        struct err cgerr = {0};
+        if (oci_cgroup_destroy(cg, &cgerr) < 0)
+            log_warn("container `%s`: %s", id, err_str(&cgerr));
         oci_cgroup_free(cg);
     }
     run_poststop(dirfd, &rec);

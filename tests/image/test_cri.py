@@ -3,6 +3,8 @@ the upstream cri-api proto: PullImage, ImageStatus, ListImages, RemoveImage,
 ImageFsInfo; the loop keeps answering during a large pull; SIGKILL of the
 daemon during a pull."""
 import json
+import os
+import pathlib
 import signal
 import statistics
 import threading
@@ -394,4 +396,59 @@ def test_registry_mirror_only(cri, daemon_factory, registry, fake, images):
     r = ims.PullImage(cri.pb.PullImageRequest(
         image=spec(cri, f"{registry.host}/busybox:latest")), timeout=120)
     assert r.image_ref == images["busybox"].id and m.blob_gets()
+    assert d.stop() == 0
+
+
+def _human(n):
+    """src/image/cli.c:image_size_human, for the test's own figures."""
+    if n < 1024:
+        return f"{n} B"
+    v, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    u = 0
+    while v >= 1024 and u + 1 < len(units):
+        v, u = v / 1024, u + 1
+    if v >= 1023.95:
+        v, u = v / 1024, u + 1
+    return f"{v:.1f} {units[u]}"
+
+
+def test_cli_ls_sizes_and_holds_through_the_daemon(cri, daemon_factory, registry, images,
+                                                   kinglet_bin):
+    """The one `kinglet image` command line through the daemon: ls prints
+    sizes for people and --json bytes, as on the store directly; hold and
+    release reach the daemon's image service (the layers of a removed image
+    stay while held), and a holder shaped like a container id is refused."""
+    import subprocess
+    d = daemon_factory(["--insecure-registry", registry.host])
+
+    def k(*args, check=True):
+        p = subprocess.run([kinglet_bin, "image", "--socket", d.sock, *args],
+                           capture_output=True, text=True, timeout=300)
+        if check:
+            assert p.returncode == 0, p.stderr
+        return p
+
+    ref = f"{registry.host}/shared:v1"
+    k("pull", ref)
+    (rec,) = json.loads(k("ls", "--json").stdout)
+    img = images["shared1"]
+    assert rec["size"] == len(img.config) + sum(len(b) for b, _, _ in img.layers)
+    assert rec["layers"] and rec["manifest"] == img.manifest_digest
+    header, row = k("ls").stdout.splitlines()
+    assert header.split() == ["IMAGE", "ID", "SIZE", "TAGS"]
+    assert row.split() == [img.id, *_human(rec["size"]).split(), ref], row
+
+    snaps = pathlib.Path(d.root) / "image" / "snapshots"
+    held = sorted(os.listdir(snaps))
+    assert held
+    p = k("hold", "c" * 64, ref, check=False)
+    assert p.returncode == 1 and "INVALID_ARGUMENT" in p.stderr, p.stderr
+    assert "INVALID_ARGUMENT" in k("release", "c" * 64 + "/vol", check=False).stderr
+    k("hold", "ops-pin", ref)
+    k("rm", ref)
+    assert json.loads(k("ls", "--json").stdout) == []
+    assert sorted(os.listdir(snaps)) == held, "held layers stay"
+    k("release", "ops-pin")
+    wait_for(lambda: not os.listdir(snaps), what="the released layers to go")
+    k("release", "ops-pin")  # idempotent
     assert d.stop() == 0

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from cri_conftest import channel, wait_for
-from imagelib import FakeRegistry, Image, Tar
+from imagelib import FakeRegistry, Image, Tar, sha256
 
 # CHOWN, DAC_OVERRIDE, FOWNER, FSETID, MKNOD, SETFCAP, SYS_ADMIN
 HELPER_CAPS = sum(1 << c for c in (0, 1, 3, 4, 27, 31, 21))
@@ -62,10 +62,10 @@ def alive(pid):
         return False
 
 
-def start_pull(cri, d, ref):
+def start_pull(cri, d, ref, timeout=120):
     ims = cri.grpc.ImageServiceStub(channel(d))
     return ims.PullImage.future(cri.pb.PullImageRequest(image=cri.pb.ImageSpec(image=ref)),
-                                timeout=120)
+                                timeout=timeout)
 
 
 def status_field(pid, name):
@@ -413,3 +413,34 @@ def test_sandbox_cannot_freeze_a_filesystem(kinglet_bin, tmp_path):
     finally:
         subprocess.run(["fsfreeze", "-u", str(mnt)], capture_output=True)
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_pull_waiting_for_a_layer_another_pull_builds(cri, daemon_factory):
+    """Two pulls share a layer: the second waits for the first one's build
+    (src/image/helper.c: converse) and is woken by it, not by a timer; the
+    layer is fetched once."""
+    a = Image([(Tar().bigfile("big/random.bin", 3 << 20).bytes(), "gzip")])
+    blob, _, diff_id = a.layers[0]
+    # the same layer, another image (nothing else of b's wakes its job)
+    b = Image([(blob, "gzip", diff_id)], user="nobody")
+    big_digest = sha256(blob)
+    f = FakeRegistry()
+    f.gate = threading.Event()  # blobs stall after their first MiB
+    f.add_image("a", a)
+    f.add_image("b", b)
+    f.start()
+    try:
+        d = daemon_factory(["--insecure-registry", f.host])
+        fa = start_pull(cri, d, f"{f.host}/x/y:a")
+        wait_for(lambda: any(p.endswith(big_digest) for p in f.blob_gets()), timeout=60,
+                 what="the first pull's download of the shared layer")
+        fb = start_pull(cri, d, f"{f.host}/x/y:b", timeout=60)
+        wait_for(lambda: "y:b`: layer sha256:" in d.logtext()
+                 and "is being built by another job: waiting" in d.logtext(), timeout=60,
+                 what="the second pull waiting for the shared layer")
+        f.gate.set()
+        assert fa.result().image_ref == a.id
+        assert fb.result().image_ref == b.id
+        assert sum(1 for p in f.blob_gets() if p.endswith(big_digest)) == 1, f.blob_gets()
+    finally:
+        f.stop()

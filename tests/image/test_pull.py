@@ -10,6 +10,8 @@ import pytest
 import imagelib
 from imagelib import EVIL_CANARIES
 
+from .test_cri import _human
+
 
 def test_pull_busybox(kimage, registry, images):
     ref = f"{registry.host}/busybox:latest"
@@ -418,3 +420,65 @@ def test_sparse_file_counts_allocated_bytes(kimage, registry, images):
         assert fh.read(7) == b"sparse\n"
     used = json.loads(kimage.run("fsinfo").stdout)["used_bytes"]
     assert 0 < used < 1 << 20, used
+
+
+def test_ls_sizes_for_people_bytes_in_json(kimage, registry, images):
+    """On the store directly, as through the daemon (test_cri.py): ls shows
+    97.4 MiB, ls --json the bytes."""
+    ref = f"{registry.host}/busybox:latest"
+    kimage.run("pull", ref)
+    (rec,) = kimage.ls()
+    img = images["busybox"]
+    assert rec["size"] == len(img.config) + sum(len(b) for b, _, _ in img.layers)
+    header, row = kimage.run("ls").stdout.splitlines()
+    assert row.split() == [img.id, *_human(rec["size"]).split(), ref], row
+    assert str(rec["size"]) not in row
+    assert kimage.run("ls", "-q").stdout.split() == [img.id]
+
+
+def _run_on_a_pty(cmd, timeout=120):
+    """cmd's stdout on a terminal (a pty the test made): (status, output)."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], timeout)
+            assert ready, f"no output nor end within {timeout}s: {out!r}"
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last holder of the slave has gone
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    return p.wait(timeout=timeout), out.decode(errors="replace"), p.stderr.read().decode()
+
+
+def test_pull_progress_on_a_terminal_only(kimage, fake, images):
+    """On a terminal, pull shows each layer's progress (bytes, phase) before
+    the image id; with stdout a pipe it prints the id and nothing else."""
+    f = fake()
+    ref = f"{f.host}/x/y:layers"
+    img = images["layers"]
+    rc, out, err = _run_on_a_pty([kimage.binary, "image", "--root", kimage.root,
+                                  "--insecure-registry", f.host, "pull", ref])
+    assert rc == 0, err
+    lines = [ln.split("\r")[-1].replace("\x1b[K", "") for ln in out.splitlines()]
+    for blob, _, _ in img.layers:
+        short = imagelib.sha256(blob)[7:19]
+        rows = [ln for ln in lines if ln.startswith(short)]
+        assert rows, out
+        assert "done" in rows[-1].split(), rows
+        human = _human(len(blob))
+        assert f"{human} / {human}" in " ".join(rows[-1].split()), rows
+    assert lines[-1].strip() == img.id, out
+    kimage.run("rm", ref)
+    p = kimage.run("pull", ref, opts=["--insecure-registry", f.host])
+    assert p.stdout == img.id + "\n"
+    assert p.stderr == ""

@@ -39,6 +39,68 @@ def test_container_gets_its_own_cgroup(kinglet, make_bundle, cid, tmp_path):
     assert not os.path.exists(f"{root}{RUN_CGROUP}/{cid}")
 
 
+def _held_at_exit(cg_dir):
+    """A process of ours in the cgroup at cg_dir, traced so that when it is
+    killed it stops at PTRACE_EVENT_EXIT and stays in the cgroup until we
+    let it go. Returns (pid, ptrace)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open(f"{cg_dir}/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+            os.write(w, b"x")
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"x"
+    os.close(r)
+    PTRACE_SEIZE, PTRACE_O_TRACEEXIT = 0x4206, 0x40
+    assert libc.ptrace(PTRACE_SEIZE, pid, None, PTRACE_O_TRACEEXIT) == 0, ctypes.get_errno()
+    return pid, libc
+
+
+def test_delete_waits_for_the_cgroup_to_empty(kinglet, make_bundle, cid, tmp_path):
+    """delete --force kills the cgroup and removes it once cgroup.events says
+    it is empty: a process that leaves late (held at its exit by a tracer)
+    keeps delete waiting, and its leaving ends the wait."""
+    root = cgroup2_root()
+    if not root:
+        pytest.skip("no cgroup2 hierarchy mounted")
+    cg = f"{root}{RUN_CGROUP}/{cid}"
+    b = make_bundle(["sleep", "1000"],
+                    edit=lambda c: c["linux"].__setitem__("cgroupsPath", f"{RUN_CGROUP}/{cid}"))
+    with open(tmp_path / "out", "w") as out:
+        kinglet("run", "--detach", "--bundle", b, cid, stdout=out, stderr=out, check=True)
+    pid, libc = _held_at_exit(cg)
+    held = {}
+
+    def stopped_at_exit():
+        p, status = os.waitpid(pid, os.WNOHANG | 0x40000000)  # __WALL
+        if p and os.WIFSTOPPED(status) and status >> 16 == 6:  # PTRACE_EVENT_EXIT
+            held["yes"] = True
+        return held.get("yes", False)
+    d = subprocess.Popen(kinglet.cmd("delete", "--force", cid), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(stopped_at_exit, what="the cgroup's kill to reach our process")
+        # held at its exit, the process is still in the cgroup: delete waits
+        assert "populated 1" in open(f"{cg}/cgroup.events").read()
+        assert d.poll() is None, d.communicate()
+        assert os.path.isdir(cg)
+    finally:
+        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH: it finishes dying
+        os.waitpid(pid, 0)
+    out, err = d.communicate(timeout=60)
+    assert d.returncode == 0, err
+    assert "cgroup" not in err, err
+    assert not os.path.exists(cg)
+
+
 def test_pause_resume(runtime, running, cid):
     st = running()
     pid = st["pid"]
