@@ -13,8 +13,10 @@
  *    Their names (pipe:[inode]) go to descriptors.json beside the images,
  *    so that a restore can hand its own pipes in with --inherit-fd;
  *  - every bind mount of the bundle's config.json (volumes, /etc/hosts,
- *    /dev/shm, the termination log, masked files): --external mnt[dest],
- *    keyed by its destination;
+ *    /dev/shm, the termination log): --external mnt[dest]:dest, keyed by
+ *    its destination; masked files: mnt[dest]:/dev/null;
+ *  - the init's stdin when it is the monitor's /dev/null: a file on a
+ *    mount outside the container, --external file[mnt_id:inode];
  *  - the pod's network namespace, which the pod owns and the container
  *    only joined: --external net[inode]:extRootNetNS;
  *  - cgroups: kinglet's, left alone (--manage-cgroups=ignore).
@@ -69,12 +71,22 @@ int oci_criu_version_parse(const char *text)
 
 /* Runs criu with argv, its output to out_fd, for at most timeout_s
  * seconds (0: no limit): 0 and its exit status, -ETIMEDOUT (it is
- * killed), -errno. */
+ * killed), -errno. Its environment is our PATH alone: criu runs
+ * iptables-restore (or nft) to lock the network, which live in sbin,
+ * off the C library's default path. */
 static int criu_run(const char *criu, char *const *argv, int out_fd, int64_t timeout_s,
                     int *ret_status)
 {
+    const char *path = getenv("PATH");
+    _cleanup_free_ char *env_path = NULL;
+    if (asprintf(&env_path, "PATH=%s",
+                 path && *path
+                     ? path
+                     : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") < 0)
+        return -ENOMEM;
+    char *envp[] = {env_path, NULL};
     pid_t pid;
-    int r = spawn_start(criu, argv, NULL, -1, out_fd, out_fd, NULL, 0, &pid);
+    int r = spawn_start(criu, argv, envp, -1, out_fd, out_fd, NULL, 0, &pid);
     if (r < 0)
         return r;
     _cleanup_close_ int pfd = oci_pidfd_open(pid);
@@ -205,7 +217,8 @@ static bool mount_is_bind(json_t *m)
 }
 
 /* --external for the bind mounts and masked files of config.json. */
-static int add_external_mounts(const char *config, char **argv, size_t *n, struct err *err)
+static int add_external_mounts(const char *config, pid_t pid, char **argv, size_t *n,
+                               struct err *err)
 {
     json_error_t jerr;
     json_t *spec = json_load_file(config, 0, &jerr);
@@ -225,13 +238,22 @@ static int add_external_mounts(const char *config, char **argv, size_t *n, struc
         if ((r = args_add(argv, n, strdup("--external"))) < 0 || (r = args_add(argv, n, s)) < 0)
             break;
     }
+    /* A masked file is /dev/null bound over it, named /dev/null in the
+     * image as runc names it (a restore maps that one name to its own
+     * /dev/null); a masked directory is a read-only tmpfs, which CRIU
+     * dumps as any tmpfs. */
     json_array_foreach(json_object_get(json_object_get(spec, "linux"), "maskedPaths"), i, m)
     {
         const char *dest = json_string_value(m);
         if (r < 0 || !dest)
             continue;
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, dest);
+        if (stat(path, &st) < 0 || S_ISDIR(st.st_mode))
+            continue;
         char *s;
-        if (asprintf(&s, "mnt[%s]:%s", dest, dest) < 0)
+        if (asprintf(&s, "mnt[%s]:/dev/null", dest) < 0)
             s = NULL;
         if ((r = args_add(argv, n, strdup("--external"))) < 0 || (r = args_add(argv, n, s)) < 0)
             break;
@@ -240,25 +262,54 @@ static int add_external_mounts(const char *config, char **argv, size_t *n, struc
     return r < 0 ? err_set(err, -r, "criu arguments") : 0;
 }
 
-/* descriptors.json: what the init's fds 0-2 are, as runc records them. */
-static int write_descriptors(pid_t pid, const char *images_dir, struct err *err)
+/* The mount id of pid's fd, from its fdinfo; -1 when unknown. */
+static long fd_mnt_id(pid_t pid, int fd)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    if (read_file_at(AT_FDCWD, path, 4096, &text, &len) < 0)
+        return -1;
+    const char *m = strstr(text, "mnt_id:");
+    return m ? strtol(m + 7, NULL, 10) : -1;
+}
+
+/* descriptors.json: what the init's fds 0-2 are, as runc records them.
+ * A pipe (to the monitor) is named pipe:[inode], for a restore to hand
+ * its own in. A file or device (stdin's /dev/null) was opened by the
+ * monitor on a mount that is not the container's, which CRIU cannot
+ * find: it is dumped as external, file[mnt_id:inode] in CRIU's hex, the
+ * name descriptors.json records for a restore's --inherit-fd. */
+static int write_descriptors(pid_t pid, const char *images_dir, char **argv, size_t *n,
+                             struct err *err)
 {
     json_t *a = json_array();
-    for (int fd = 0; a && fd < 3; fd++) {
+    int r = 0;
+    for (int fd = 0; a && fd < 3 && r >= 0; fd++) {
         char link[64], target[PATH_MAX];
         snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
         ssize_t len = readlink(link, target, sizeof(target) - 1);
         if (len < 0)
             len = 0;
         target[len] = '\0';
+        struct stat st;
+        long mnt_id;
+        if (target[0] == '/' && stat(link, &st) == 0 && !S_ISFIFO(st.st_mode) &&
+            !S_ISSOCK(st.st_mode) && (mnt_id = fd_mnt_id(pid, fd)) >= 0) {
+            snprintf(target, sizeof(target), "file[%lx:%llx]", (unsigned long)mnt_id,
+                     (unsigned long long)st.st_ino);
+            if ((r = args_add(argv, n, strdup("--external"))) >= 0)
+                r = args_add(argv, n, strdup(target));
+        }
         json_array_append_new(a, json_string(target));
     }
-    char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    char *text = a && r >= 0 ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
     if (!text)
-        return err_set(err, ENOMEM, "descriptors.json");
+        return err_set(err, r < 0 ? -r : ENOMEM, "descriptors.json");
     _cleanup_close_ int dfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int r = dfd < 0 ? -errno : write_file_atomic(dfd, "descriptors.json", text, strlen(text), 0600);
+    r = dfd < 0 ? -errno : write_file_atomic(dfd, "descriptors.json", text, strlen(text), 0600);
     free(text);
     return r < 0 ? err_set(err, -r, "write `%s/descriptors.json`", images_dir) : 0;
 }
@@ -302,10 +353,6 @@ int oci_container_checkpoint(const struct oci_checkpoint_opts *o, struct err *er
     oci_state_clear(&s);
     if (status != OCI_STATUS_RUNNING || pid <= 0)
         return err_set_msg(err, EALREADY, "container `%s` is not running", o->id);
-
-    r = write_descriptors(pid, o->images_dir, err);
-    if (r < 0)
-        return r;
 
     char *argv[CRIU_ARGS_MAX] = {0};
     size_t n = 0;
@@ -356,7 +403,8 @@ int oci_container_checkpoint(const struct oci_checkpoint_opts *o, struct err *er
     char config[PATH_MAX];
     snprintf(config, sizeof(config), "%s/%s/config.json", o->root ? o->root : OCI_ROOT_DEFAULT,
              o->id);
-    if ((r = add_external_mounts(config, argv, &n, err)) < 0)
+    if ((r = add_external_mounts(config, pid, argv, &n, err)) < 0 ||
+        (r = write_descriptors(pid, o->images_dir, argv, &n, err)) < 0)
         goto out;
     argv[n] = NULL;
 

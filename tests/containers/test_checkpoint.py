@@ -209,26 +209,35 @@ def restore(env, cid, tmp_path, archive):
             "--log-file", "restore.log", "-v4", "--root", str(root), "--restore-detached",
             "--pidfile", str(x / "pid"), "--manage-cgroups=ignore", "--tcp-established",
             "--ext-unix-sk", "--file-locks"]
-    # the external mounts: each key to a file or directory of the new root
+    # the external mounts: each key (its destination) to its source, as
+    # runc restores them (the pod, which holds them, is still there)
     for m in spec.get("mounts", []):
         if m.get("type") == "bind" or {"bind", "rbind"} & set(m.get("options", [])):
-            d = m["destination"]
-            args += ["--external", f"mnt[{d}]:{root}{d}"]
-    for d in spec.get("linux", {}).get("maskedPaths", []):
-        args += ["--external", f"mnt[{d}]:/dev/null"]
+            args += ["--external", f"mnt[{m['destination']}]:{m['source']}"]
+    # masked files: each a bind of /dev/null, named so in the image
+    args += ["--external", "mnt[/dev/null]:/dev/null"]
+    # stdout and stderr were pipes to the monitor: ours now; stdin was the
+    # monitor's /dev/null, dumped as an external file: ours too
     desc = json.load(open(x / "checkpoint" / "descriptors.json"))
+    # (one fd each: criu moves every inherited fd to its store, closing it)
     r, w = os.pipe()
-    fds = [w]
-    for i, what in enumerate(desc):
+    fds = []
+    for what in desc:
         if what.startswith("pipe:"):
-            args += ["--inherit-fd", f"fd[{w}]:{what}"]
+            fds.append(os.dup(w))
+        elif what.startswith("file["):
+            fds.append(os.open("/dev/null", os.O_RDWR))
+        else:
+            continue
+        args += ["--inherit-fd", f"fd[{fds[-1]}]:{what}"]
+    os.close(w)
     netns = os.open(f"/proc/{env.d.holder.pid}/ns/net", os.O_RDONLY)
     fds.append(netns)
     args += ["--inherit-fd", f"fd[{netns}]:extRootNetNS"]
     p = subprocess.run(["nsenter", "-t", str(env.d.holder.pid), "--mount", "--", *args],
                        pass_fds=fds, capture_output=True, text=True, timeout=120)
-    os.close(w)
-    os.close(netns)
+    for fd in fds:
+        os.close(fd)
     if p.returncode != 0:
         log = (x / "restore.log").read_text(errors="replace") if (x / "restore.log").exists() \
             else ""
