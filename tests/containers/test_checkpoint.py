@@ -67,7 +67,8 @@ def leftovers(d):
 
 STAND_IN = """#!/bin/sh
 # A stand-in for criu: answers --version, records its arguments and, for
-# dump, writes an image (MODE=ok) or fails with an Error line in its log.
+# dump, writes an image (MODE=ok), never ends (hang) or fails with an Error
+# line in its log.
 if [ "$1" = "--version" ]; then echo "Version: 3.17.1"; exit 0; fi
 printf '%s\\n' "$@" > "{argv}"
 img= work=
@@ -75,6 +76,7 @@ while [ $# -gt 0 ]; do
   case "$1" in --images-dir) img=$2;; --work-dir) work=$2;; esac; shift
 done
 echo "(00.000001) dumping" > "$work/dump.log"
+if [ "{mode}" = hang ]; then echo $$ > "{argv}.pid"; exec sleep 1000; fi
 if [ "{mode}" = ok ]; then
   echo image > "$img/inventory.img"; echo stats > "$work/stats-dump"; exit 0
 fi
@@ -153,6 +155,25 @@ def test_checkpoint_criu_failure(env_factory, stand_in, tmp_path):
     assert e.value.code() == grpc.StatusCode.INTERNAL, e.value
     # the tail of criu's log says why
     assert "stand-in failure 42" in e.value.details(), e.value.details()
+    assert leftovers(out) == []
+    assert os.listdir(os.path.join(env.d.state, "checkpoints")) == []
+    assert_running(env, cid)
+
+
+def test_checkpoint_criu_timeout(env_factory, stand_in, tmp_path):
+    make, argv = stand_in
+    make("hang")
+    env = env_factory()
+    pod, cid = start_counter(env)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(grpc.RpcError) as e:
+        checkpoint(env, cid, out / "c.tar", timeout=1)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+    assert "took longer than 1s" in e.value.details(), e.value.details()
+    # the criu that never ended was killed and reaped, its files removed
+    pid = int(open(f"{argv}.pid").read())
+    assert not os.path.exists(f"/proc/{pid}"), pid
     assert leftovers(out) == []
     assert os.listdir(os.path.join(env.d.state, "checkpoints")) == []
     assert_running(env, cid)
