@@ -291,7 +291,10 @@ def test_checkpoint_with_criu_and_restore(env_factory, tmp_path):
                     "CRIU >= 4.1): the failure was checked, the restore was not")
     before = counts(env, pod)[-1]
     checkpoint(env, cid, location)
+    # the container was left running, and counts on
     assert_running(env, cid)
+    n = len(counts(env, pod))
+    wait_for(lambda: len(counts(env, pod)) > n, what="the container to go on counting")
     with tarfile.open(location) as t:
         assert json.load(t.extractfile("config.dump"))["name"] == "counter"
         assert any(n.startswith("checkpoint/") and n.endswith(".img") for n in t.getnames())
