@@ -230,6 +230,7 @@ void cri_exec(struct cri_call *call);                         /* streaming.c */
 void cri_attach(struct cri_call *call);                       /* streaming.c */
 void cri_port_forward(struct cri_call *call);                 /* streaming.c */
 void cri_update_pod_sandbox_resources(struct cri_call *call); /* container_update.c */
+void cri_checkpoint_container(struct cri_call *call);         /* container_checkpoint.c */
 void cri_container_stats(struct cri_call *call);              /* stats.c */
 void cri_list_container_stats(struct cri_call *call);
 void cri_stream_container_stats(struct cri_call *call);

@@ -12,4 +12,4 @@ libkcri_a_SOURCES = src/cri/cri.h src/cri/internal.h src/cri/service.c src/cri/v
 	src/cri/container_start.c src/cri/container_stop.c src/cri/container_status.c \
 	src/cri/container_log.c src/cri/container_exec.c \
 	src/cri/container_update.c src/cri/stats.h src/cri/stats.c src/cri/metrics.c src/cri/streaming.c \
-	src/cri/list_stream.c
+	src/cri/list_stream.c src/cri/container_checkpoint.c

@@ -39,6 +39,7 @@ static const struct {
     {"Attach", cri_attach},
     {"PortForward", cri_port_forward},
     {"UpdateContainerResources", cri_update_container_resources},
+    {"CheckpointContainer", cri_checkpoint_container},
     {"UpdatePodSandboxResources", cri_update_pod_sandbox_resources},
     {"ContainerStats", cri_container_stats},
     {"ListContainerStats", cri_list_container_stats},
@@ -96,6 +97,7 @@ int cri_status_from_errno(int code)
     case ENOTEMPTY:
     case EALREADY:
     case EADDRINUSE: /* a host port another pod holds */
+    case ENOPKG:     /* a tool the node lacks (criu) */
         return GRPC_STATUS_FAILED_PRECONDITION;
     default:
         return GRPC_STATUS_INTERNAL;

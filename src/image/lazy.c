@@ -6,6 +6,7 @@
 #include <archive_entry.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 
@@ -49,6 +50,25 @@ LAZY_WRAP(archive_lib, int, archive_read_set_format_option,
           (struct archive * _a, const char *m, const char *o, const char *v), (_a, m, o, v))
 LAZY_WRAP(archive_lib, int, archive_read_support_filter_all, (struct archive * a0), (a0))
 LAZY_WRAP(archive_lib, int, archive_read_support_format_tar, (struct archive * a0), (a0))
+
+/* Writing tars (the checkpoint archives of src/cri). */
+LAZY_WRAP(archive_lib, struct archive_entry *, archive_entry_new, (void), ())
+LAZY_WRAP(archive_lib, void, archive_entry_free, (struct archive_entry * a0), (a0))
+LAZY_WRAP(archive_lib, void, archive_entry_copy_pathname,
+          (struct archive_entry * a0, const char *a1), (a0, a1))
+LAZY_WRAP(archive_lib, void, archive_entry_copy_symlink,
+          (struct archive_entry * a0, const char *a1), (a0, a1))
+LAZY_WRAP(archive_lib, void, archive_entry_copy_stat,
+          (struct archive_entry * a0, const struct stat *a1), (a0, a1))
+LAZY_WRAP(archive_lib, struct archive *, archive_write_new, (void), ())
+LAZY_WRAP(archive_lib, int, archive_write_set_format_pax_restricted, (struct archive * a0), (a0))
+LAZY_WRAP(archive_lib, int, archive_write_open_fd, (struct archive * a0, int a1), (a0, a1))
+LAZY_WRAP(archive_lib, int, archive_write_header, (struct archive * a0, struct archive_entry *a1),
+          (a0, a1))
+LAZY_WRAP(archive_lib, la_ssize_t, archive_write_data,
+          (struct archive * a0, const void *a1, size_t a2), (a0, a1, a2))
+LAZY_WRAP(archive_lib, int, archive_write_close, (struct archive * a0), (a0))
+LAZY_WRAP(archive_lib, int, archive_write_free, (struct archive * a0), (a0))
 
 /* The variadic one: libarchive formats. The static binary calls the
  * library's own (see LAZY_WRAP). */

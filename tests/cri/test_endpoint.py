@@ -31,7 +31,8 @@ IMPLEMENTED = {"Version", "Status", "RuntimeConfig", "UpdateRuntimeConfig",
                "PodSandboxStats", "ListPodSandboxStats", "ListMetricDescriptors",
                "ListPodSandboxMetrics", "Exec", "Attach", "PortForward",
                "StreamPodSandboxes", "StreamContainers", "StreamContainerStats",
-               "StreamPodSandboxStats", "StreamPodSandboxMetrics", "StreamImages"}
+               "StreamPodSandboxStats", "StreamPodSandboxMetrics", "StreamImages",
+               "CheckpointContainer"}
 
 
 def runtime(cri, d, **opts):

@@ -34,6 +34,15 @@ tests_fuzz_fuzz_oci_state_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_oci_state_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_oci_state_LDADD = libkoci.a libkbase.a $(DEP_LIBS)
 
+# oci/checkpoint: criu's version output and the tail of its dump log.
+noinst_PROGRAMS += tests/fuzz/fuzz_oci_criu
+tests_fuzz_fuzz_oci_criu_SOURCES = tests/fuzz/fuzz_oci_criu.c tests/fuzz/fuzz_tmpdir.h \
+	src/oci/checkpoint.c
+tests_fuzz_fuzz_oci_criu_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_oci_criu_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_oci_criu_LDADD = libkoci.a libkenter.a libkmonitor.a libkproto.a libkbase.a \
+	$(DEP_LIBS)
+
 # src/net: netlink replies and pod CIDRs. The library sources are compiled
 # into each target so that the parsers carry the fuzzer's instrumentation.
 NET_FUZZ_FLAGS = -fsanitize=fuzzer,address,undefined
@@ -168,7 +177,7 @@ EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/cdi_spec_corpus tests/fu
 	tests/fuzz/stream_ws_corpus \
 	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
-	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
+	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/oci_criu_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
 	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
 	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_listing_corpus tests/fuzz/image_registry_corpus tests/fuzz/image_http_corpus \
 	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \

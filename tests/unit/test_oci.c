@@ -14,6 +14,7 @@
 #include <sys/personality.h>
 
 #include "enter/proto.h"
+#include "oci/checkpoint.h"
 #include "oci/internal.h"
 
 static int per_test_timeout(void **state)
@@ -520,6 +521,69 @@ static void test_exec_recipe_refused(void **state)
     buf_free(&body);
 }
 
+static void test_criu_version(void **state)
+{
+    (void)state;
+    assert_int_equal(oci_criu_version_parse("Version: 3.17.1\n"), 31701);
+    assert_int_equal(oci_criu_version_parse("Version: 4.1\nGitID: v4.1\n"), 40100);
+    assert_int_equal(oci_criu_version_parse("criu\nVersion:   3.19.0-rc1\n"), 31900);
+    assert_int_equal(oci_criu_version_parse(""), -EINVAL);
+    assert_int_equal(oci_criu_version_parse("Version: x.y"), -EINVAL);
+    assert_int_equal(oci_criu_version_parse("Version: 3"), -EINVAL);
+    assert_int_equal(oci_criu_version_parse("Version: 100.1.1"), -EINVAL);
+    assert_int_equal(oci_criu_version_parse("Version: 3.100"), -EINVAL);
+}
+
+/* The tail of a criu log written to a temporary file. */
+static void log_tail(const char *text, char *buf, size_t size)
+{
+    char path[] = "/tmp/kinglet-unit-criu-log.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    oci_criu_log_tail(path, buf, size);
+    unlink(path);
+}
+
+static void test_criu_log_tail(void **state)
+{
+    (void)state;
+    char buf[360];
+    /* the last four Error lines, without their time stamps */
+    log_tail("(00.000001) start\n"
+             "(00.000002) Error (a.c:1): one\n"
+             "(00.000003) Error (b.c:2): two\n"
+             "(00.000004) noise\n"
+             "(00.000005) Error (c.c:3): three\n"
+             "Error (d.c:4): four\n"
+             "(00.000006) Error (e.c:5): Dumping FAILED.\n"
+             "(00.000007) Unfreezing\n",
+             buf, sizeof(buf));
+    assert_string_equal(buf, "Error (b.c:2): two | Error (c.c:3): three | Error (d.c:4): four | "
+                             "Error (e.c:5): Dumping FAILED.");
+    /* without any, the last two lines */
+    log_tail("(00.000001) a\n(00.000002) b\n\n(00.000003) c", buf, sizeof(buf));
+    assert_string_equal(buf, "b | c");
+    /* a long line is cut at 100 characters; a small buffer stays terminated */
+    char line[300];
+    memset(line, 'x', sizeof(line));
+    memcpy(line, "Error ", 6);
+    line[sizeof(line) - 1] = '\0';
+    char text[320];
+    snprintf(text, sizeof(text), "%s\n", line);
+    log_tail(text, buf, sizeof(buf));
+    assert_int_equal(strlen(buf), 100);
+    char small[16];
+    log_tail(text, small, sizeof(small));
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+    /* an empty or missing log: nothing */
+    log_tail("", buf, sizeof(buf));
+    assert_string_equal(buf, "");
+    oci_criu_log_tail("/nonexistent/dump.log", buf, sizeof(buf));
+    assert_string_equal(buf, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +600,8 @@ int main(void)
         cmocka_unit_test_setup(test_proc_places, per_test_timeout),
         cmocka_unit_test_setup(test_exec_recipe_round_trip, per_test_timeout),
         cmocka_unit_test_setup(test_exec_recipe_refused, per_test_timeout),
+        cmocka_unit_test_setup(test_criu_version, per_test_timeout),
+        cmocka_unit_test_setup(test_criu_log_tail, per_test_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
