@@ -1462,12 +1462,14 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         json_object_set_new(process, "apparmorProfile", json_string(aa));
     /* SELinux options asked for on a host without it: ignored, as
      * containerd and CRI-O do (kubelet sends a pod's options to every
-     * node, with SELinux or not) */
-    if (sc && sc->selinux_options &&
-        ((sc->selinux_options->type && *sc->selinux_options->type) ||
-         (sc->selinux_options->level && *sc->selinux_options->level)) &&
-        !in->host.selinux)
-        warn(ret, "SELinux options not applied: the host has no SELinux");
+     * node, with SELinux or not). Where the host has SELinux kinglet
+     * does not label containers yet: said too, never silent. */
+    const Runtime__V1__SELinuxOption *se = sc ? sc->selinux_options : NULL;
+    if (se && ((se->user && *se->user) || (se->role && *se->role) || (se->type && *se->type) ||
+               (se->level && *se->level)))
+        warn(ret, "SELinux options not applied: %s",
+             in->host.selinux ? "kinglet does not label containers yet"
+                              : "the host has no SELinux");
 
     const char *rootfs_prop;
     if ((r = build_mounts(in, privileged, ret, &mounts, &rootfs_prop, err)) < 0) {

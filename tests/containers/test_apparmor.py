@@ -2,7 +2,8 @@
 the SecurityProfile, else the deprecated `apparmor_profile` string. On a
 host without AppArmor a Localhost profile is refused, naming it, and
 RuntimeDefault and Unconfined run as they are (test_vm_apparmor.py has the
-profiles applied, on a host or in the VM with AppArmor)."""
+profiles applied, on a host or in the VM with AppArmor). SELinux options on
+a host without SELinux are logged and ignored."""
 import json
 import os
 
@@ -81,3 +82,18 @@ def test_bad_apparmor_requests_refused(env):
         e = refused(env, pod, name, linux)
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, e)
         assert text in e.details(), (name, e.details())
+
+
+@pytest.mark.skipif(os.path.exists("/sys/fs/selinux/enforce"), reason="the host has SELinux")
+def test_selinux_options_run_without_selinux(env):
+    """kubelet sends a pod's SELinux options to every node: where SELinux is
+    off they are logged and ignored (as containerd and CRI-O do), never a
+    refusal that would keep a portable pod off this node."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "se", ["/bin/true"], linux=sc(env, selinux_options=pb.SELinuxOption(
+        user="system_u", role="system_r", type="container_t", level="s0:c1,c2")))
+    assert env.wait_exited(cid).exit_code == 0
+    assert env.status(cid).status.message == ""
+    assert f"container `{cid}`: SELinux options not applied: the host has no SELinux" in \
+        env.d.logtext()

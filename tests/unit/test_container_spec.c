@@ -606,9 +606,9 @@ static void devices(void **state)
     t_free(&t);
 }
 
-/* AppArmor as containerd 2 picks it; SELinux options on a host without
- * SELinux are a warning, not a refusal (kubelet sends a pod's options to
- * every node). */
+/* AppArmor as containerd 2 picks it; SELinux options are a warning, not a
+ * refusal (kubelet sends a pod's options to every node), on every host
+ * until kinglet labels containers. */
 static const char *aa_of(struct t *t)
 {
     return json_string_value(path(t->out.spec, "process", "apparmorProfile"));
@@ -700,7 +700,16 @@ static void selinux_warn(void **state)
     t.sc.selinux_options = &se;
     assert_int_equal(build(&t), 0);
     assert_non_null(strstr((char *)t.out.warnings.data, "SELinux"));
+    assert_non_null(strstr((char *)t.out.warnings.data, "the host has no SELinux"));
     t.in.host.selinux = true;
+    assert_int_equal(build(&t), 0);
+    assert_non_null(strstr((char *)t.out.warnings.data, "does not label containers yet"));
+    /* user or role alone count too; nothing set is nothing said */
+    se.type = "";
+    se.role = "system_r";
+    assert_int_equal(build(&t), 0);
+    assert_non_null(t.out.warnings.data);
+    se.role = "";
     assert_int_equal(build(&t), 0);
     assert_null(t.out.warnings.data);
     t_free(&t);
