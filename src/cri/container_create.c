@@ -234,9 +234,26 @@ static int gather_facts(const struct create_job *j, const Runtime__V1__Container
     return 0;
 }
 
+/* The spec's AppArmor profile in the kernel before the container asks for
+ * it: kinglet's default loaded on first use, a Localhost one refused when
+ * the host has not loaded it (as containerd does). */
+static int apparmor_ready(json_t *spec, struct err *err)
+{
+    const char *name =
+        json_string_value(json_object_get(json_object_get(spec, "process"), "apparmorProfile"));
+    if (!name)
+        return 0;
+    if (strcmp(name, OCI_APPARMOR_DEFAULT) == 0)
+        return oci_apparmor_ensure_default(err);
+    int r = oci_apparmor_loaded(name, err);
+    if (r == 0)
+        return err_set(err, EINVAL, "apparmor: the Localhost profile `%.200s` is not loaded", name);
+    return r < 0 ? r : 0;
+}
+
 static void host_facts(struct ctr_host_facts *h)
 {
-    h->apparmor = access("/sys/kernel/security/apparmor", F_OK) == 0;
+    h->apparmor = oci_apparmor_enabled();
     h->selinux = access("/sys/fs/selinux/enforce", F_OK) == 0;
     /* mount_setattr exists when it refuses bad flags rather than being
      * unknown */
@@ -483,6 +500,8 @@ static void create_work(uv_work_t *req)
     if ((j->r = ctr_spec_build(&in, &cs, &j->err)) < 0)
         goto fail;
     spec = cs.spec;
+    if ((j->r = apparmor_ready(spec, &j->err)) < 0)
+        goto fail;
     j->rec.uid = cs.uid;
     j->rec.gid = cs.gid;
     j->rec.groups = TAKE_PTR(cs.groups);

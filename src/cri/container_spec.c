@@ -1317,6 +1317,65 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
 
 /* ---- the whole spec ---- */
 
+static const char *deprecated_apparmor(const Runtime__V1__LinuxContainerSecurityContext *sc)
+{
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return sc->apparmor_profile;
+#pragma GCC diagnostic pop
+}
+
+int ctr_apparmor_profile(const Runtime__V1__LinuxContainerSecurityContext *sc, bool privileged,
+                         bool host, const char **ret, struct err *err)
+{
+    *ret = NULL;
+    int type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+    const char *name = NULL;
+    if (sc && sc->apparmor) {
+        type = sc->apparmor->profile_type;
+        name = sc->apparmor->localhost_ref;
+        if (type < RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault ||
+            type > RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost)
+            return err_set(err, EINVAL, "apparmor: unknown profile type %d", type);
+        if (type != RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost && name && *name)
+            return err_set(err, EINVAL, "apparmor: localhost_ref is for a Localhost profile only");
+    } else if (sc && deprecated_apparmor(sc) && *deprecated_apparmor(sc)) {
+        /* the deprecated string form, which older kubelets send alone */
+        const char *s = deprecated_apparmor(sc);
+        if (strcmp(s, "runtime/default") == 0)
+            type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+        else if (strcmp(s, "unconfined") == 0)
+            type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined;
+        else if (str_has_prefix(s, "localhost/")) {
+            type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+            name = s;
+        } else
+            return err_set(err, EINVAL, "apparmor_profile `%.200s` is unknown", s);
+    }
+    if (type == RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined)
+        return 0;
+    if (type == RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault) {
+        /* none asked means the default too (kubernetes#51746); a
+         * privileged container runs unconfined unless it names a profile */
+        if (host && !privileged)
+            *ret = OCI_APPARMOR_DEFAULT;
+        return 0;
+    }
+    if (name && str_has_prefix(name, "localhost/"))
+        name += strlen("localhost/");
+    int r = oci_apparmor_name_valid(name);
+    if (r < 0)
+        return err_set(err, -r, "apparmor: a Localhost profile needs a profile name%s",
+                       r == -ENAMETOOLONG ? " shorter than 1024 bytes" : "");
+    if (!host)
+        return err_set(err, EINVAL,
+                       "apparmor: the Localhost profile `%.200s` cannot be applied: the host has "
+                       "no AppArmor",
+                       name);
+    *ret = name;
+    return 0;
+}
+
 int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct err *err)
 {
     const Runtime__V1__ContainerConfig *cfg = in->cfg;
@@ -1387,16 +1446,23 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
         }
         json_object_set_new(process, "oomScoreAdj", json_integer(adj));
     }
-    /* AppArmor and SELinux asked for on a host without them */
-    if (sc && sc->apparmor &&
-        sc->apparmor->profile_type != RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined &&
-        !in->host.apparmor)
-        warn(ret, "AppArmor profile not applied: the host has no AppArmor");
-    if (sc && sc->selinux_options &&
-        ((sc->selinux_options->type && *sc->selinux_options->type) ||
-         (sc->selinux_options->level && *sc->selinux_options->level)) &&
-        !in->host.selinux)
-        warn(ret, "SELinux options not applied: the host has no SELinux");
+    const char *aa;
+    if ((r = ctr_apparmor_profile(sc, privileged, in->host.apparmor, &aa, err)) < 0) {
+        json_decref(process);
+        goto fail;
+    }
+    if (aa)
+        json_object_set_new(process, "apparmorProfile", json_string(aa));
+    /* SELinux options asked for on a host without it: ignored, as
+     * containerd and CRI-O do (kubelet sends a pod's options to every
+     * node, with SELinux or not). Where the host has SELinux kinglet
+     * does not label containers yet: said too, never silent. */
+    const Runtime__V1__SELinuxOption *se = sc ? sc->selinux_options : NULL;
+    if (se && ((se->user && *se->user) || (se->role && *se->role) || (se->type && *se->type) ||
+               (se->level && *se->level)))
+        warn(ret, "SELinux options not applied: %s",
+             in->host.selinux ? "kinglet does not label containers yet"
+                              : "the host has no SELinux");
 
     const char *rootfs_prop;
     if ((r = build_mounts(in, privileged, ret, &mounts, &rootfs_prop, err)) < 0) {

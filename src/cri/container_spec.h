@@ -76,6 +76,19 @@ struct ctr_spec_input {
     struct ctr_host_facts host;
 };
 
+/* The AppArmor profile for process.apparmorProfile, as containerd 2 picks
+ * it: the SecurityProfile, else the deprecated `apparmor_profile` string
+ * ("runtime/default", "unconfined", "localhost/NAME"); neither means
+ * RuntimeDefault. On a host with AppArmor (host), RuntimeDefault is
+ * OCI_APPARMOR_DEFAULT but for a privileged container (unconfined, as
+ * containerd); Localhost is its name, "localhost/" cut (points into sc).
+ * *ret NULL: unconfined. Without AppArmor, RuntimeDefault and Unconfined
+ * are nothing and Localhost is -EINVAL naming the profile; -EINVAL for an
+ * unknown type or string, a localhost_ref on another type, a bad name.
+ * Pure: whether the kernel has the profile is the caller's check. */
+int ctr_apparmor_profile(const Runtime__V1__LinuxContainerSecurityContext *sc, bool privileged,
+                         bool host, const char **ret, struct err *err);
+
 struct ctr_spec {
     json_t *spec;
     uint32_t uid, gid;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cri/sandbox.h"
+#include "oci/oci.h"
 
 #define RUNTIME_CONFIG_FILE "runtime-config.json"
 
@@ -163,6 +164,14 @@ static void config_json(struct cri *cri, struct buf *b)
                                                      : "");
     buf_printf(b, ",\"podCIDR\":");
     buf_append_json_string(b, cri->pod_cidr ? cri->pod_cidr : "");
+    /* CRI has no field for it; kubelet's own check reads the same files.
+     * Two small sysfs reads, once (the host cannot change it without a
+     * reboot). */
+    static int apparmor = -1;
+    if (apparmor < 0)
+        apparmor = oci_apparmor_enabled();
+    buf_printf(b, ",\"apparmor\":%s,\"apparmorDefaultProfile\":\"%s\"", apparmor ? "true" : "false",
+               apparmor ? OCI_APPARMOR_DEFAULT : "");
     buf_printf(b, ",\"pid\":%d}", (int)getpid());
 }
 

@@ -17,7 +17,8 @@
  * namespace cannot move to a cgroup outside it). It then, in this order
  * (see enter/proto.h for the messages):
  *  1. resets signals, makes itself non-dumpable, reads the recipe, writes
- *     the oom score (through the daemon's /proc, before its mounts go);
+ *     the oom score and asks for the AppArmor profile at the command's
+ *     execve (through the daemon's /proc, before its mounts go);
  *  2. joins every namespace of the container's init at once (setns through
  *     its pidfd);
  *  3. takes every step that needs privileges, in src/oci/process.c's
@@ -100,7 +101,7 @@ struct recipe {
     const uint32_t *gids;
     const struct enter_rlimit *rlimits;
     const struct sock_filter *filter;
-    const char *cwd;
+    const char *cwd, *apparmor;
     char **args, **env;
 };
 
@@ -155,39 +156,68 @@ static void read_recipe(struct recipe *r)
     r->filter = p.filter;
     r->gids = p.gids;
     r->cwd = p.cwd;
+    r->apparmor = p.apparmor;
     r->args = p.args;
     r->env = p.env;
 }
 
 /* ---- the command's steps (src/oci/process.c's order) ---- */
 
-static void oom_score_adj(const struct recipe *r)
+/* A file of our own below /proc for writing, as oci_proc_open does: /proc
+ * must be the root of a procfs, and nothing mounted on the way may take
+ * the write elsewhere (a container that covers its /proc could otherwise
+ * aim it at a file of its choosing: the CVE-2025-52881 class). -errno. */
+static int proc_open(const char *rel, const char *field)
 {
-    if (!(r->h.flags & ENTER_HAS_OOM))
-        return;
-    /* As oci_proc_open does: /proc must be the root of a procfs, and
-     * nothing mounted on the way may take the write elsewhere (a
-     * container that covers its /proc could otherwise aim it at a file
-     * of its choosing: the CVE-2025-52881 class). */
     int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct statfs sf;
     struct stat st;
     if (proc < 0 || fstatfs(proc, &sf) < 0 || fstat(proc, &st) < 0)
-        fail(errno, "`process.oomScoreAdj`: open /proc");
+        fail(errno, "`%s`: open /proc", field);
     if (sf.f_type != PROC_SUPER_MAGIC || st.st_ino != 1)
-        fail(EPERM, "`process.oomScoreAdj`: /proc is not the root of a procfs");
+        fail(EPERM, "`%s`: /proc is not the root of a procfs", field);
     struct open_how how = {
         .flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
     };
-    int fd = (int)syscall(SYS_openat2, proc, "self/oom_score_adj", &how, sizeof(how));
-    if (fd < 0)
-        fail(errno, "`process.oomScoreAdj`: open /proc/self/oom_score_adj");
+    int fd = (int)syscall(SYS_openat2, proc, rel, &how, sizeof(how));
+    int e = errno;
     close(proc);
+    return fd < 0 ? -e : fd;
+}
+
+static void oom_score_adj(const struct recipe *r)
+{
+    if (!(r->h.flags & ENTER_HAS_OOM))
+        return;
+    int fd = proc_open("self/oom_score_adj", "process.oomScoreAdj");
+    if (fd < 0)
+        fail(-fd, "`process.oomScoreAdj`: open /proc/self/oom_score_adj");
     char v[16];
     int n = snprintf(v, sizeof(v), "%d", (int)r->h.oom_score_adj);
     if (write(fd, v, (size_t)n) != n)
         fail(errno, "`process.oomScoreAdj`: write %d", (int)r->h.oom_score_adj);
+    close(fd);
+}
+
+/* The container's AppArmor profile for the command's execve: the request
+ * stays with this task and is copied to the command at clone (as
+ * oci_apparmor_exec does in the init). */
+static void apparmor(const struct recipe *r)
+{
+    if (!r->apparmor)
+        return;
+    int fd = proc_open("thread-self/attr/apparmor/exec", "process.apparmorProfile");
+    if (fd == -ENOENT)
+        fd = proc_open("thread-self/attr/exec", "process.apparmorProfile");
+    if (fd < 0)
+        fail(-fd, "`process.apparmorProfile`: open /proc/thread-self/attr/exec");
+    char buf[1100];
+    int n = snprintf(buf, sizeof(buf), "exec %s", r->apparmor);
+    if (n >= (int)sizeof(buf))
+        fail(ENAMETOOLONG, "`process.apparmorProfile`: `%.64s...`", r->apparmor);
+    if (write(fd, buf, (size_t)n) != n)
+        fail(errno, "`process.apparmorProfile`: change to `%s` at exec", r->apparmor);
     close(fd);
 }
 
@@ -478,6 +508,7 @@ int main(int argc, char **argv)
     /* through the daemon's /proc, before we join the container's mounts
      * (our pid is not in the container's procfs) */
     oom_score_adj(&r);
+    apparmor(&r);
     if (setns(r.pidfd, r.h.nsflags) < 0)
         fail(errno, "join the container's namespaces");
     close(r.pidfd);

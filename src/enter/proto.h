@@ -10,8 +10,8 @@
  *     pidfd and, for a terminal, the console socket attached (SCM_RIGHTS);
  *  2. kinglet → enter: the body, `size` bytes in packets of at most
  *     ENTER_PACKET_MAX: rlimits, the seccomp program (struct sock_filter),
- *     gids (uint32_t), then the strings (cwd, args, env), each
- *     NUL-terminated;
+ *     gids (uint32_t), then the strings (cwd, with ENTER_APPARMOR the
+ *     AppArmor profile, args, env), each NUL-terminated;
  *  3. enter → kinglet: ENTER_MSG_PID with the command's pid (the command is
  *     kinglet's child: CLONE_PARENT), then the program exits;
  *  4. the command → kinglet: ENTER_MSG_ERROR {errno, message} if a step
@@ -36,6 +36,7 @@
 #define ENTER_HAS_OOM   0x08
 #define ENTER_HAS_UMASK 0x10
 #define ENTER_SECCOMP   0x20 /* a filter is in the body */
+#define ENTER_APPARMOR  0x40 /* a profile name follows cwd in the body */
 
 /* caps[]: the order of src/oci's enum oci_cap_set (checked there) */
 #define ENTER_CAP_BOUNDING    0
@@ -84,10 +85,11 @@ struct enter_parsed {
     const void *filter; /* n_filter struct sock_filter */
     const uint32_t *gids;
     const char *cwd;
-    char **args, **env; /* NULL-terminated, malloc'd vectors */
+    const char *apparmor; /* NULL without ENTER_APPARMOR */
+    char **args, **env;   /* NULL-terminated, malloc'd vectors */
 };
 /* Reads body (h->size bytes, malloc'd) as h describes it: -EPROTO for
  * counts out of bounds, arrays or strings that run past the end, bytes
- * left over, no args, an empty cwd or args[0]; -ENOMEM. */
+ * left over, no args, an empty cwd, args[0] or profile; -ENOMEM. */
 int enter_recipe_parse(const struct enter_recipe *h, char *body, struct enter_parsed *ret);
 void enter_parsed_clear(struct enter_parsed *r);

@@ -60,6 +60,15 @@ int enter_recipe_parse(const struct enter_recipe *h, char *body, struct enter_pa
         return e;
     r->cwd = cwd[0];
     free(cwd);
+    if (h->flags & ENTER_APPARMOR) {
+        char **prof = NULL;
+        if ((e = strings(&p, end, 1, &prof)) < 0)
+            return e;
+        r->apparmor = prof[0];
+        free(prof);
+        if (!r->apparmor[0])
+            return -EPROTO;
+    }
     if ((e = strings(&p, end, h->n_args, &r->args)) < 0 ||
         (e = strings(&p, end, h->n_env, &r->env)) < 0) {
         enter_parsed_clear(r);

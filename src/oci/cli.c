@@ -717,7 +717,7 @@ static int cmd_features(void)
         "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks", "prestart",
         "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
         "mountOptions", mo, "linux", "namespaces", ns, "capabilities", caps, "cgroup", "v1", false,
-        "v2", true, "systemd", false, "seccomp", "enabled", true, "apparmor", "enabled", false,
+        "v2", true, "systemd", false, "seccomp", "enabled", true, "apparmor", "enabled", true,
         "selinux", "enabled", false, "annotations", "io.kinglet.runtime", "kinglet");
     char *s = json_dumps(j, JSON_INDENT(2));
     printf("%s\n", s);

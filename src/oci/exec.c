@@ -93,6 +93,11 @@ static int build_process(const struct oci_exec_opts *o, struct oci_spec *spec,
         json_decref(j);
         if (r < 0)
             return err_wrap(err, "--process");
+        /* as runc: an exec runs under the container's profile unless it
+         * names its own */
+        if (!p->apparmor && spec->process.apparmor &&
+            !(p->apparmor = strdup(spec->process.apparmor)))
+            return err_set(err, ENOMEM, "--process");
     } else {
         /* The container's process with new args. */
         *p = spec->process;
@@ -204,8 +209,14 @@ int oci_exec_recipe_build(const struct oci_process *p, json_t *seccomp, int nsfl
             return err_set(err, ENOMEM, "the exec recipe");
     }
     const char *cwd = p->cwd ? p->cwd : "/";
-    if (buf_append(body, cwd, strlen(cwd) + 1) < 0 ||
-        recipe_strings(body, p->args, &h->n_args) < 0 ||
+    if (buf_append(body, cwd, strlen(cwd) + 1) < 0)
+        return err_set(err, ENOMEM, "the exec recipe");
+    if (p->apparmor && *p->apparmor) {
+        h->flags |= ENTER_APPARMOR;
+        if (buf_append(body, p->apparmor, strlen(p->apparmor) + 1) < 0)
+            return err_set(err, ENOMEM, "the exec recipe");
+    }
+    if (recipe_strings(body, p->args, &h->n_args) < 0 ||
         recipe_strings(body, p->env, &h->n_env) < 0)
         return err_set(err, ENOMEM, "the exec recipe");
     if (body->len > ENTER_BODY_MAX || h->n_args > ENTER_LIST_MAX || h->n_env > ENTER_LIST_MAX ||

@@ -270,6 +270,10 @@ int oci_mount_fs_detached(const char *fstype, const char *source, unsigned long 
  * elsewhere by what the container mounted (CVE-2025-52881). */
 int oci_proc_open(const char *rel, int flags, struct err *err);
 
+/* apparmor.c: `exec PROFILE` to our attr/exec through oci_proc_open: the
+ * next execve runs under the profile. -EINVAL without AppArmor. */
+int oci_apparmor_exec(const char *profile, struct err *err);
+
 /* devices.c */
 int oci_dev_setup(const struct oci_spec *spec, int rootfd, bool in_userns, struct err *err);
 int oci_dev_links(int rootfd, struct err *err);

@@ -174,3 +174,29 @@ int oci_spec_check(const char *data, size_t len, struct err *err);
 
 /* A signal by name (SIGTERM, TERM, RTMIN+3, any case) or number; -EINVAL. */
 int oci_signal_parse(const char *s, int *ret);
+
+/* ---- AppArmor (apparmor.c) ----------------------------------------------
+ * process.apparmorProfile is switched to at the container's execve and at
+ * every exec's. The default profile is the runtime default CRI asks for. */
+#define OCI_APPARMOR_DEFAULT  "kinglet-default"
+#define OCI_APPARMOR_NAME_MAX 1024
+/* The kernel has AppArmor on (its module parameter says Y) and securityfs
+ * shows its policy. Reads two files: off the loop. */
+bool oci_apparmor_enabled(void);
+/* (spec.c) 0 for a name we may write to attr/exec; -EINVAL (empty, a control
+ * character), -ENAMETOOLONG. Pure. */
+int oci_apparmor_name_valid(const char *name);
+/* Whether profiles (the text of securityfs' `profiles`: "NAME (MODE)"
+ * lines) lists name. Pure. */
+bool oci_apparmor_profile_listed(const char *profiles, const char *name);
+/* 1 when the kernel has the profile loaded, 0 when not; -errno reading the
+ * list. Blocking. */
+int oci_apparmor_loaded(const char *name, struct err *err);
+/* The default profile's text, named name, letting daemon (kinglet's own
+ * label; NULL or "unconfined": none) signal it; abi3: declare the 3.0
+ * policy ABI. -ENOMEM. Pure. */
+int oci_apparmor_default_text(const char *name, const char *daemon, bool abi3, struct buf *ret);
+/* Loads OCI_APPARMOR_DEFAULT with apparmor_parser unless the kernel has it:
+ * -ENOENT without apparmor_parser, -EIO when it refuses (its first line in
+ * the message). Blocking (runs a program). */
+int oci_apparmor_ensure_default(struct err *err);

@@ -2,7 +2,8 @@
  * by the init and exec: rlimits, oom score, the pty, the user and its
  * groups, capabilities, no_new_privs, the working directory (checked to be
  * inside the root: CVE-2024-21626), file descriptors (everything beyond
- * stdio and the preserved ones closed at exec), seccomp last, execve. */
+ * stdio and the preserved ones closed at exec), the AppArmor profile for
+ * the execve, seccomp last, execve. */
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -261,6 +262,10 @@ int oci_process_exec(const struct oci_process *p, const char *path, json_t *secc
     /* Nothing of ours crosses execve but stdio and the preserved fds. */
     if (syscall(SYS_close_range, 3 + preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
         return err_set(err, errno, "close_range");
+    /* The profile for our execve, asked while we may still open /proc
+     * (it is the one we mounted) and before anything drops privileges. */
+    if (p->apparmor && *p->apparmor && (r = oci_apparmor_exec(p->apparmor, err)) < 0)
+        return r;
     /* With no_new_privs the filter goes last, right before execve; without
      * it the kernel wants CAP_SYS_ADMIN, which the uid change may drop, so
      * it goes in now, while we are still privileged (as runc and crun do). */

@@ -390,9 +390,27 @@ int oci_process_parse(json_t *obj, const char *field, struct oci_process *p, str
     snprintf(f, sizeof(f), "%s.apparmorProfile", field);
     if ((r = get_str(obj, "apparmorProfile", f, false, &p->apparmor, err)) < 0)
         return r;
+    if (p->apparmor && *p->apparmor && (r = oci_apparmor_name_valid(p->apparmor)) < 0)
+        return err_set(err, -r, "`%s`: a control character, or longer than %d bytes", f,
+                       OCI_APPARMOR_NAME_MAX);
     snprintf(f, sizeof(f), "%s.selinuxLabel", field);
     if ((r = get_str(obj, "selinuxLabel", f, false, &p->selinux_label, err)) < 0)
         return r;
+    return 0;
+}
+
+/* Checked here, where process.apparmorProfile is read (apparmor.c writes it
+ * to the kernel). */
+int oci_apparmor_name_valid(const char *name)
+{
+    if (!name || !*name)
+        return -EINVAL;
+    size_t n = strlen(name);
+    if (n > OCI_APPARMOR_NAME_MAX)
+        return -ENAMETOOLONG;
+    for (size_t i = 0; i < n; i++)
+        if (name[i] == '\n' || (unsigned char)name[i] < 0x20)
+            return -EINVAL;
     return 0;
 }
 

@@ -63,6 +63,14 @@ def test_status_tells_the_truth(cri, daemon):
     assert info["rootDir"] == daemon.root
     assert info["cgroupDriver"] == "cgroupfs"
     assert info["pid"] == daemon.pid
+    # AppArmor, which CRI has no field for: as kubelet checks the host
+    try:
+        aa = (open("/sys/module/apparmor/parameters/enabled").read().startswith("Y") and
+              os.path.exists("/sys/kernel/security/apparmor"))
+    except OSError:
+        aa = False
+    assert info["apparmor"] is aa
+    assert info["apparmorDefaultProfile"] == ("kinglet-default" if aa else "")
     assert [h.name for h in st.runtime_handlers] == [""]
     # Not verbose: no info.
     assert not runtime(cri, daemon).Status(cri.pb.StatusRequest(), timeout=5).info

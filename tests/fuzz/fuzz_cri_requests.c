@@ -44,7 +44,7 @@ static void create_container(const uint8_t *data, size_t size)
             .target_pid_ns = "/proc/1/ns/pid",
             .cgroup_parent = "/kubepods/pod",
             .seccomp_profile = "{\"defaultAction\":\"SCMP_ACT_ALLOW\"}",
-            .host = {.rro = true, .oom_score_adj_min = -1000},
+            .host = {.apparmor = true, .rro = true, .oom_score_adj_min = -1000},
         };
         struct ctr_spec out;
         if (ctr_spec_build(&in, &out, &err) == 0) {

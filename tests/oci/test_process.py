@@ -244,3 +244,24 @@ def test_session_keyring(runtime, make_bundle, cid, new_keyring):
     # crun and kinglet name it after the container, runc `_ses.ID`.
     named = [l for l in r.stdout.splitlines() if f" {cid}:" in l or f" _ses.{cid}:" in l]
     assert bool(named) == new_keyring, r.stdout
+
+
+def host_apparmor():
+    try:
+        with open("/sys/module/apparmor/parameters/enabled") as f:
+            return f.read().startswith("Y") and os.path.exists("/sys/kernel/security/apparmor")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(host_apparmor(), reason="the host has AppArmor: tests/oci/test_vm_apparmor.py")
+def test_apparmor_profile_without_apparmor(kinglet, make_bundle, cid):
+    # asked for and not given is an error, never a process left unconfined
+    b = make_bundle(["true"], edit=lambda c: c["process"].update(apparmorProfile="some-profile"))
+    r = kinglet("run", "--bundle", b, cid)
+    assert r.returncode != 0
+    assert "`process.apparmorProfile`: `some-profile`: the host has no AppArmor" in r.stderr, r.stderr
+    # a name the kernel could misread is refused before anything runs
+    b = make_bundle(["true"], edit=lambda c: c["process"].update(apparmorProfile="a\nb"))
+    r = kinglet("run", "--bundle", b, cid + "-2")
+    assert r.returncode != 0 and "`process.apparmorProfile`: a control character" in r.stderr, r.stderr

@@ -606,20 +606,110 @@ static void devices(void **state)
     t_free(&t);
 }
 
-static void apparmor_selinux_warn(void **state)
+/* AppArmor as containerd 2 picks it; SELinux options are a warning, not a
+ * refusal (kubelet sends a pod's options to every node), on every host
+ * until kinglet labels containers. */
+static const char *aa_of(struct t *t)
+{
+    return json_string_value(path(t->out.spec, "process", "apparmorProfile"));
+}
+
+static void apparmor_profiles(void **state)
 {
     (void)state;
     struct t t;
     t_init(&t, NULL);
     Runtime__V1__SecurityProfile aa = RUNTIME__V1__SECURITY_PROFILE__INIT;
+    t.in.host.apparmor = true;
+    /* nothing asked, RuntimeDefault, the old string: kinglet's profile */
+    assert_int_equal(build(&t), 0);
+    assert_string_equal(aa_of(&t), "kinglet-default");
+    t.sc.apparmor = &aa;
+    assert_int_equal(build(&t), 0);
+    assert_string_equal(aa_of(&t), "kinglet-default");
+    /* privileged: unconfined unless a profile is named */
+    t.sc.privileged = true;
+    assert_int_equal(build(&t), 0);
+    assert_null(aa_of(&t));
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+    aa.localhost_ref = "localhost/mine";
+    assert_int_equal(build(&t), 0);
+    assert_string_equal(aa_of(&t), "mine");
+    t.sc.privileged = false;
+    aa.localhost_ref = "mine";
+    assert_int_equal(build(&t), 0);
+    assert_string_equal(aa_of(&t), "mine");
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined;
+    aa.localhost_ref = "";
+    assert_int_equal(build(&t), 0);
+    assert_null(aa_of(&t));
+    /* the deprecated string, read only without the SecurityProfile */
+    t.sc.apparmor = NULL;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    static const struct {
+        const char *in, *want;
+        int r;
+    } strs[] = {{"runtime/default", "kinglet-default", 0},
+                {"unconfined", NULL, 0},
+                {"localhost/p1", "p1", 0},
+                {"", "kinglet-default", 0},
+                {"docker-default", NULL, -EINVAL},
+                {"localhost/", NULL, -EINVAL}};
+    for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+        t.sc.apparmor_profile = (char *)strs[i].in;
+        int r = build(&t);
+        if (r != strs[i].r)
+            fail_msg("`%s`: %d (%s)", strs[i].in, r, t.err.msg);
+        if (r == 0 && (strs[i].want ? !aa_of(&t) || strcmp(aa_of(&t), strs[i].want) : !!aa_of(&t)))
+            fail_msg("`%s`: `%s`", strs[i].in, aa_of(&t) ? aa_of(&t) : "(none)");
+    }
+    t.sc.apparmor_profile = NULL;
+#pragma GCC diagnostic pop
+    /* refused: a ref on another type, a bad name, an unknown type */
+    t.sc.apparmor = &aa;
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+    aa.localhost_ref = "x";
+    assert_int_equal(build(&t), -EINVAL);
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+    aa.localhost_ref = "a\nchangeprofile b";
+    assert_int_equal(build(&t), -EINVAL);
+    aa.profile_type = 9;
+    assert_int_equal(build(&t), -EINVAL);
+    /* without AppArmor: Localhost refused by name, the rest nothing */
+    t.in.host.apparmor = false;
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+    aa.localhost_ref = "mine";
+    assert_int_equal(build(&t), -EINVAL);
+    assert_non_null(strstr(t.err.msg, "`mine`"));
+    aa.localhost_ref = "";
+    aa.profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+    assert_int_equal(build(&t), 0);
+    assert_null(aa_of(&t));
+    assert_null(t.out.warnings.data);
+    t_free(&t);
+}
+
+static void selinux_warn(void **state)
+{
+    (void)state;
+    struct t t;
+    t_init(&t, NULL);
     Runtime__V1__SELinuxOption se = RUNTIME__V1__SELINUX_OPTION__INIT;
-    t.sc.apparmor = &aa; /* RuntimeDefault */
     se.type = "spc_t";
     t.sc.selinux_options = &se;
     assert_int_equal(build(&t), 0);
-    assert_non_null(strstr((char *)t.out.warnings.data, "AppArmor"));
     assert_non_null(strstr((char *)t.out.warnings.data, "SELinux"));
-    t.in.host.apparmor = t.in.host.selinux = true;
+    assert_non_null(strstr((char *)t.out.warnings.data, "the host has no SELinux"));
+    t.in.host.selinux = true;
+    assert_int_equal(build(&t), 0);
+    assert_non_null(strstr((char *)t.out.warnings.data, "does not label containers yet"));
+    /* user or role alone count too; nothing set is nothing said */
+    se.type = "";
+    se.role = "system_r";
+    assert_int_equal(build(&t), 0);
+    assert_non_null(t.out.warnings.data);
+    se.role = "";
     assert_int_equal(build(&t), 0);
     assert_null(t.out.warnings.data);
     t_free(&t);
@@ -642,7 +732,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(namespaces_and_cgroup),
     cmocka_unit_test(resources_oom_and_signal),
     cmocka_unit_test(devices),
-    cmocka_unit_test(apparmor_selinux_warn),
+    cmocka_unit_test(apparmor_profiles),
+    cmocka_unit_test(selinux_warn),
 };
 
 UNIT_MAIN(tests)

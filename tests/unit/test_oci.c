@@ -427,7 +427,7 @@ static void test_exec_recipe_round_trip(void **state)
     struct enter_recipe h;
     struct buf body = {0};
     recipe_of(", \"user\": {\"uid\": 7, \"gid\": 8, \"additionalGids\": [9, 10]}, "
-              "\"noNewPrivileges\": true, \"oomScoreAdj\": 5, "
+              "\"noNewPrivileges\": true, \"oomScoreAdj\": 5, \"apparmorProfile\": \"prof\", "
               "\"rlimits\": [{\"type\": \"RLIMIT_NOFILE\", \"soft\": 10, \"hard\": 20}], "
               "\"capabilities\": {\"bounding\": [\"CAP_KILL\"], \"ambient\": [\"CAP_KILL\"]}",
               ", \"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ALLOW\", "
@@ -444,6 +444,7 @@ static void test_exec_recipe_round_trip(void **state)
     assert_true(h.flags & ENTER_HAS_CAPS);
     assert_true(h.flags & ENTER_SECCOMP);
     assert_false(h.flags & ENTER_TERMINAL);
+    assert_true(h.flags & ENTER_APPARMOR);
     assert_int_equal(h.oom_score_adj, 5);
     assert_true(h.n_filter > 4);
     assert_int_equal(h.caps[ENTER_CAP_BOUNDING], 1ull << 5); /* CAP_KILL */
@@ -451,6 +452,7 @@ static void test_exec_recipe_round_trip(void **state)
     struct enter_parsed r;
     assert_int_equal(enter_recipe_parse(&h, (char *)body.data, &r), 0);
     assert_string_equal(r.cwd, "/work");
+    assert_string_equal(r.apparmor, "prof");
     assert_string_equal(r.args[0], "sh");
     assert_string_equal(r.args[2], "true");
     assert_null(r.args[3]);
@@ -518,7 +520,63 @@ static void test_exec_recipe_refused(void **state)
     copy[0] = '\0'; /* the cwd "/" becomes "" */
     assert_int_equal(enter_recipe_parse(&h, copy, &r), -EPROTO);
     free(copy);
+    /* the profile flag without its string: the args run out; an empty one */
+    bad = h;
+    bad.flags |= ENTER_APPARMOR;
+    assert_int_equal(enter_recipe_parse(&bad, (char *)body.data, &r), -EPROTO);
     buf_free(&body);
+    recipe_of(", \"apparmorProfile\": \"p\"", "", &h, &body);
+    copy = malloc(h.size);
+    memcpy(copy, body.data, h.size);
+    copy[6] = '\0'; /* after the cwd "/work\0": "p" becomes "" */
+    assert_int_equal(enter_recipe_parse(&h, copy, &r), -EPROTO);
+    free(copy);
+    buf_free(&body);
+}
+
+/* The loaded-profile list read as the kernel writes it, and the default
+ * profile's text. */
+static void test_apparmor_profiles(void **state)
+{
+    (void)state;
+    const char *list = "kinglet-default (enforce)\n"
+                       "my app (complain)\n"
+                       "/usr/bin/man (enforce)\n"
+                       "ns-prefix-only (enforce)";
+    assert_true(oci_apparmor_profile_listed(list, "kinglet-default"));
+    assert_true(oci_apparmor_profile_listed(list, "my app"));
+    assert_true(oci_apparmor_profile_listed(list, "/usr/bin/man"));
+    assert_true(oci_apparmor_profile_listed(list, "ns-prefix-only"));
+    assert_false(oci_apparmor_profile_listed(list, "kinglet"));
+    assert_false(oci_apparmor_profile_listed(list, "my"));
+    assert_false(oci_apparmor_profile_listed(list, "enforce"));
+    assert_false(oci_apparmor_profile_listed("", "x"));
+    assert_int_equal(oci_apparmor_name_valid("ok/name with space"), 0);
+    assert_int_equal(oci_apparmor_name_valid(""), -EINVAL);
+    assert_int_equal(oci_apparmor_name_valid("a\nb"), -EINVAL);
+    char big[OCI_APPARMOR_NAME_MAX + 2];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(oci_apparmor_name_valid(big), -ENAMETOOLONG);
+    struct buf b = {0};
+    assert_int_equal(oci_apparmor_default_text("kd", "kinglet-self", true, &b), 0);
+    assert_int_equal(buf_append(&b, "", 1), 0);
+    const char *t = (const char *)b.data;
+    assert_true(str_has_prefix(t, "abi <abi/3.0>,\n"));
+    assert_non_null(strstr(t, "profile kd flags=(attach_disconnected,mediate_deleted) {\n"));
+    assert_non_null(strstr(t, "  signal (receive) peer=unconfined,\n"));
+    assert_non_null(strstr(t, "  signal (receive) peer=kinglet-self,\n"));
+    assert_non_null(strstr(t, "  deny mount,\n"));
+    assert_non_null(strstr(t, "  deny /sys/kernel/security/** rwklx,\n"));
+    assert_non_null(strstr(t, "  ptrace (trace,tracedby,read,readby) peer=kd,\n}\n"));
+    buf_free(&b);
+    /* unconfined: no rule of its own (it is there already) */
+    assert_int_equal(oci_apparmor_default_text("kd", "unconfined", false, &b), 0);
+    assert_int_equal(buf_append(&b, "", 1), 0);
+    t = (const char *)b.data;
+    assert_false(str_has_prefix(t, "abi"));
+    assert_null(strstr(strstr(t, "peer=unconfined") + 1, "peer=unconfined"));
+    buf_free(&b);
 }
 
 static void test_criu_version(void **state)
@@ -588,6 +646,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_minimal, per_test_timeout),
+        cmocka_unit_test_setup(test_apparmor_profiles, per_test_timeout),
         cmocka_unit_test_setup(test_process_fields, per_test_timeout),
         cmocka_unit_test_setup(test_mounts, per_test_timeout),
         cmocka_unit_test_setup(test_linux_sections, per_test_timeout),
