@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,7 +90,7 @@ static int criu_run(const char *criu, char *const *argv, int out_fd, int64_t tim
     int r = spawn_start(criu, argv, envp, -1, out_fd, out_fd, NULL, 0, &pid);
     if (r < 0)
         return r;
-    _cleanup_close_ int pfd = oci_pidfd_open(pid);
+    _cleanup_close_ int pfd = pidfd_open(pid, 0); /* our child, not reaped */
     uint64_t deadline = timeout_s > 0 ? now_mono_ns() + (uint64_t)timeout_s * 1000000000ull : 0;
     bool killed = false;
     while (pfd >= 0 && !killed) {
