@@ -194,6 +194,9 @@ void buf_consume(struct buf *b, size_t n);
 
 /* String helpers. */
 bool str_has_prefix(const char *s, const char *prefix);
+/* The number of components of a path ("/" 0, "/etc" 1, "/etc//hosts/" 2):
+ * the depth by which mounts are ordered, parents first. */
+size_t path_depth(const char *p);
 
 /* String vectors: n malloc'd strings in a malloc'd array (NULL or any
  * array when n is 0). strv_free accepts NULL. strv_dup copies n strings

@@ -403,6 +403,14 @@ bool strv_remove(char **v, size_t *n, const char *s)
     return false;
 }
 
+size_t path_depth(const char *p)
+{
+    size_t n = 0;
+    for (; p && *p; p++)
+        n += *p != '/' && (p[1] == '/' || !p[1]);
+    return n;
+}
+
 int buf_append_json_string(struct buf *b, const char *s)
 {
     int r = buf_append(b, "\"", 1);

@@ -97,8 +97,9 @@ int cdi_edits_fill(json_t *edits, struct err *err);
  * same key), device nodes (one at the same path replaced; uid/gid default
  * to the process's when it is not root; an allow rule "type major:minor
  * permissions" unless skip_rules, for a privileged container whose rules
- * allow all), mounts (one at the same destination replaced; all sorted
- * by depth, parents first, stably), hooks, additional GIDs (0 and
- * duplicates skipped). On failure the spec is unchanged. -EOPNOTSUPP for
- * intelRdt and netDevices, -ENOMEM. */
+ * allow all), mounts (one at the same destination replaced; each put
+ * in after the last mount not deeper than it, the others left in their
+ * order), hooks, additional GIDs (0 and duplicates skipped). On failure
+ * the spec is unchanged. -EOPNOTSUPP for intelRdt and netDevices,
+ * -ENOMEM. */
 int cdi_edits_apply(json_t *oci_spec, const json_t *edits, bool skip_rules, struct err *err);

@@ -237,11 +237,19 @@ static int apply_device(json_t *spec, const json_t *dn, bool skip_rules)
 
 static size_t depth(const json_t *m)
 {
-    const char *d = json_string_value(json_object_get(m, "destination"));
-    size_t n = 0;
-    for (; d && *d; d++)
-        n += *d == '/' && d[1] && d[1] != '/';
-    return n;
+    return path_depth(json_string_value(json_object_get(m, "destination")));
+}
+
+/* The spec's mounts come ordered parents first (ctr_spec_build): a mount
+ * of ours goes in after the last that is not deeper, stably, as the
+ * reference's sort would place it, and moves no other mount: an edit
+ * without mounts leaves the order alone. */
+static int insert_by_depth(json_t *mounts, json_t *m)
+{
+    size_t k = json_array_size(mounts), d = depth(m);
+    while (k > 0 && depth(json_array_get(mounts, k - 1)) > d)
+        k--;
+    return json_array_insert_new(mounts, k, m);
 }
 
 static int apply_mount(json_t *spec, const json_t *m)
@@ -260,26 +268,7 @@ static int apply_mount(json_t *spec, const json_t *m)
     if (json_is_array(opts))
         json_object_set_new(o, "options", json_deep_copy(opts));
     remove_by(mounts, "destination", dst);
-    return json_array_append_new(mounts, o) < 0 ? -ENOMEM : 0;
-}
-
-/* Stable: parents before what is mounted below them, as the reference
- * sorts. */
-static void sort_mounts(json_t *spec)
-{
-    json_t *mounts = json_object_get(spec, "mounts");
-    size_t n = json_array_size(mounts);
-    for (size_t i = 1; i < n; i++) {
-        json_t *m = json_incref(json_array_get(mounts, i));
-        size_t dm = depth(m), k = i;
-        while (k > 0 && depth(json_array_get(mounts, k - 1)) > dm)
-            k--;
-        if (k != i) {
-            json_array_remove(mounts, i);
-            json_array_insert(mounts, k, m);
-        }
-        json_decref(m);
-    }
+    return insert_by_depth(mounts, o) < 0 ? -ENOMEM : 0;
 }
 
 static int apply_hook(json_t *spec, const json_t *h)
@@ -375,8 +364,6 @@ int cdi_edits_apply(json_t *oci_spec, const json_t *edits, bool skip_rules, stru
             return r;
         }
     }
-    if (json_array_size(json_object_get(copy, "mounts")))
-        sort_mounts(copy);
     /* all of it went in: the spec becomes the copy */
     if (json_object_update(oci_spec, copy) < 0) {
         json_decref(copy);

@@ -952,6 +952,26 @@ static json_t *idmaps_json(Runtime__V1__IDMapping *const *maps, size_t n)
     return a;
 }
 
+/* The pod's files and the request's mounts after the defaults, parents
+ * first, stably, as containerd's WithMounts orders them: a volume at /etc
+ * lies under the pod's /etc/hosts whatever else the container asks for
+ * (a CDI device's mounts go in among them, moving none). */
+static void sort_by_depth(json_t *m, size_t from)
+{
+    for (size_t i = from + 1; i < json_array_size(m); i++) {
+        json_t *e = json_array_get(m, i);
+        size_t d = path_depth(json_string_value(json_object_get(e, "destination"))), k = i;
+        while (k > from && path_depth(json_string_value(
+                               json_object_get(json_array_get(m, k - 1), "destination"))) > d)
+            k--;
+        if (k != i) {
+            json_incref(e);
+            json_array_remove(m, i);
+            json_array_insert_new(m, k, e);
+        }
+    }
+}
+
 static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct ctr_spec *out,
                         json_t **ret, const char **ret_rootfs_prop, struct err *err)
 {
@@ -975,6 +995,7 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
     json_array_append_new(m, mnt("/sys/fs/cgroup", "cgroup", "cgroup",
                                  json_pack("[s,s,s,s,s]", "nosuid", "noexec", "nodev", "relatime",
                                            privileged ? "rw" : "ro")));
+    size_t ours = json_array_size(m);
     static const char *const files[][2] = {{"shm", "/dev/shm"},
                                            {"hosts", "/etc/hosts"},
                                            {"hostname", "/etc/hostname"},
@@ -1053,6 +1074,7 @@ static int build_mounts(const struct ctr_spec_input *in, bool privileged, struct
         }
         json_array_append_new(m, mj);
     }
+    sort_by_depth(m, ours);
     *ret = m;
     return 0;
 }

@@ -203,3 +203,29 @@ def test_cdi_spec_replaced_between_containers_is_reread(cdi_env, cdi_dirs):
         sleeper(env, pod, "e", CDI_devices=dev)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND and "example.com/zero=z" in \
         e.value.details()
+
+
+def test_cdi_device_leaves_the_order_of_other_mounts_alone(cdi_env, cdi_dirs, tmp_path):
+    """A volume at /etc lies under the pod's /etc/hosts, as containerd
+    orders mounts parents first, whether or not the container also asks for
+    a CDI device (whose spec has no mounts): the device moves no mount."""
+    env, (etc, run) = cdi_env, cdi_dirs
+    pb = env.pb
+    vol = tmp_path / "etc-volume"
+    vol.mkdir()
+    (vol / "hosts").write_text("10.9.9.9 from-the-volume\n")
+    (vol / "other").write_text("the volume's\n")
+    write(run / "zero.json", zero_spec())
+    pod = env.pod()
+    mounts = [pb.Mount(container_path="/etc", host_path=str(vol))]
+    plain = sleeper(env, pod, "plain", mounts=mounts)
+    dev = sleeper(env, pod, "dev", mounts=mounts,
+                  CDI_devices=[pb.CDIDevice(name="example.com/zero=z")])
+    hosts = {}
+    for cid in (plain, dev):
+        code, out, err = sh(env, cid, "cat /etc/hosts /etc/other")
+        assert code == 0, err
+        hosts[cid] = out
+    assert hosts[plain] == hosts[dev], hosts
+    assert "from-the-volume" not in hosts[plain] and "the volume's" in hosts[plain], hosts
+    assert sh(env, dev, "ls /dev/cdi-zero")[0] == 0

@@ -15,6 +15,17 @@
 
 #include "base/base.h"
 
+static void path_depths(void **state)
+{
+    (void)state;
+    assert_int_equal(path_depth("/"), 0);
+    assert_int_equal(path_depth(""), 0);
+    assert_int_equal(path_depth("/etc"), 1);
+    assert_int_equal(path_depth("/etc/"), 1);
+    assert_int_equal(path_depth("//etc//hosts/"), 2);
+    assert_int_equal(path_depth("/a/b/c"), 3);
+}
+
 static void sizes(void **state)
 {
     static const struct {
@@ -628,6 +639,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
     cmocka_unit_test(log_escapes_controls),
     cmocka_unit_test(atomic_writes_are_private),
+    cmocka_unit_test(path_depths),
     cmocka_unit_test(sizes),
     cmocka_unit_test(sizes_or_percent),
     cmocka_unit_test(du_counts_like_du),

@@ -84,6 +84,18 @@ static void assert_json(json_t *j, const char *want)
     free(got);
 }
 
+/* The mount at dst. */
+static json_t *mount_at(json_t *mounts, const char *dst)
+{
+    for (size_t i = 0; i < json_array_size(mounts); i++) {
+        json_t *x = json_array_get(mounts, i);
+        if (!strcmp(json_string_value(json_object_get(x, "destination")), dst))
+            return x;
+    }
+    fail_msg("no mount at %s", dst);
+    return NULL;
+}
+
 static json_t *path(json_t *root, const char *a, const char *b)
 {
     json_t *x = json_object_get(root, a);
@@ -457,13 +469,30 @@ static void mounts_and_propagation(void **state)
         hosts += !strcmp(json_string_value(json_object_get(json_array_get(m, i), "destination")),
                          "/etc/hosts");
     assert_int_equal(hosts, 1);
-    assert_json(json_array_get(m, n - 3),
+    assert_json(mount_at(m, "/data"),
                 "{\"destination\":\"/data\",\"options\":[\"rbind\",\"rprivate\",\"ro\",\"rro\"],"
                 "\"source\":\"/srv/data\",\"type\":\"bind\"}");
-    assert_json(json_object_get(json_array_get(m, n - 2), "options"),
+    assert_json(json_object_get(mount_at(m, "/etc/hosts"), "options"),
                 "[\"rbind\",\"rslave\",\"rw\"]");
-    assert_json(json_object_get(json_array_get(m, n - 1), "options"),
-                "[\"rbind\",\"rshared\",\"rw\"]");
+    assert_json(json_object_get(mount_at(m, "/b"), "options"), "[\"rbind\",\"rshared\",\"rw\"]");
+    /* after the defaults, parents first, stably (as containerd's
+     * WithMounts): the depth-1 ones in their order, then the rest */
+    static const char *const order[] = {"/proc",
+                                        "/dev",
+                                        "/dev/pts",
+                                        "/dev/mqueue",
+                                        "/sys",
+                                        "/sys/fs/cgroup",
+                                        "/data",
+                                        "/b",
+                                        "/dev/shm",
+                                        "/etc/hostname",
+                                        "/etc/resolv.conf",
+                                        "/etc/hosts"};
+    assert_int_equal(n, ARRAY_SIZE(order));
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(m, i), "destination")),
+                            order[i]);
     assert_json(path(t.out.spec, "linux", "rootfsPropagation"), "\"rshared\"");
     assert_non_null(strstr((char *)t.out.warnings.data, "selinux_relabel"));
     /* rro without the kernel's support, or without readonly */
@@ -505,7 +534,7 @@ static void image_volumes(void **state)
     t.in.mount_sources = sources;
     assert_int_equal(build(&t), 0);
     json_t *m = json_object_get(t.out.spec, "mounts");
-    assert_json(json_array_get(m, json_array_size(m) - 1),
+    assert_json(mount_at(m, "/vol"),
                 "{\"destination\":\"/vol\",\"options\":[\"rbind\",\"rprivate\",\"nosuid\","
                 "\"nodev\",\"ro\"],\"source\":\"/b/imagevols/0/a/b\",\"type\":\"bind\"}");
     assert_null(path(t.out.spec, "linux", "rootfsPropagation"));
@@ -520,9 +549,8 @@ static void image_volumes(void **state)
     m1.host_path = "/srv"; /* ignored, as containerd does */
     assert_int_equal(build(&t), 0);
     m = json_object_get(t.out.spec, "mounts");
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(m, json_array_size(m) - 1), "source")),
-        "/b/imagevols/0/a/b");
+    assert_string_equal(json_string_value(json_object_get(mount_at(m, "/vol"), "source")),
+                        "/b/imagevols/0/a/b");
     t_free(&t);
 }
 
