@@ -310,5 +310,10 @@ def test_what_could_remount_is_refused(env, tmp_path):
     cid = env.create(pod, None, env.config("c", command=["/bin/sleep", "100000"],
                                            mounts=mounts))
     env.start(cid)
-    sh(env, cid, "mount -o remount,bind,rw /ro; echo written >> /ro/f")
+    assert sh(env, cid, "cat /ro/f") == (0, "host\n", "")
+    code, _, err = sh(env, cid, "mount -o remount,bind,rw /ro")
+    assert code != 0 and "ermission denied" in err, (code, err)
+    code, _, err = sh(env, cid, "echo written >> /ro/f")
+    assert code != 0 and "Read-only file system" in err, (code, err)
+    assert sh(env, cid, "cat /ro/f") == (0, "host\n", "")
     assert (vol / "f").read_text() == "host\n"
