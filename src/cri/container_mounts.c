@@ -14,6 +14,7 @@
  * resolved once stays what it was. Blocking: workers only. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -197,9 +198,16 @@ static int sub_path_resolve(const char *mnt, const char *sub, char **ret, struct
                                sub);
         return err_set(err, errno, "image_sub_path `%.200s`", sub);
     }
-    char proc[64], path[4200];
+    char proc[64], path[PATH_MAX + 1];
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(proc, path, sizeof(path) - 1);
+    /* The host path goes into the spec as the bind's source: one the
+     * kernel cannot name in full (ENAMETOOLONG past PATH_MAX), or that
+     * fills the buffer and may be cut short, is refused, never used cut. */
+    ssize_t n = readlink(proc, path, sizeof(path));
+    if ((n < 0 && errno == ENAMETOOLONG) || n >= (ssize_t)sizeof(path) - 1)
+        return err_set_msg(err, ENAMETOOLONG,
+                           "image_sub_path `%.200s` resolves to a host path longer than PATH_MAX",
+                           sub);
     if (n < 0)
         return err_set(err, errno, "image_sub_path `%.200s`", sub);
     path[n] = '\0';
