@@ -55,6 +55,8 @@ struct cri {
     char *cgroup2_controllers; /* space-separated, as the kernel lists them */
     char *cgroup2_missing;     /* the ones container limits need that it lacks */
     char *limits_unenforced;   /* why limits are not enforced (logged, and in Status); NULL */
+    bool host_rro;             /* mount_setattr: recursive read-only binds (at start) */
+    bool host_userns;          /* pods with user namespaces can run here (at start) */
     struct cri_events *events;
     struct image_service *images;
     struct sandboxes *sandboxes;   /* sandbox.h */

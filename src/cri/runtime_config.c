@@ -102,9 +102,37 @@ int cri_runtime_config_parse(const char *text, size_t len, char **ret_cidr)
     return r;
 }
 
+/* Whether the kernel has what pods with hostUsers: false need: user
+ * namespaces, and overlayfs layers given as descriptors of (idmapped)
+ * detached mounts. A few syscalls, nothing that blocks. */
+static bool userns_supported(void)
+{
+    _cleanup_free_ char *max = NULL;
+    if (read_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", 64, &max, NULL) < 0 ||
+        atoi(max) <= 0)
+        return false;
+    _cleanup_close_ int ctx = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+    _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int tree =
+        root < 0 ? -1
+                 : (int)syscall(SYS_open_tree, root, "",
+                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    return ctx >= 0 && tree >= 0 &&
+           syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, tree) == 0;
+}
+
 int cri_runtime_config_load(struct cri *cri, struct err *err)
 {
     detect_cgroup2(cri);
+    /* Host facts Status reports, probed once here, before the loop runs:
+     * recursive read-only binds need mount_setattr (Linux 5.12), there
+     * when it refuses a bad fd rather than being unknown; pods with a user
+     * namespace of their own need an idmapped overlay lower layer given by
+     * descriptor (Linux 6.13). */
+    cri->host_rro = syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno != ENOSYS;
+    cri->host_userns = userns_supported();
+    log_info("pods with user namespaces (hostUsers: false): %s",
+             cri->host_userns ? "supported" : "not supported by this kernel");
     /* temporaries of saves cut short by a crash */
     size_t removed = 0;
     if (remove_stale_tmp_files(cri->root_dir, &removed) == 0 && removed)
@@ -175,25 +203,6 @@ static void config_json(struct cri *cri, struct buf *b)
     buf_printf(b, ",\"pid\":%d}", (int)getpid());
 }
 
-/* Whether the kernel has what pods with hostUsers: false need: user
- * namespaces, and overlayfs layers given as descriptors of (idmapped)
- * detached mounts. A few syscalls, nothing that blocks. */
-static bool userns_supported(void)
-{
-    _cleanup_free_ char *max = NULL;
-    if (read_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", 64, &max, NULL) < 0 ||
-        atoi(max) <= 0)
-        return false;
-    _cleanup_close_ int ctx = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
-    _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    _cleanup_close_ int tree =
-        root < 0 ? -1
-                 : (int)syscall(SYS_open_tree, root, "",
-                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-    return ctx >= 0 && tree >= 0 &&
-           syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, tree) == 0;
-}
-
 /* Limits the host cannot enforce, as a condition of their own: kubelet
  * gates the node's readiness on RuntimeReady and NetworkReady only; any
  * other condition it keeps as it comes (toKubeRuntimeStatus) and shows with
@@ -226,18 +235,8 @@ void cri_status(struct cri_call *call)
     status.conditions = condp;
 
     Runtime__V1__RuntimeHandlerFeatures features = RUNTIME__V1__RUNTIME_HANDLER_FEATURES__INIT;
-    /* recursive read-only binds need mount_setattr (Linux 5.12): it is
-     * there when it refuses a bad fd rather than being unknown */
-    static int rro = -1;
-    if (rro < 0)
-        rro = syscall(SYS_mount_setattr, -1, "", 0, NULL, 0) < 0 && errno != ENOSYS;
-    features.recursive_read_only_mounts = rro;
-    /* Pods with a user namespace of their own need an idmapped overlay
-     * lower layer given by descriptor (Linux 6.13): probed once. */
-    static int userns = -1;
-    if (userns < 0)
-        userns = userns_supported();
-    features.user_namespaces = userns;
+    features.recursive_read_only_mounts = call->cri->host_rro;
+    features.user_namespaces = call->cri->host_userns;
     /* the default handler and the configured ones */
     Runtime__V1__RuntimeHandler hs[65], *handlers[65];
     size_t nh = 0;

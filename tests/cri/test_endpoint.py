@@ -76,6 +76,19 @@ def test_status_tells_the_truth(cri, daemon):
     assert not runtime(cri, daemon).Status(cri.pb.StatusRequest(), timeout=5).info
 
 
+def test_host_features_probed_at_start(cri, daemon):
+    """Whether pods with user namespaces can run here is probed once, as
+    the daemon starts (before it serves: the probe's fsopen and open_tree
+    stay off the loop's RPCs), and Status reports that answer."""
+    line = "pods with user namespaces (hostUsers: false): "
+    log = daemon.logtext()  # no RPC made yet
+    assert line in log, log[-2000:]
+    supported = line + "supported" in log
+    st = runtime(cri, daemon).Status(cri.pb.StatusRequest(), timeout=5)
+    assert [h.features.user_namespaces for h in st.runtime_handlers] == [supported]
+    assert daemon.logtext().count(line) == 1
+
+
 def test_hybrid_cgroup_host_warns(cri, daemon):
     ctl_path = "/sys/fs/cgroup/unified/cgroup.controllers"
     if not os.path.exists(ctl_path) or "memory" in open(ctl_path).read():
