@@ -1214,6 +1214,25 @@ int ctr_cdi_names(const Runtime__V1__ContainerConfig *cfg, char ***ret, size_t *
     return 0;
 }
 
+/* A mount's ID mappings (an idmapped mount): at most what the kernel
+ * takes for one user namespace's map, each a range of IDs. */
+#define MOUNT_IDMAPS_MAX 340
+static int mount_idmaps_check(size_t i, const char *what, Runtime__V1__IDMapping *const *m,
+                              size_t n, struct err *err)
+{
+    if (n > MOUNT_IDMAPS_MAX)
+        return err_set(err, EINVAL, "mounts[%zu]: %zu %s, more than %d", i, n, what,
+                       MOUNT_IDMAPS_MAX);
+    for (size_t k = 0; k < n; k++)
+        if (m[k]->length == 0 || (uint64_t)m[k]->host_id + m[k]->length > UINT32_MAX ||
+            (uint64_t)m[k]->container_id + m[k]->length > UINT32_MAX)
+            return err_set(err, EINVAL,
+                           "mounts[%zu]: %s[%zu] (container ID %u, host ID %u, length %u) is "
+                           "not a range",
+                           i, what, k, m[k]->container_id, m[k]->host_id, m[k]->length);
+    return 0;
+}
+
 int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
 {
     const Runtime__V1__LinuxContainerConfig *lx = cfg->linux;
@@ -1270,6 +1289,15 @@ int ctr_config_check(const Runtime__V1__ContainerConfig *cfg, struct err *err)
         if (m->propagation > RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_BIDIRECTIONAL ||
             m->propagation < 0)
             return err_set(err, EINVAL, "mounts[%zu]: unknown propagation %d", i, m->propagation);
+        int r;
+        if ((r = mount_idmaps_check(i, "uidMappings", m->uidmappings, m->n_uidmappings, err)) < 0 ||
+            (r = mount_idmaps_check(i, "gidMappings", m->gidmappings, m->n_gidmappings, err)) < 0)
+            return r;
+        if (!m->n_uidmappings != !m->n_gidmappings)
+            return err_set(err, EINVAL,
+                           "mounts[%zu]: an idmapped mount needs both uidMappings and "
+                           "gidMappings (got %zu and %zu)",
+                           i, m->n_uidmappings, m->n_gidmappings);
         if (m->recursive_read_only &&
             (!m->readonly || m->propagation != RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_PRIVATE))
             return err_set(err, EINVAL,

@@ -167,6 +167,13 @@ static int idmap_check(const char *what, Runtime__V1__IDMapping *const *m, size_
         return err_set(err, EINVAL,
                        "namespace_options.userns_options.%s: host ID %u length %u is not a range",
                        what, m[0]->host_id, m[0]->length);
+    /* kubelet gives each pod 65536 IDs or a multiple (idsPerPod); the
+     * pod's init runs as ID 65535, which a shorter range leaves unmapped */
+    if (m[0]->length < 65536)
+        return err_set(err, EINVAL,
+                       "namespace_options.userns_options.%s: length %u is below 65536 (kubelet "
+                       "maps 65536 IDs or more per pod; the pod's init runs as ID 65535)",
+                       what, m[0]->length);
     return 0;
 }
 

@@ -142,7 +142,7 @@ def test_shared_pid_namespace_and_streaming_exec(env, spdyclient):
 
 @pytest.mark.parametrize("case", ["two_uids", "two_gids", "root_unmapped", "no_gids",
                                   "mode_container", "mode_target", "node_with_mappings",
-                                  "host_network"])
+                                  "host_network", "short_uids", "short_gids"])
 def test_refusals(env, case):
     """What the suite and containerd refuse is INVALID_ARGUMENT, and the
     daemon keeps no trace of the pod."""
@@ -160,13 +160,47 @@ def test_refusals(env, case):
         "mode_target": lambda: userns(env, mode=pb.TARGET),
         "node_with_mappings": lambda: userns(env, mode=pb.NODE),
         "host_network": lambda: userns(env),
+        # kubelet maps 65536 or more; the pod's init runs as 65535
+        "short_uids": lambda: userns(env, uids=[pb.IDMapping(host_id=HOST_ID, container_id=0,
+                                                             length=LENGTH - 1)]),
+        "short_gids": lambda: userns(env, gids=[pb.IDMapping(host_id=HOST_ID, container_id=0,
+                                                             length=1000)]),
     }[case]()
     if case == "host_network":
         kw["net"] = pb.NODE
     with pytest.raises(grpc.RpcError) as e:
         userns_pod(env, us, **kw)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    if case.startswith("short_"):
+        assert "is below 65536" in e.value.details(), e.value.details()
     assert not env.rs.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=10).items
+
+
+@pytest.mark.parametrize("case", ["too_many", "overflow", "empty", "uids_only"])
+def test_mount_mapping_refusals(env, tmp_path, case):
+    """A volume's ID mappings are checked before anything is built: at
+    most 340 (a user namespace's map), each a range, both lists or none;
+    INVALID_ARGUMENT naming the mount, and no container left."""
+    pb = env.pb
+    m = pb.IDMapping(host_id=HOST_ID, container_id=0, length=LENGTH)
+    uids, gids, words = {
+        "too_many": ([pb.IDMapping(host_id=HOST_ID + i, container_id=i, length=1)
+                      for i in range(341)], [m], "341 uidMappings, more than 340"),
+        "overflow": ([m], [pb.IDMapping(host_id=2**32 - 10, container_id=0, length=LENGTH)],
+                     "gidMappings[0] (container ID 0, host ID 4294967286, length 65536) is "
+                     "not a range"),
+        "empty": ([pb.IDMapping(host_id=HOST_ID, container_id=0, length=0)], [m],
+                  "uidMappings[0] (container ID 0, host ID 200000, length 0) is not a range"),
+        "uids_only": ([m], [], "an idmapped mount needs both uidMappings and gidMappings (got 1 and 0)"),
+    }[case]
+    pod = userns_pod(env)
+    mounts = [pb.Mount(container_path="/v", host_path=str(tmp_path), uidMappings=uids,
+                       gidMappings=gids)]
+    with pytest.raises(grpc.RpcError) as e:
+        env.create(pod, None, env.config("c", command=["/bin/sleep", "100000"], mounts=mounts))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert "mounts[0]: " + words in e.value.details(), e.value.details()
+    assert not env.list()
 
 
 def test_proc_mount_unmasked(env):

@@ -188,6 +188,12 @@ static void userns_options(void **state)
     m.host_id = UINT32_MAX - 10;
     assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
     m.host_id = 65536;
+    m.length = 65535; /* the pod's init, 65535, would be unmapped */
+    assert_int_equal(cri_userns_check(&u, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "uids: length 65535 is below 65536"));
+    m.length = 2 * 65536;
+    assert_int_equal(cri_userns_check(&u, &err), 0);
+    m.length = 65536;
     const int bad[] = {RUNTIME__V1__NAMESPACE_MODE__CONTAINER, RUNTIME__V1__NAMESPACE_MODE__TARGET};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         u.mode = bad[i];
