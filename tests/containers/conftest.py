@@ -325,6 +325,31 @@ def cgroup_parent():
         os.rmdir(path)
 
 
+def stream_ids(call):
+    """The ids of every item of a list stream, read to its end."""
+    return [item.id for chunk in call for item in getattr(chunk, chunk.DESCRIPTOR.fields[0].name)]
+
+
+def env_cleanup(e):
+    """Pods and containers go with the daemon's own calls, so that a test
+    failure leaves no process, mount or cgroup behind; then the daemon
+    stops. The lists are streamed: no count of containers makes a stream
+    too large, as it does the unary ListContainers answer (past the
+    client's 4 MiB, and the daemon's 16 MiB), which left every container
+    running."""
+    if e.d.proc.poll() is not None:
+        return
+    pb = e.pb
+    for cid in stream_ids(e.rs.StreamContainers(pb.StreamContainersRequest(), timeout=120)):
+        e.remove(cid)
+    for pid in stream_ids(e.rs.StreamPodSandboxes(pb.StreamPodSandboxesRequest(), timeout=60)):
+        e.rs.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pid), timeout=60)
+        e.rs.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pid), timeout=60)
+    rc = e.d.stop()
+    # a sanitizer's report (leaks at exit included) fails here
+    assert rc == 0, f"daemon exited with {rc}:\n{e.d.logtext()[-4000:]}"
+
+
 @pytest.fixture
 def env_factory(cri, pod_daemon_factory, template_root, cgroup_parent):
     root, refs = template_root
@@ -338,23 +363,14 @@ def env_factory(cri, pod_daemon_factory, template_root, cgroup_parent):
         made.append(e)
         return e
     yield make
+    errors = []
     for e in made:
-        # Pods and containers go with the daemon's own calls, so that a test
-        # failure leaves no process, mount or cgroup behind.
         try:
-            if e.d.proc.poll() is None:
-                for c in e.list():
-                    e.remove(c.id)
-                for p in e.rs.ListPodSandbox(e.pb.ListPodSandboxRequest(), timeout=10).items:
-                    e.rs.StopPodSandbox(e.pb.StopPodSandboxRequest(pod_sandbox_id=p.id),
-                                        timeout=60)
-                    e.rs.RemovePodSandbox(e.pb.RemovePodSandboxRequest(pod_sandbox_id=p.id),
-                                          timeout=60)
-                rc = e.d.stop()
-                # a sanitizer's report (leaks at exit included) fails here
-                assert rc == 0, f"daemon exited with {rc}:\n{e.d.logtext()[-4000:]}"
-        finally:
-            pass
+            env_cleanup(e)
+        except Exception as ex:  # every env is cleaned before the first failure is raised
+            errors.append(ex)
+    if errors:
+        raise errors[0]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import os
 import grpc
 import pytest
 
-from .conftest import channel, clone_exited, unclone, wait_for
+from .conftest import channel, clone_exited, env_cleanup, stream_ids, unclone, wait_for
 
 # kubelet's limit on a CRI answer, and the daemon's
 MAX_MSG = 16 << 20
@@ -236,3 +236,40 @@ def test_client_gone_mid_stream_leaves_nothing(env, many_exited):
     d.wait_fds_back(fds)
     if not d.sanitized():
         assert d.rss_kb() < rss + 2048, f"{rss} kB before, {d.rss_kb()} kB after"
+
+
+def test_env_cleanup_past_the_message_limit(env):
+    """The tests' own clean-up removes every container of a node whose
+    unary ListContainers answer passes the message limit, a running one
+    too: it streams the lists."""
+    pb = env.pb
+    pod = env.pod("big")
+    cid = env.run(pod, "c", ["/bin/true"])
+    env.wait_exited(cid)
+    env.kill9()
+    n, pad = 180, 100 << 10  # 18 MiB of annotations
+
+    def edit(cfg, i):
+        cfg.annotations["pad"] = "x" * pad
+    ids = clone_exited(env, cid, n, edit)
+    env.restart()
+    wait_for(lambda: len(stream_ids(env.rs.StreamContainers(
+        pb.StreamContainersRequest(), timeout=60))) == n + 1, timeout=60,
+        what="the daemon to recover")
+    running = env.run(pod, "r", ["/bin/sleep", "100000"])
+    with pytest.raises(grpc.RpcError) as e:
+        env.list()
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+    try:
+        env_cleanup(env)  # stops the daemon
+    except Exception:
+        # the fixture's clean-up then meets a node of ordinary size
+        if env.d.proc.poll() is None:
+            env.kill9()
+        unclone(env, ids)
+        env.restart()
+        raise
+    env.restart()
+    assert not stream_ids(env.rs.StreamContainers(pb.StreamContainersRequest(), timeout=60))
+    assert not stream_ids(env.rs.StreamPodSandboxes(pb.StreamPodSandboxesRequest(), timeout=60))
+    assert running + ".json" not in os.listdir(os.path.join(env.d.root, "containers"))
