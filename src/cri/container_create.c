@@ -438,10 +438,11 @@ static void create_work(uv_work_t *req)
             j->r = err_set(&j->err, errno, "the pod's user namespace `%s`", path);
             goto fail;
         }
-        j->r = ctr_overlay_mount_idmapped(j->lowers, j->n_lowers, layer, rootfs, userns,
-                                          j->uid_map.host_id, j->gid_map.host_id, &j->err);
+        struct ctr_overlay_idmap idmap = {
+            .userns = userns, .root_uid = j->uid_map.host_id, .root_gid = j->gid_map.host_id};
+        j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &idmap, &j->err);
     } else {
-        j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, &j->err);
+        j->r = ctr_overlay_mount(j->lowers, j->n_lowers, layer, rootfs, NULL, &j->err);
     }
     if (j->r < 0)
         goto fail;

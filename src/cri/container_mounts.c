@@ -22,62 +22,6 @@
 
 #include "cri/containers.h"
 
-int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
-                      struct err *err)
-{
-    int fds[CTR_LAYERS_MAX];
-    size_t nfd = 0;
-    struct buf opts = {0};
-    int r = 0;
-    if (n == 0 || n > CTR_LAYERS_MAX)
-        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", n, CTR_LAYERS_MAX);
-    /* Lower directories as /proc/self/fd/N of O_PATH descriptors: short,
-     * and immune to renames meanwhile. overlayfs lists the top layer
-     * first. */
-    buf_printf(&opts, "lowerdir=");
-    for (size_t i = n; i-- > 0;) {
-        int fd = open(lowers[i], O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) {
-            r = err_set(err, errno, "image layer `%s`", lowers[i]);
-            goto out;
-        }
-        fds[nfd++] = fd;
-        buf_printf(&opts, "%s/proc/self/fd/%d", i + 1 == n ? "" : ":", fd);
-    }
-    if (!layer && n == 1) {
-        /* overlayfs wants two lower directories without an upper one */
-        char src[64];
-        snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[0]);
-        if (mount(src, target, NULL, MS_BIND, NULL) < 0) {
-            r = err_set(err, errno, "bind the image's layer");
-        } else if (mount(NULL, target, NULL,
-                         MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
-            r = err_set(err, errno, "make the image's layer read-only");
-            umount2(target, MNT_DETACH);
-        }
-        goto out;
-    }
-    if (layer)
-        buf_printf(&opts, ",upperdir=%s/upper,workdir=%s/work", layer, layer);
-    buf_printf(&opts, ",index=off,xino=off");
-    if (buf_append(&opts, "", 1) < 0) {
-        r = err_set(err, ENOMEM, "overlay options");
-        goto out;
-    }
-    if (opts.len > 4095) {
-        r = err_set(err, E2BIG, "image has too many layers (%zu) for one overlay mount", n);
-        goto out;
-    }
-    unsigned long flags = MS_NODEV | (layer ? 0 : MS_RDONLY | MS_NOSUID);
-    if (mount("overlay", target, "overlay", flags, (char *)opts.data) < 0)
-        r = err_set(err, errno, "mount an overlay of the image's layers");
-out:
-    for (size_t i = 0; i < nfd; i++)
-        close(fds[i]);
-    buf_free(&opts);
-    return r;
-}
-
 /* A detached copy of the directory at path, idmapped through userns (the
  * pod's user namespace: its ID 0 sees the files of host ID 0 as its own). */
 static int idmapped_tree(const char *path, int userns, struct err *err)
@@ -94,85 +38,139 @@ static int idmapped_tree(const char *path, int userns, struct err *err)
     return fd;
 }
 
-int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer, const char *target,
-                               int userns, uid_t root_uid, gid_t root_gid, struct err *err)
+/* The layers, top first (as overlayfs lists them), as descriptors: O_PATH
+ * ones, short to name as /proc/self/fd/N and immune to renames meanwhile;
+ * or detached trees idmapped through userns (userns >= 0), which stay open
+ * until the superblock holds its own clones of them. */
+static int layers_open(char *const *lowers, size_t n, int userns, int *fds, struct err *err)
 {
-    int fds[CTR_LAYERS_MAX];
-    size_t nfd = 0;
+    for (size_t k = 0; k < n; k++) {
+        const char *path = lowers[n - 1 - k];
+        int fd = userns >= 0 ? idmapped_tree(path, userns, err)
+                             : open(path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            int r = userns >= 0 ? err_wrap(err, "image layer")
+                                : err_set(err, errno, "image layer `%s`", path);
+            while (k-- > 0)
+                close(fds[k]);
+            return r;
+        }
+        fds[k] = fd;
+    }
+    return 0;
+}
+
+/* A one-layer image without a writable layer: overlayfs wants two lower
+ * directories without an upper one, so the layer itself, read-only. */
+static int layer_attach(int fd, bool idmapped, const char *target, struct err *err)
+{
+    if (idmapped) {
+        struct mount_attr a = {.attr_set =
+                                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID};
+        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+            syscall(SYS_move_mount, fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return err_set(err, errno, "attach the image's idmapped layer at `%s`", target);
+        return 0;
+    }
+    char src[64];
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    if (mount(src, target, NULL, MS_BIND, NULL) < 0)
+        return err_set(err, errno, "bind the image's layer");
+    if (mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) <
+        0) {
+        int e = errno;
+        umount2(target, MNT_DETACH);
+        return err_set(err, e, "make the image's layer read-only");
+    }
+    return 0;
+}
+
+/* The overlay through mount(2), its layers named by descriptor: any
+ * kernel with overlayfs. */
+static int overlay_mount_fds(const int *fds, size_t n, const char *layer, const char *target,
+                             struct err *err)
+{
+    struct buf opts = {0};
+    buf_printf(&opts, "lowerdir=");
+    for (size_t k = 0; k < n; k++)
+        buf_printf(&opts, "%s/proc/self/fd/%d", k ? ":" : "", fds[k]);
+    if (layer)
+        buf_printf(&opts, ",upperdir=%s/upper,workdir=%s/work", layer, layer);
+    buf_printf(&opts, ",index=off,xino=off");
     int r = 0;
-    if (n == 0 || n > CTR_LAYERS_MAX)
-        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", n, CTR_LAYERS_MAX);
+    if (buf_append(&opts, "", 1) < 0)
+        r = err_set(err, ENOMEM, "overlay options");
+    else if (opts.len > 4095)
+        r = err_set(err, E2BIG, "image has too many layers (%zu) for one overlay mount", n);
+    else if (mount("overlay", target, "overlay", MS_NODEV | (layer ? 0 : MS_RDONLY | MS_NOSUID),
+                   (char *)opts.data) < 0)
+        r = err_set(err, errno, "mount an overlay of the image's layers");
+    buf_free(&opts);
+    return r;
+}
+
+/* The overlay through fsconfig, its layers given as descriptors of
+ * idmapped trees (Linux 6.13). */
+static int overlay_fsmount(char *const *lowers, const int *fds, size_t n, const char *layer,
+                           const char *target, const struct ctr_overlay_idmap *idmap,
+                           struct err *err)
+{
     _cleanup_close_ int ctx = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
     _cleanup_close_ int upper = -1, work = -1, mnt = -1;
     if (ctx < 0)
         return err_set(err, errno, "overlayfs");
-    /* Layers given as descriptors of idmapped trees (Linux 6.13), top
-     * first; the trees stay open until the superblock holds its own
-     * private clones of them. */
-    for (size_t i = n; i-- > 0;) {
-        if ((fds[nfd] = idmapped_tree(lowers[i], userns, err)) < 0) {
-            r = fds[nfd];
-            err_wrap(err, "image layer");
-            goto out;
+    for (size_t k = 0; k < n; k++)
+        if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, fds[k]) < 0)
+            return err_set(err, errno, "overlayfs: image layer `%s`", lowers[n - 1 - k]);
+    if (layer) {
+        /* The writable layer is not idmapped: overlayfs creates its work
+         * directories with our credentials, which an idmapping of the
+         * pod's range cannot express. What the container writes is thus
+         * its mapped IDs' on disk, and the upper directory itself (empty,
+         * made by us) is the pod's root's, so that `/` is root's inside. */
+        upper = openat(AT_FDCWD, layer, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (upper >= 0) {
+            int dir = upper;
+            upper = openat(dir, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            work = openat(dir, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            close(dir);
         }
-        if (!layer && n == 1) {
-            /* overlayfs wants two lower directories without an upper
-             * one: the layer's idmapped tree itself, read-only */
-            struct mount_attr a = {.attr_set =
-                                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID};
-            if (syscall(SYS_mount_setattr, fds[0], "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
-                syscall(SYS_move_mount, fds[0], "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                r = err_set(err, errno, "attach the image's idmapped layer at `%s`", target);
-            nfd++;
-            goto out;
-        }
-        if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "lowerdir+", NULL, fds[nfd++]) < 0) {
-            r = err_set(err, errno, "overlayfs: image layer `%s`", lowers[i]);
-            goto out;
-        }
+        if (upper < 0 || work < 0)
+            return err_set(err, errno, "open `%s/upper` and `%s/work`", layer, layer);
+        if (fchown(upper, idmap->root_uid, idmap->root_gid) < 0)
+            return err_set(err, errno, "chown `%s/upper` to the pod's root", layer);
+        if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0 ||
+            syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "workdir", NULL, work) < 0)
+            return err_set(err, errno, "overlayfs: the writable layer `%s`", layer);
     }
-    if (!layer)
-        goto create; /* read-only: an image volume */
-    /* The writable layer is not idmapped: overlayfs creates its work
-     * directories with our credentials, which an idmapping of the pod's
-     * range cannot express. What the container writes is thus its mapped
-     * IDs' on disk, and the upper directory itself (empty, made by us) is
-     * the pod's root's, so that `/` is root's inside. */
-    upper = openat(AT_FDCWD, layer, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (upper >= 0) {
-        int dir = upper;
-        upper = openat(dir, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        work = openat(dir, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        close(dir);
-    }
-    if (upper < 0 || work < 0) {
-        r = err_set(err, errno, "open `%s/upper` and `%s/work`", layer, layer);
-        goto out;
-    }
-    if (fchown(upper, root_uid, root_gid) < 0) {
-        r = err_set(err, errno, "chown `%s/upper` to the pod's root", layer);
-        goto out;
-    }
-    if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0 ||
-        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_FD, "workdir", NULL, work) < 0 ||
-        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
-        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0) < 0) {
-        r = err_set(err, errno, "overlayfs: the writable layer `%s`", layer);
-        goto out;
-    }
-create:
-    syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0);
-    if (syscall(SYS_fsconfig, ctx, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
-        r = err_set(err, errno, "mount an idmapped overlay of the image's layers");
-        goto out;
-    }
+    if (syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "index", "off", 0) < 0 ||
+        syscall(SYS_fsconfig, ctx, FSCONFIG_SET_STRING, "xino", "off", 0) < 0 ||
+        syscall(SYS_fsconfig, ctx, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return err_set(err, errno, "mount an idmapped overlay of the image's layers");
     mnt = (int)syscall(SYS_fsmount, ctx, FSMOUNT_CLOEXEC,
                        MOUNT_ATTR_NODEV | (layer ? 0 : MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID));
     if (mnt < 0 || syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        r = err_set(err, errno, "attach the idmapped overlay at `%s`", target);
-out:
-    for (size_t i = 0; i < nfd; i++)
-        close(fds[i]);
+        return err_set(err, errno, "attach the idmapped overlay at `%s`", target);
+    return 0;
+}
+
+int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
+                      const struct ctr_overlay_idmap *idmap, struct err *err)
+{
+    int fds[CTR_LAYERS_MAX];
+    if (n == 0 || n > CTR_LAYERS_MAX)
+        return err_set(err, EINVAL, "image has %zu layers (1 to %d supported)", n, CTR_LAYERS_MAX);
+    int r = layers_open(lowers, n, idmap ? idmap->userns : -1, fds, err);
+    if (r < 0)
+        return r;
+    if (!layer && n == 1)
+        r = layer_attach(fds[0], idmap != NULL, target, err);
+    else if (idmap)
+        r = overlay_fsmount(lowers, fds, n, layer, target, idmap, err);
+    else
+        r = overlay_mount_fds(fds, n, layer, target, err);
+    for (size_t k = 0; k < n; k++)
+        close(fds[k]);
     return r;
 }
 
@@ -228,8 +226,8 @@ int ctr_imagevol_mount(const char *bundle, size_t k, char *const *lowers, size_t
     snprintf(mnt, sizeof(mnt), "%s/%zu", dir, k);
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || mkdir(mnt, 0755) < 0)
         return err_set(err, errno, "create `%s`", mnt);
-    int r = userns >= 0 ? ctr_overlay_mount_idmapped(lowers, n, NULL, mnt, userns, 0, 0, err)
-                        : ctr_overlay_mount(lowers, n, NULL, mnt, err);
+    struct ctr_overlay_idmap idmap = {.userns = userns};
+    int r = ctr_overlay_mount(lowers, n, NULL, mnt, userns >= 0 ? &idmap : NULL, err);
     if (r < 0)
         return r;
     if (sub && *sub)

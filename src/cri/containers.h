@@ -123,18 +123,22 @@ int container_remains_remove(const char *oci_root, const char *bundles_dir, cons
                              const char *id, struct err *err);
 /* The overlay mounts (container_mounts.c; blocking: workers only). */
 #define CTR_LAYERS_MAX 256
+/* A pod with a user namespace of its own: the image's layers through
+ * idmapped mounts of userns (an fd of it), so no file of theirs is chowned
+ * or copied; the writable layer as it is, its (empty) upper directory
+ * owned by the pod's root (root_uid, root_gid on the host; unused without
+ * a writable layer). */
+struct ctr_overlay_idmap {
+    int userns;
+    uid_t root_uid;
+    gid_t root_gid;
+};
 /* Mounts lowers (snapshot directories, bottom layer first) at target:
  * under the writable layer's upper/ and work/ when layer is set, else
- * read-only. */
+ * read-only (a one-layer image: a read-only bind of its layer). idmap
+ * NULL: the layers as they are. */
 int ctr_overlay_mount(char *const *lowers, size_t n, const char *layer, const char *target,
-                      struct err *err);
-/* The same for a pod with a user namespace of its own (userns: an fd of
- * it): the image's layers through idmapped mounts, so no file of theirs
- * is chowned or copied; the writable layer as it is, its (empty) upper
- * directory owned by the pod's root (root_uid, root_gid on the host).
- * Without a layer, read-only (root_uid and root_gid unused). */
-int ctr_overlay_mount_idmapped(char *const *lowers, size_t n, const char *layer, const char *target,
-                               int userns, uid_t root_uid, gid_t root_gid, struct err *err);
+                      const struct ctr_overlay_idmap *idmap, struct err *err);
 /* Mounts the image volume of the config's mount k read-only below the
  * bundle and gives the host path to bind into the container (its
  * sub path, resolved inside the image); userns >= 0: the pod's user
