@@ -941,14 +941,19 @@ static json_t *mnt(const char *dst, const char *type, const char *src, json_t *o
                      "options", opts);
 }
 
+/* One OCI ID mapping. */
+static json_t *idmap_json(uint32_t container_id, uint32_t host_id, uint32_t length)
+{
+    return json_pack("{s:I, s:I, s:I}", "containerID", (json_int_t)container_id, "hostID",
+                     (json_int_t)host_id, "size", (json_int_t)length);
+}
+
 static json_t *idmaps_json(Runtime__V1__IDMapping *const *maps, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_pack("{s:I, s:I, s:I}", "containerID",
-                                           (json_int_t)maps[i]->container_id, "hostID",
-                                           (json_int_t)maps[i]->host_id, "size",
-                                           (json_int_t)maps[i]->length));
+        json_array_append_new(a,
+                              idmap_json(maps[i]->container_id, maps[i]->host_id, maps[i]->length));
     return a;
 }
 
@@ -1522,16 +1527,11 @@ int ctr_spec_build(const struct ctr_spec_input *in, struct ctr_spec *ret, struct
     linux = json_pack("{s:o}", "namespaces", build_namespaces(in));
     if (in->uid_map && in->gid_map) {
         /* the pod's, which the container joins (ns/user) */
+        const struct pod_idmap *u = in->uid_map, *g = in->gid_map;
         json_object_set_new(linux, "uidMappings",
-                            json_pack("[{s:I, s:I, s:I}]", "containerID",
-                                      (json_int_t)in->uid_map->container_id, "hostID",
-                                      (json_int_t)in->uid_map->host_id, "size",
-                                      (json_int_t)in->uid_map->length));
+                            json_pack("[o]", idmap_json(u->container_id, u->host_id, u->length)));
         json_object_set_new(linux, "gidMappings",
-                            json_pack("[{s:I, s:I, s:I}]", "containerID",
-                                      (json_int_t)in->gid_map->container_id, "hostID",
-                                      (json_int_t)in->gid_map->host_id, "size",
-                                      (json_int_t)in->gid_map->length));
+                            json_pack("[o]", idmap_json(g->container_id, g->host_id, g->length)));
     }
     if (rootfs_prop)
         json_object_set_new(linux, "rootfsPropagation", json_string(rootfs_prop));
