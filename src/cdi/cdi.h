@@ -36,9 +36,10 @@
 
 #include "base/base.h"
 
-#define CDI_SPEC_MAX_BYTES (4u << 20) /* a file larger is refused */
-#define CDI_FILES_MAX      1024       /* spec files per directory */
-#define CDI_NAMES_MAX      256        /* devices one container may ask for */
+#define CDI_SPEC_MAX_BYTES (4u << 20)  /* a file larger is refused */
+#define CDI_FILES_MAX      1024        /* spec files per directory */
+#define CDI_LOAD_MAX_BYTES (32u << 20) /* spec files read in all, by one load */
+#define CDI_NAMES_MAX      256         /* devices one container may ask for */
 
 /* Parses and validates a spec's text (YAML when yaml, else JSON): known
  * cdiVersion, kind "vendor/class", devices with valid unique names and
@@ -70,8 +71,8 @@ struct cdi_registry {
 
 /* Reads every *.json, *.yaml and *.yml regular file directly in each
  * directory (a missing directory is fine). Blocking. A file that does not
- * parse is recorded with its error; -ENOMEM and -E2BIG (too many files)
- * fail the whole load. */
+ * parse is recorded with its error; -ENOMEM and -E2BIG (too many files,
+ * or more than CDI_LOAD_MAX_BYTES of them) fail the whole load. */
 int cdi_registry_load(const char *const *dirs, size_t n_dirs, struct cdi_registry *ret,
                       struct err *err);
 void cdi_registry_clear(struct cdi_registry *r);

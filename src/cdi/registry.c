@@ -41,7 +41,11 @@ static char *kind_of(const char *text, size_t len, bool yaml)
     return r;
 }
 
-static int load_file(int dfd, const char *dir, const char *name, int dir_index, struct cdi_file *f)
+/* *left: the bytes the load may still read (CDI_LOAD_MAX_BYTES in all),
+ * so that a directory full of large files costs a create a bounded read;
+ * -E2BIG past it. */
+static int load_file(int dfd, const char *dir, const char *name, int dir_index, size_t *left,
+                     struct cdi_file *f)
 {
     *f = (struct cdi_file){.dir = dir_index};
     if (asprintf(&f->path, "%s/%s", dir, name) < 0) {
@@ -61,10 +65,17 @@ static int load_file(int dfd, const char *dir, const char *name, int dir_index, 
         r = err_set(&e, errno, "open");
     else if (!S_ISREG(st.st_mode))
         return 1; /* not a file: skipped */
+    else if (st.st_size <= CDI_SPEC_MAX_BYTES && (uint64_t)st.st_size > *left)
+        return -E2BIG;
     else if ((r = read_fd_all(fd, CDI_SPEC_MAX_BYTES, &text, &len)) < 0)
         r = err_set(&e, -r, "read");
-    else if ((r = cdi_spec_parse(text, len, yaml, &f->spec, &e)) == -ENOMEM)
-        return -ENOMEM;
+    else if (len > *left)
+        return -E2BIG; /* grew since fstat */
+    if (r == 0) {
+        *left -= len;
+        if ((r = cdi_spec_parse(text, len, yaml, &f->spec, &e)) == -ENOMEM)
+            return -ENOMEM;
+    }
     if (r < 0) {
         if (!(f->error = strdup(err_str(&e))))
             return -ENOMEM;
@@ -74,7 +85,8 @@ static int load_file(int dfd, const char *dir, const char *name, int dir_index, 
     return 0;
 }
 
-static int load_dir(const char *dir, int dir_index, struct cdi_registry *reg, struct err *err)
+static int load_dir(const char *dir, int dir_index, size_t *left, struct cdi_registry *reg,
+                    struct err *err)
 {
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
@@ -121,7 +133,7 @@ static int load_dir(const char *dir, int dir_index, struct cdi_registry *reg, st
             goto out;
         }
         reg->files = nf;
-        int lr = load_file(dfd, dir, names[i], dir_index, &reg->files[reg->n]);
+        int lr = load_file(dfd, dir, names[i], dir_index, left, &reg->files[reg->n]);
         if (lr == 0) {
             reg->n++;
         } else {
@@ -130,6 +142,13 @@ static int load_dir(const char *dir, int dir_index, struct cdi_registry *reg, st
             free(f->error);
             free(f->kind);
             json_decref(f->spec);
+            if (lr == -E2BIG) {
+                r = err_set_msg(err, E2BIG,
+                                "CDI spec directories: more than %u MiB of spec files to read "
+                                "(at `%s/%s`)",
+                                CDI_LOAD_MAX_BYTES >> 20, dir, names[i]);
+                goto out;
+            }
             if (lr < 0) {
                 r = err_set(err, -lr, "CDI spec `%s/%s`", dir, names[i]);
                 goto out;
@@ -148,8 +167,9 @@ int cdi_registry_load(const char *const *dirs, size_t n_dirs, struct cdi_registr
                       struct err *err)
 {
     *ret = (struct cdi_registry){0};
+    size_t left = CDI_LOAD_MAX_BYTES;
     for (size_t i = 0; i < n_dirs; i++) {
-        int r = load_dir(dirs[i], (int)i, ret, err);
+        int r = load_dir(dirs[i], (int)i, &left, ret, err);
         if (r < 0) {
             cdi_registry_clear(ret);
             return r;

@@ -229,3 +229,27 @@ def test_cdi_device_leaves_the_order_of_other_mounts_alone(cdi_env, cdi_dirs, tm
     assert hosts[plain] == hosts[dev], hosts
     assert "from-the-volume" not in hosts[plain] and "the volume's" in hosts[plain], hosts
     assert sh(env, dev, "ls /dev/cdi-zero")[0] == 0
+
+
+def test_cdi_spec_directories_read_within_a_bound(cdi_env, cdi_dirs):
+    """A create reads at most 32 MiB of spec files in all: past it, a clear
+    refusal naming the bound, and nothing of the container left; the
+    device works again once the files are gone."""
+    env, (etc, run) = cdi_env, cdi_dirs
+    pb = env.pb
+    write(run / "zero.json", zero_spec())
+    # nine files just within the 4 MiB a file may be: 35 MiB in all
+    pads = [etc / f"pad{i}.json" for i in range(9)]
+    for p in pads:
+        p.write_text('{"pad": "' + "x" * ((4 << 20) - 200) + '"}')
+    pod = env.pod()
+    dev = [pb.CDIDevice(name="example.com/zero=z")]
+    with pytest.raises(grpc.RpcError) as e:
+        sleeper(env, pod, "c", CDI_devices=dev)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert "more than 32 MiB of spec files" in e.value.details(), e.value.details()
+    assert containers_left(env) == ([], [], [])
+    for p in pads:
+        p.unlink()
+    cid = sleeper(env, pod, "c", CDI_devices=dev)
+    assert sh(env, cid, "test -c /dev/cdi-zero && echo ok")[1] == "ok\n"
