@@ -33,6 +33,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(SRC / "tests" / "image"))
+sys.path.insert(0, str(SRC / "tests"))  # tests/waiting.py, which imagelib uses
 import benchlib  # noqa: E402
 
 WORK_ENV = "KINGLET_BENCH_WORK"

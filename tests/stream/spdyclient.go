@@ -11,6 +11,17 @@
 //	    prints "<bytes> <sha256>" (one line per connection, in order),
 //	    "ERROR <text>" from the error stream, or "REFUSED" if the server
 //	    reset its streams.
+//	spdyclient proxypf URL PORT -down N | -up N
+//	    port-forward as it reaches a runtime in a cluster: spdystream on the
+//	    bare TCP connection (no read buffer, as client-go's SpdyRoundTripper
+//	    hands it over), through a hop that copies raw bytes both ways with
+//	    32 KiB reads (kubelet's UpgradeAwareHandler), the data stream joined
+//	    to a local TCP connection with io.Copy (kubectl). A local client
+//	    reads N bytes from the pod (-down) or sends N and reads the pod's
+//	    answer line (-up); prints "<bytes> <seconds>" then the answer.
+//	    On stderr: "STATS ..." the reads of the hop and of the stream.
+//	    -tls: TLS between the hop and spdystream, as between kubelet and
+//	    the API server.
 //	spdyclient upgrade URL [-proto P,...]
 //	    prints the HTTP status line and the negotiated protocol, then quits.
 //
@@ -35,6 +46,9 @@ package main
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -42,6 +56,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -65,6 +80,10 @@ func dial(raw string, protos string) (*spdystream.Connection, string, *http.Resp
 	return sc, proto, resp
 }
 
+// dialVia is dialConn that dials addr (a hop) instead of the URL's host,
+// and gives spdystream the bare connection, as client-go does.
+var dialVia string
+
 // dialConn is dial that also returns the TCP connection, for callers that
 // close it without spdystream's graceful shutdown.
 func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.Response, net.Conn) {
@@ -85,9 +104,16 @@ func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.
 			fail("dial: %v", err)
 		}
 	} else {
-		conn, err = net.DialTimeout("tcp", u.Host, 10*time.Second)
+		host := u.Host
+		if dialVia != "" {
+			host = dialVia
+		}
+		conn, err = net.DialTimeout("tcp", host, 10*time.Second)
 		if err != nil {
 			fail("dial: %v", err)
+		}
+		if hopTLS {
+			conn = tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
 		}
 	}
 	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", u.RequestURI(), u.Host)
@@ -108,7 +134,14 @@ func dialConn(raw string, protos string) (*spdystream.Connection, string, *http.
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		return nil, "", resp, nil
 	}
-	sc, err := spdystream.NewConnection(&bufConn{conn, br}, false)
+	var sconn net.Conn = &bufConn{conn, br}
+	if dialVia != "" {
+		if br.Buffered() > 0 {
+			fail("bytes after the 101 response")
+		}
+		sconn = conn
+	}
+	sc, err := spdystream.NewConnection(sconn, false)
 	if err != nil {
 		fail("spdy: %v", err)
 	}
@@ -367,7 +400,166 @@ func hold(args []string) {
 	}
 }
 
+// readerOnly and writerOnly hide ReadFrom/WriteTo, so io.CopyBuffer
+// really copies through its buffer (Go splices TCP to TCP otherwise; the
+// kubelet's hop writes to a TLS connection, which cannot).
+type readerOnly struct{ io.Reader }
+type writerOnly struct{ io.Writer }
+
+// counted counts the reads of a reader, for the stats line.
+type counted struct {
+	io.Reader
+	reads, bytes *int64
+}
+
+func (c counted) Read(p []byte) (int, error) {
+	n, err := c.Reader.Read(p)
+	if n > 0 {
+		*c.reads++
+		*c.bytes += int64(n)
+	}
+	return n, err
+}
+
+var hopReads, hopBytes, dataReads, dataBytes int64
+
+// hopTLS: the hop's client side is TLS, as kubelet's server is to the API
+// server (a throwaway self-signed certificate).
+var hopTLS bool
+
+func selfSigned() tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		fail("key: %v", err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		fail("certificate: %v", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// hop accepts one connection on l and joins it to addr, 32 KiB at a time.
+func hop(l net.Listener, addr string) {
+	in, err := l.Accept()
+	if err != nil {
+		fail("hop accept: %v", err)
+	}
+	if hopTLS {
+		in = tls.Server(in, &tls.Config{Certificates: []tls.Certificate{selfSigned()}})
+	}
+	out, err := net.Dial("tcp", addr)
+	if err != nil {
+		fail("hop dial: %v", err)
+	}
+	cp := func(dst net.Conn, src io.Reader) {
+		io.CopyBuffer(writerOnly{dst}, readerOnly{src}, make([]byte, 32<<10))
+		if t, ok := dst.(interface{ CloseWrite() error }); ok {
+			t.CloseWrite()
+		}
+	}
+	go cp(out, in)
+	go cp(in, counted{out, &hopReads, &hopBytes})
+}
+
+func proxyPF(args []string) {
+	fs := flag.NewFlagSet("proxypf", flag.ExitOnError)
+	down := fs.Int64("down", 0, "bytes to read from the pod")
+	up := fs.Int64("up", 0, "bytes to send to the pod")
+	fs.BoolVar(&hopTLS, "tls", false, "TLS between the hop and us")
+	fs.Parse(args[2:])
+	u, err := url.Parse(args[0])
+	if err != nil {
+		fail("url: %v", err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	go hop(hl, u.Host)
+	dialVia = hl.Addr().String()
+	sc, _, resp := dial(args[0], "portforward.k8s.io")
+	if sc == nil {
+		fmt.Printf("HTTP %d\n", resp.StatusCode)
+		os.Exit(98)
+	}
+	h := http.Header{}
+	h.Set("streamType", "error")
+	h.Set("port", args[1])
+	h.Set("requestID", "0")
+	es := stream(sc, h)
+	h.Set("streamType", "data")
+	ds := stream(sc, h)
+	go func() {
+		if msg, _ := io.ReadAll(es); len(msg) > 0 {
+			fail("error stream: %s", msg)
+		}
+	}()
+	// kubectl's side: the local port
+	ll, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	go func() {
+		conn, err := ll.Accept()
+		if err != nil {
+			fail("accept: %v", err)
+		}
+		go func() {
+			io.Copy(conn, counted{ds, &dataReads, &dataBytes})
+			conn.(*net.TCPConn).CloseWrite()
+		}()
+		go func() {
+			io.Copy(ds, conn)
+			ds.Close()
+		}()
+	}()
+	// the user's client
+	lc, err := net.Dial("tcp", ll.Addr().String())
+	if err != nil {
+		fail("dial local: %v", err)
+	}
+	t0 := time.Now()
+	var n int64
+	answer := ""
+	if *up > 0 {
+		chunk := make([]byte, 32<<10)
+		for n < *up {
+			k := int64(len(chunk))
+			if *up-n < k {
+				k = *up - n
+			}
+			w, err := lc.Write(chunk[:k])
+			n += int64(w)
+			if err != nil {
+				fail("write: %v", err)
+			}
+		}
+		// the answer comes once the pod has all (the half-close is not
+		// passed on by every runtime)
+		b, _ := bufio.NewReader(lc).ReadString('\n')
+		answer = strings.TrimSpace(b)
+	} else {
+		n, _ = io.Copy(io.Discard, lc)
+		if n != *down {
+			fail("read %d of %d bytes", n, *down)
+		}
+	}
+	fmt.Printf("%d %.6f\n%s\n", n, time.Since(t0).Seconds(), answer)
+	// racy reads of the counters, good enough for a look
+	fmt.Fprintf(os.Stderr, "STATS hop reads from the runtime %d (%d B each), stream reads %d (%d B each)\n",
+		hopReads, hopBytes/(hopReads+1), dataReads, dataBytes/(dataReads+1))
+	lc.Close()
+	sc.Close()
+}
+
 func main() {
+	if len(os.Args) >= 4 && os.Args[1] == "proxypf" {
+		proxyPF(os.Args[2:])
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "execloop" {
 		execLoop(os.Args[2:])
 		return
