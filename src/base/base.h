@@ -86,6 +86,32 @@ int err_wrap(struct err *err, const char *fmt, ...) _printf_(2, 3);
 const char *err_str(const struct err *err);
 void err_clear(struct err *err);
 
+/* An error as a record for another process: the code and the message
+ * apart, never the system's text, so that the reader rebuilds the error
+ * object, err_str adds that text once and a status map sees the real
+ * errno (libuv's exec-error pipe carries the binary errno the same way).
+ * Both ends are this binary on one host: native byte order. Layout:
+ *   u32 magic and version ("KER1"), i32 code, u32 flags (1: no_sys),
+ *   u32 message length, then the message (no NUL).
+ * At most ERR_RECORD_MAX bytes: one write, atomic on a pipe (PIPE_BUF). */
+#define ERR_RECORD_MAGIC 0x3152454bu /* "KER1" */
+#define ERR_RECORD_HEAD  16
+#define ERR_RECORD_MAX   (ERR_RECORD_HEAD + ERR_MSG_MAX - 1)
+/* Encodes err into buf; the record's length. */
+size_t err_record_encode(const struct err *err, uint8_t buf[static ERR_RECORD_MAX]);
+/* Rebuilds an error from exactly one record of len bytes: 0; -EPROTO for a
+ * record cut short, of another magic or version, whose length field
+ * disagrees with len, or whose message holds a NUL; -EMSGSIZE for one
+ * longer than ERR_RECORD_MAX. A code that is no errno becomes EIO. */
+int err_record_decode(const void *buf, size_t len, struct err *ret);
+/* One write of err's record: 0 or -errno (-EPIPE: nobody reads). */
+int err_record_write(int fd, const struct err *err);
+/* Reads what fd holds until EOF (or, on a non-blocking fd, until nothing
+ * more is pending) and decodes it: 0; -ENODATA when nothing was written;
+ * the errors of err_record_decode; -errno of read. Reads at most one byte
+ * more than a record can be, whatever the writer sends. */
+int err_record_read(int fd, struct err *ret);
+
 /* ---- logging ------------------------------------------------------------ */
 
 enum log_level { LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };

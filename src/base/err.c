@@ -3,6 +3,7 @@
  * handed on (from a child over a socket, into another error) must not
  * carry the system's text, or it is shown twice. */
 #include <string.h>
+#include <unistd.h>
 
 #include "base.h"
 
@@ -95,4 +96,78 @@ void err_clear(struct err *err)
         err->no_sys = false;
         err->msg[0] = '\0';
     }
+}
+
+/* ---- the record another process reads ---------------------------------- */
+
+#define ERR_RECORD_NO_SYS 1u
+
+size_t err_record_encode(const struct err *err, uint8_t buf[static ERR_RECORD_MAX])
+{
+    uint32_t magic = ERR_RECORD_MAGIC, flags = err->no_sys ? ERR_RECORD_NO_SYS : 0;
+    int32_t code = err->code ? err->code : EIO;
+    uint32_t len = (uint32_t)strnlen(err->msg, ERR_MSG_MAX - 1);
+    memcpy(buf, &magic, 4);
+    memcpy(buf + 4, &code, 4);
+    memcpy(buf + 8, &flags, 4);
+    memcpy(buf + 12, &len, 4);
+    memcpy(buf + ERR_RECORD_HEAD, err->msg, len);
+    return ERR_RECORD_HEAD + len;
+}
+
+int err_record_decode(const void *buf, size_t len, struct err *ret)
+{
+    const uint8_t *b = buf;
+    if (len > ERR_RECORD_MAX)
+        return -EMSGSIZE;
+    if (len < ERR_RECORD_HEAD)
+        return -EPROTO;
+    uint32_t magic, flags, mlen;
+    int32_t code;
+    memcpy(&magic, b, 4);
+    memcpy(&code, b + 4, 4);
+    memcpy(&flags, b + 8, 4);
+    memcpy(&mlen, b + 12, 4);
+    if (magic != ERR_RECORD_MAGIC || (flags & ~ERR_RECORD_NO_SYS) ||
+        mlen != len - ERR_RECORD_HEAD || memchr(b + ERR_RECORD_HEAD, '\0', mlen))
+        return -EPROTO;
+    if (flags & ERR_RECORD_NO_SYS)
+        err_set_msg(ret, code, "%.*s", (int)mlen, (const char *)b + ERR_RECORD_HEAD);
+    else
+        err_set(ret, code, "%.*s", (int)mlen, (const char *)b + ERR_RECORD_HEAD);
+    return 0;
+}
+
+int err_record_write(int fd, const struct err *err)
+{
+    uint8_t buf[ERR_RECORD_MAX];
+    size_t n = err_record_encode(err, buf);
+    ssize_t w;
+    do
+        w = write(fd, buf, n);
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+        return -errno;
+    return (size_t)w == n ? 0 : -EIO;
+}
+
+int err_record_read(int fd, struct err *ret)
+{
+    uint8_t buf[ERR_RECORD_MAX + 1];
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    if (!got)
+        return -ENODATA;
+    return err_record_decode(buf, got, ret);
 }

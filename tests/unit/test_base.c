@@ -249,6 +249,80 @@ static void errors_show_the_system_text_once(void **state)
     assert_int_equal(err_set(NULL, EPERM, "nothing"), -EPERM);
 }
 
+/* The record another process reads rebuilds the error as it was (code,
+ * message, no_sys), and whatever else arrives is refused, not shown. */
+static void err_records_round_trip_and_refuse_the_rest(void **state)
+{
+    (void)state;
+    struct err e = {0}, got = {0};
+    err_set(&e, ENOENT, "`mounts[3].source`: `/x`");
+    uint8_t buf[ERR_RECORD_MAX + 8];
+    size_t n = err_record_encode(&e, buf);
+    assert_int_equal(n, ERR_RECORD_HEAD + strlen(e.msg));
+    assert_int_equal(err_record_decode(buf, n, &got), 0);
+    assert_int_equal(got.code, ENOENT);
+    assert_string_equal(err_str(&got), "`mounts[3].source`: `/x`: No such file or directory");
+    /* Every cut of it is refused, and leaves the object alone. */
+    for (size_t k = 0; k < n; k++) {
+        struct err none = {0};
+        assert_int_equal(err_record_decode(buf, k, &none), -EPROTO);
+        assert_int_equal(none.code, 0);
+    }
+    /* So is a record with a byte too many, a NUL in its message, another
+     * magic, unknown flags, or one longer than any record can be. */
+    buf[n] = 'x';
+    assert_int_equal(err_record_decode(buf, n + 1, &got), -EPROTO);
+    buf[ERR_RECORD_HEAD + 2] = '\0';
+    assert_int_equal(err_record_decode(buf, n, &got), -EPROTO);
+    n = err_record_encode(&e, buf);
+    buf[0] ^= 1;
+    assert_int_equal(err_record_decode(buf, n, &got), -EPROTO);
+    n = err_record_encode(&e, buf);
+    buf[9] = 1;
+    assert_int_equal(err_record_decode(buf, n, &got), -EPROTO);
+    assert_int_equal(err_record_decode(buf, ERR_RECORD_MAX + 1, &got), -EMSGSIZE);
+    /* err_set_msg's errors stay without system text; a longest message
+     * fits; a code that is no errno becomes EIO. */
+    memset(e.msg, 'm', sizeof(e.msg));
+    e.msg[sizeof(e.msg) - 1] = '\0';
+    e.code = EACCES;
+    e.no_sys = true;
+    n = err_record_encode(&e, buf);
+    assert_int_equal(n, ERR_RECORD_MAX);
+    assert_int_equal(err_record_decode(buf, n, &got), 0);
+    assert_int_equal(got.code, EACCES);
+    assert_string_equal(err_str(&got), e.msg);
+    int32_t odd = 70000;
+    memcpy(buf + 4, &odd, 4);
+    assert_int_equal(err_record_decode(buf, n, &got), 0);
+    assert_int_equal(got.code, EIO);
+
+    /* Through a pipe: nothing written, a record, a truncated record, and
+     * a writer that sends far more than a record (read stops one byte
+     * past the largest). */
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    close(p[1]);
+    assert_int_equal(err_record_read(p[0], &got), -ENODATA);
+    close(p[0]);
+    assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    err_set(&e, ENOTDIR, "bundle");
+    assert_int_equal(err_record_write(p[1], &e), 0);
+    /* the writer still open (a child holds it): the read does not wait */
+    assert_int_equal(err_record_read(p[0], &got), 0);
+    assert_string_equal(err_str(&got), "bundle: Not a directory");
+    n = err_record_encode(&e, buf);
+    assert_int_equal(write(p[1], buf, n - 1), (ssize_t)n - 1);
+    assert_int_equal(err_record_read(p[0], &got), -EPROTO);
+    static uint8_t big[3 * ERR_RECORD_MAX];
+    memset(big, 'x', sizeof(big));
+    memcpy(big, buf, ERR_RECORD_HEAD);
+    assert_int_equal(write(p[1], big, sizeof(big)), (ssize_t)sizeof(big));
+    assert_int_equal(err_record_read(p[0], &got), -EMSGSIZE);
+    close(p[0]);
+    close(p[1]);
+}
+
 /* What memfd_sealed hands out holds the data and refuses every change. */
 static void memfd_sealed_cannot_change(void **state)
 {
@@ -637,6 +711,7 @@ static void strv_keeps_order_and_copies(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(errors_show_the_system_text_once),
+    cmocka_unit_test(err_records_round_trip_and_refuse_the_rest),
     cmocka_unit_test(log_escapes_controls),
     cmocka_unit_test(atomic_writes_are_private),
     cmocka_unit_test(path_depths),
