@@ -18,15 +18,40 @@ struct gopts {
     const char *root;
 };
 
+/* --error-fd N: the failure also goes there as an error record (base.h:
+ * code and message apart), for a caller that maps the code (the daemon's
+ * CreateContainer) rather than scrape a log line for people. */
+static int error_fd = -1;
+static struct err cli_err;
+
 static int fail(struct err *err)
 {
     log_error("%s", err_str(err));
+    cli_err = *err;
     return 1;
+}
+
+/* fail() for an error made here: with the system's text for code, or
+ * (no_sys) a message that says it all. */
+_printf_(3, 4) static int failf(int code, bool no_sys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[ERR_MSG_MAX];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    struct err err = {0};
+    if (no_sys)
+        err_set_msg(&err, code, "%s", msg);
+    else
+        err_set(&err, code, "%s", msg);
+    return fail(&err);
 }
 
 static int usage_error(const char *cmd, const char *what)
 {
     log_error("%s: %s", cmd, what);
+    err_set_msg(&cli_err, EINVAL, "%s: %s", cmd, what);
     return 2;
 }
 
@@ -42,6 +67,8 @@ static const char global_usage[] =
     "  --root DIR               container state (default " OCI_ROOT_DEFAULT ")\n"
     "  --log FILE               write errors to FILE instead of stderr\n"
     "  --log-format text|json   the format of those lines\n"
+    "  --error-fd N             also write a failure to fd N as a binary record\n"
+    "                           (errno and message apart; see src/base/base.h)\n"
     "  --debug                  log each step\n"
     "  --systemd-cgroup, --rootless VALUE   accepted for runc compatibility; ignored\n"
     "  -h, --help               show this help\n"
@@ -291,8 +318,7 @@ static int cmd_kill(const struct gopts *g, int argc, char **argv)
         return usage_error("kill", "expected a container id and an optional signal");
     int sig = SIGTERM;
     if (argc - optind == 2 && oci_signal_parse(argv[optind + 1], &sig) < 0) {
-        log_error("kill: unknown signal `%s`", argv[optind + 1]);
-        return 1;
+        return failf(EINVAL, true, "kill: unknown signal `%s`", argv[optind + 1]);
     }
     struct err err = {0};
     return oci_container_kill(g->root, argv[optind], sig, all, &err) < 0 ? fail(&err) : 0;
@@ -529,8 +555,7 @@ static int cmd_update(const struct gopts *g, int argc, char **argv)
     int r =
         read_file_at(AT_FDCWD, strcmp(file, "-") == 0 ? "/dev/stdin" : file, 1 << 20, &data, NULL);
     if (r < 0) {
-        log_error("update: --resources `%s`: %s", file, strerror(-r));
-        return 1;
+        return failf(-r, false, "update: --resources `%s`", file);
     }
     struct err err = {0};
     return oci_container_update(g->root, argv[optind], data, &err) < 0 ? fail(&err) : 0;
@@ -623,8 +648,7 @@ static int cmd_exec(const struct gopts *g, int argc, char **argv)
     if (process_file) {
         int r = read_file_at(AT_FDCWD, process_file, OCI_CONFIG_MAX, &pj, NULL);
         if (r < 0) {
-            log_error("exec: --process `%s`: %s", process_file, strerror(-r));
-            return 1;
+            return failf(-r, false, "exec: --process `%s`", process_file);
         }
         o.process_json = pj;
     } else if (optind >= argc) {
@@ -672,8 +696,7 @@ static int cmd_spec(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/config.json", bundle);
     if (access(path, F_OK) == 0) {
         json_decref(j);
-        log_error("spec: `%s` already exists", path);
-        return 1;
+        return failf(EEXIST, true, "spec: `%s` already exists", path);
     }
     int r = j ? json_dump_file(j, path, JSON_INDENT(2)) : -1;
     json_decref(j);
@@ -726,12 +749,25 @@ static int cmd_features(void)
     return 0;
 }
 
+static int cli_main(int argc, char **argv, char **full_argv);
+
 int oci_cli_main(int argc, char **argv, char **full_argv)
+{
+    int rc = cli_main(argc, argv, full_argv);
+    /* A nonzero status without an error (run's, the container's) is no
+     * failure of ours: nothing is written. */
+    if (rc && error_fd >= 0 && cli_err.code)
+        err_record_write(error_fd, &cli_err);
+    return rc;
+}
+
+static int cli_main(int argc, char **argv, char **full_argv)
 {
     static const struct option lo[] = {
         {"root", required_argument, NULL, 'r'},
         {"log", required_argument, NULL, 'l'},
         {"log-format", required_argument, NULL, 'f'},
+        {"error-fd", required_argument, NULL, 'e'},
         {"debug", no_argument, NULL, 'd'},
         {"systemd-cgroup", no_argument, NULL, 's'},
         {"rootless", required_argument, NULL, 'R'},
@@ -764,6 +800,16 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
         case 'd':
             log_set_level(LOG_LEVEL_DEBUG);
             break;
+        case 'e': {
+            char *end;
+            errno = 0;
+            long fd = strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || fd < 0 || fd > INT_MAX ||
+                fcntl((int)fd, F_GETFD) < 0)
+                return usage_error("oci", "--error-fd: expected an open file descriptor");
+            error_fd = (int)fd;
+            break;
+        }
         case 's':
         case 'R':
             break;
@@ -799,11 +845,14 @@ int oci_cli_main(int argc, char **argv, char **full_argv)
     if (strcmp(cmd, "create") == 0 || strcmp(cmd, "run") == 0) {
         int r = exe_reexec_sealed(full_argv);
         if (r < 0) {
-            log_error("oci %s: cannot run from a sealed view of the kinglet binary: %s", cmd,
-                      strerror(-r));
-            return 1;
+            return failf(-r, false, "oci %s: cannot run from a sealed view of the kinglet binary",
+                         cmd);
         }
     }
+    /* Inherited on purpose, through the sealed re-execution above; not by
+     * the container's process nor the monitor program. */
+    if (error_fd >= 0)
+        fcntl(error_fd, F_SETFD, FD_CLOEXEC);
     if (strcmp(cmd, "create") == 0)
         return cmd_create_run(&g, cargc, cargv, false);
     if (strcmp(cmd, "run") == 0)

@@ -199,9 +199,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
     /* The init resolves relative bind sources from the bundle; chdir here,
      * where the host's permissions still apply to us. */
     if (chdir(o->bundle) < 0) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "bundle: %s", strerror(errno));
-        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "bundle");
         _exit(1);
     }
     int ep[2];
@@ -222,7 +220,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
                     if (fd >= 0)
                         err_set(&err, errno, "`linux.namespaces`: join pid namespace `%s`",
                                 spec->ns[k].path);
-                    oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, err.code, err.msg);
+                    oci_sync_send_err(c->mon_fd, &err);
                     _exit(1);
                 }
                 close(fd);
@@ -263,7 +261,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
                     ? oci_clone_in_userns(spec->ns[OCI_NS_USER].path, flags, cgfd, &cerr)
                     : clone3_into(flags, cgfd);
     if (pid < 0 && clone_in_userns) {
-        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, cerr.code, cerr.msg);
+        oci_sync_send_err(c->mon_fd, &cerr);
         _exit(1);
     }
     if (pid == 0) {
@@ -289,9 +287,7 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         oci_init_main(&a);
     }
     if (pid < 0) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "clone the container init: %s", strerror(errno));
-        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, msg);
+        oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "clone the container init");
         _exit(1);
     }
     if (c->cg && (cgfd < 0 || clone_in_userns))
@@ -337,10 +333,9 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         close(c->mon_fd);
     int r = monitor_exec(&ma);
     /* Tell the creating process; the init, without its parent, must go. */
-    char msg[160];
-    int n = snprintf(msg, sizeof(msg), "start the container monitor: %s", strerror(-r));
-    ssize_t w = write(c->exec_check, msg, (size_t)n);
-    (void)w;
+    struct err merr = {0};
+    err_set(&merr, r, "start the container monitor");
+    err_record_write(c->exec_check, &merr);
     kill(pid, SIGKILL);
     _exit(1);
 }
@@ -430,7 +425,7 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
             if ((c->spec->ns[OCI_NS_USER].enabled && !c->spec->ns[OCI_NS_USER].path &&
                  (r = oci_idmap_write(c->init, c->spec, err)) < 0) ||
                 (r = send_idmapped_trees(c, err)) < 0) {
-                oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
+                oci_sync_send_err(c->sync_fd, err);
                 return r;
             }
             oci_sync_send(c->sync_fd, OCI_SYNC_ACK, 0, NULL);
@@ -449,7 +444,7 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
                                              h->n[OCI_HOOK_CREATE_RUNTIME], st, "createRuntime",
                                              c->cancel_fd, err);
                 if (r < 0) {
-                    oci_sync_send(c->sync_fd, OCI_SYNC_ERROR, err->code, err->msg);
+                    oci_sync_send_err(c->sync_fd, err);
                     return r;
                 }
             }
@@ -459,7 +454,7 @@ static int serve_init(struct create_ctx *c, const struct oci_create_opts *o, con
         case OCI_SYNC_READY:
             return 0;
         case OCI_SYNC_ERROR:
-            return err_set(err, m.value ? m.value : EIO, "%s", m.text);
+            return oci_sync_err(&m, err);
         default:
             return err_set(err, EPROTO, "unexpected message %d from the container init", m.type);
         }
@@ -659,7 +654,7 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
         goto fail;
     }
     if (m.type == OCI_SYNC_ERROR) {
-        r = err_set(err, m.value ? m.value : EIO, "%s", m.text);
+        r = oci_sync_err(&m, err);
         goto fail;
     }
     c.init = m.value;
@@ -681,20 +676,15 @@ static int container_create(const struct oci_create_opts *o, bool run, int conso
 
     log_debug("create `%s`: init ready", o->id);
     /* The monitor has replaced itself with the monitor program (EOF) or
-     * says why it could not. */
-    {
-        char msg[200];
-        ssize_t n;
-        if ((r = wait_or_cancel(exec_check, cancel_fd, err)) < 0)
-            goto fail;
-        do
-            n = read(exec_check, msg, sizeof(msg) - 1);
-        while (n < 0 && errno == EINTR);
-        if (n > 0) {
-            msg[n] = '\0';
-            r = err_set(err, EIO, "%s", msg);
-            goto fail;
-        }
+     * says why it could not (an error record). */
+    if ((r = wait_or_cancel(exec_check, cancel_fd, err)) < 0)
+        goto fail;
+    if ((r = err_record_read(exec_check, err)) != -ENODATA) {
+        if (r == 0)
+            r = -err->code;
+        else
+            err_set(err, EPROTO, "the container monitor's report");
+        goto fail;
     }
     rec.creating = false;
     rec.created_ns = now_real_ns();

@@ -80,9 +80,11 @@ static int run_one(const struct oci_hook *h, const char *state, int cancel_fd, s
             return err_set(err, errno, "wait for hook `%s`", h->path);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
+    /* The hook's own failure: no errno of ours says more than this (and
+     * ECANCELED would read as the caller's cancelling). */
     if (WIFSIGNALED(status))
-        return err_set(err, ECANCELED, "hook `%s`: killed by signal %d", h->path, WTERMSIG(status));
-    return err_set(err, ECANCELED, "hook `%s`: exit status %d", h->path, WEXITSTATUS(status));
+        return err_set_msg(err, EIO, "hook `%s`: killed by signal %d", h->path, WTERMSIG(status));
+    return err_set_msg(err, EIO, "hook `%s`: exit status %d", h->path, WEXITSTATUS(status));
 }
 
 int oci_hooks_run(const struct oci_hook *hooks, size_t n, const char *state_json, const char *what,

@@ -137,7 +137,7 @@ static int setup(const struct oci_init_args *a, pid_t *host_pid, int *tty_slave,
             if (fd >= 0)
                 close(fd);
             if (m.type == OCI_SYNC_ERROR)
-                return err_set(err, m.value ? m.value : EIO, "%s", m.text);
+                return oci_sync_err(&m, err);
             if (m.type != OCI_SYNC_ACK)
                 return err_set(err, EPROTO, "id mappings not written");
             break;
@@ -250,7 +250,7 @@ _Noreturn void oci_init_main(const struct oci_init_args *a)
     for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
         signal(sigs[i], SIG_DFL);
     if (setup(a, &host_pid, &tty_slave, &exe, &err) < 0) {
-        oci_sync_send(a->sync_fd, OCI_SYNC_ERROR, err.code, err.msg);
+        oci_sync_send_err(a->sync_fd, &err);
         _exit(1);
     }
     if (a->console_fd >= 0)

@@ -384,6 +384,14 @@ int oci_sync_recv_fd(int sock, struct oci_sync_msg *m, int *ret_fd);
  * kinglet-enter's messages. -errno, -EPIPE at EOF, -EPROTO when short. */
 int oci_sync_recv_from(int sock, struct oci_sync_msg *m, int *ret_fd, pid_t *ret_from);
 int oci_sync_recv(int fd, struct oci_sync_msg *m, int timeout_ms);
+/* An error crosses a sync socket as OCI_SYNC_ERROR: its code in value
+ * (with OCI_SYNC_NO_SYS when the message says it all), its message as
+ * text, never the system's text: the receiver rebuilds the error object
+ * (oci_sync_err) and shows that text once. */
+#define OCI_SYNC_NO_SYS 0x10000
+int oci_sync_send_err(int fd, const struct err *err);
+/* The error of an OCI_SYNC_ERROR message, into err; returns -err->code. */
+int oci_sync_err(const struct oci_sync_msg *m, struct err *err);
 
 /* Raw syscalls glibc 2.36 lacks wrappers for. */
 int oci_pivot_root(const char *new_root, const char *put_old);

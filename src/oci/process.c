@@ -194,8 +194,13 @@ int oci_process_find(const struct oci_process *p, char **ret, struct err *err)
 {
     const char *a0 = p->args[0];
     if (strchr(a0, '/')) {
-        if (access(a0, F_OK) < 0)
+        /* What execve would refuse, refused now, while create can still
+         * say so (as runc's create does). */
+        struct stat st;
+        if (stat(a0, &st) < 0)
             return err_set(err, errno, "`process.args[0]`: `%s`", a0);
+        if (S_ISDIR(st.st_mode) || !(st.st_mode & 0111))
+            return err_set(err, EACCES, "`process.args[0]`: `%s`", a0);
         *ret = strdup(a0);
         return *ret ? 0 : -ENOMEM;
     }

@@ -271,6 +271,20 @@ int oci_sync_send(int fd, int type, int value, const char *text)
     }
 }
 
+int oci_sync_send_err(int fd, const struct err *err)
+{
+    return oci_sync_send(fd, OCI_SYNC_ERROR, err->code | (err->no_sys ? OCI_SYNC_NO_SYS : 0),
+                         err->msg);
+}
+
+int oci_sync_err(const struct oci_sync_msg *m, struct err *err)
+{
+    int code = m->value & ~OCI_SYNC_NO_SYS;
+    if (m->value & OCI_SYNC_NO_SYS)
+        return err_set_msg(err, code ? code : EIO, "%s", m->text);
+    return err_set(err, code ? code : EIO, "%s", m->text);
+}
+
 int oci_sync_send_fd(int sock, int type, int value, int fd)
 {
     struct oci_sync_msg m = {.type = type, .value = value};
