@@ -361,27 +361,40 @@ static int mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, str
     return 0;
 }
 
-/* The last error line of `kinglet oci --log-format json`. */
-static void oci_log_error(const char *log, struct err *err)
+/* Runs `kinglet oci` with argv and waits for it. Its failure comes back
+ * as the error record it writes to --error-fd (base.h: the code and the
+ * message apart), so that the status map sees the executor's errno and
+ * the system's text is added once; its --log is for people. The record is
+ * read once it has exited, from a non-blocking pipe: the container's init
+ * holds a copy of the write end until its execve. */
+static int executor_run(char **argv, struct err *err)
 {
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    if (read_file_at(AT_FDCWD, log, 1 << 20, &text, &len) < 0 || !len) {
-        err_set(err, EIO, "the executor failed without a message");
-        return;
-    }
-    char *line = text, *last = NULL;
-    for (char *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-        *nl = '\0';
-        if (strstr(line, "\"level\":\"error\""))
-            last = line;
-    }
-    if (!last && strstr(line, "\"level\":\"error\""))
-        last = line;
-    json_t *o = last ? json_loads(last, 0, NULL) : NULL;
-    const char *msg = json_string_value(json_object_get(o, "msg"));
-    err_set(err, EIO, "%s", msg ? msg : "the executor failed");
-    json_decref(o);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        return err_set(err, errno, "the executor's error pipe");
+    _cleanup_close_ int rd = p[0];
+    _cleanup_close_ int wr = p[1];
+    /* the write end becomes the executor's fd 3 */
+    pid_t pid;
+    int r = spawn_start(exe_children_path(), argv, exe_children_env(), -1, -1, -1, &wr, 1, &pid);
+    if (r < 0)
+        return err_set(err, -r, "run the executor");
+    close(TAKE_FD(wr));
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return err_set(err, errno, "wait for the executor");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    r = err_record_read(rd, err);
+    if (r == 0)
+        return -err->code;
+    if (r != -ENODATA)
+        return err_set(err, EPROTO, "the executor's error record");
+    if (WIFSIGNALED(status))
+        return err_set_msg(err, EIO, "the executor was killed by signal %d", WTERMSIG(status));
+    return err_set_msg(err, EIO, "the executor failed with exit status %d without an error",
+                       WEXITSTATUS(status));
 }
 
 static void create_work(uv_work_t *req)
@@ -567,7 +580,7 @@ static void create_work(uv_work_t *req)
     {
         char log[4400];
         snprintf(log, sizeof(log), "%s/oci.log", bundle);
-        char *argv[20];
+        char *argv[24];
         int n = 0;
         argv[n++] = "kinglet";
         argv[n++] = "oci";
@@ -577,6 +590,8 @@ static void create_work(uv_work_t *req)
         argv[n++] = log;
         argv[n++] = "--log-format";
         argv[n++] = "json";
+        argv[n++] = "--error-fd";
+        argv[n++] = "3";
         argv[n++] = "create";
         argv[n++] = "--bundle";
         argv[n++] = bundle;
@@ -590,17 +605,8 @@ static void create_work(uv_work_t *req)
             argv[n++] = "--cri-stdin-once";
         argv[n++] = (char *)id;
         argv[n] = NULL;
-        int status = 0;
-        if ((r = spawn_wait(exe_children_path(), argv, exe_children_env(), -1, -1, -1, &status)) <
-            0) {
-            j->r = err_set(&j->err, -r, "run the executor");
+        if ((j->r = executor_run(argv, &j->err)) < 0)
             goto fail;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            oci_log_error(log, &j->err);
-            j->r = -j->err.code;
-            goto fail;
-        }
     }
     r = oci_container_monitor(j->oci_root, id, &j->pid, &j->err);
     if (r < 0) {
