@@ -222,7 +222,7 @@ int oci_process_find(const struct oci_process *p, char **ret, struct err *err)
             break;
         s = e + 1;
     }
-    return err_set(err, ENOENT, "`process.args[0]`: `%s` not found in $PATH", a0);
+    return err_set_msg(err, ENOENT, "`process.args[0]`: `%s` not found in $PATH", a0);
 }
 
 int oci_process_cwd(const struct oci_process *p, struct err *err)
