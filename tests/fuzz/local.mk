@@ -119,6 +119,13 @@ tests_fuzz_fuzz_monitor_logfmt_SOURCES = tests/fuzz/fuzz_monitor_logfmt.c src/mo
 tests_fuzz_fuzz_monitor_logfmt_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_monitor_logfmt_LDFLAGS = $(NET_FUZZ_FLAGS)
 
+# base/err: the error record `kinglet oci` and the monitor child write for
+# the daemon and the creator (err_record_decode).
+noinst_PROGRAMS += tests/fuzz/fuzz_err_record
+tests_fuzz_fuzz_err_record_SOURCES = tests/fuzz/fuzz_err_record.c src/base/err.c
+tests_fuzz_fuzz_err_record_CFLAGS = $(AM_CFLAGS) $(NET_FUZZ_FLAGS)
+tests_fuzz_fuzz_err_record_LDFLAGS = $(NET_FUZZ_FLAGS)
+
 # cdi: CDI spec files (JSON and YAML), resolved and applied.
 noinst_PROGRAMS += tests/fuzz/fuzz_cdi_spec
 tests_fuzz_fuzz_cdi_spec_SOURCES = tests/fuzz/fuzz_cdi_spec.c $(libkcdi_a_SOURCES)
@@ -178,7 +185,7 @@ EXTRA_DIST += tests/fuzz/cri_requests_corpus tests/fuzz/cdi_spec_corpus tests/fu
 	tests/fuzz/stream_tls_corpus \
 	tests/fuzz/seccomp_corpus tests/fuzz/cgroup_resources_corpus \
 	tests/fuzz/oci_spec_corpus tests/fuzz/oci_state_corpus tests/fuzz/oci_criu_corpus tests/fuzz/store_pod_corpus tests/fuzz/store_ctr_corpus \
-	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus \
+	tests/fuzz/monitor_logfmt_corpus tests/fuzz/runtime_config_corpus tests/fuzz/err_record_corpus \
 	tests/fuzz/net_lease_corpus tests/fuzz/net_nft_listing_corpus tests/fuzz/image_registry_corpus tests/fuzz/image_http_corpus \
 	tests/fuzz/image_pull_corpus tests/fuzz/image_import_corpus tests/fuzz/image_store_corpus \
 	tests/fuzz/image_unpack_corpus tests/fuzz/image_manifest_corpus
