@@ -147,7 +147,7 @@ static void *writer_main(void *unused)
             int fd = open_log(W.path);
             char msg[300];
             if (fd < 0) {
-                snprintf(msg, sizeof(msg), "error %s", strerror(errno));
+                snprintf(msg, sizeof(msg), "error errno %d open `%.200s`", errno, W.path);
             } else {
                 if (old >= 0)
                     close(old);

@@ -13,7 +13,9 @@ struct monitor_exit_msg {
 };
 
 /* The control socket: <state dir>/ctl.sock, SOCK_SEQPACKET. One request
- * per connection; the answer is "ok" or "error <reason>". */
+ * per connection; the answer is "ok", "error <reason>", or, when a system
+ * call failed, "error errno <N> <reason>": the code apart from a reason
+ * without the system's text, which the reader adds once (base.h). */
 #define MONITOR_CTL_SOCK   "ctl.sock"
 #define MONITOR_CTL_REOPEN "reopen" /* reopen the log file (ReopenContainerLog) */
 /* "attach[ stdin][ stdout][ stderr]": after "ok", the connection carries
