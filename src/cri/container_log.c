@@ -11,7 +11,7 @@
 #include <sys/un.h>
 
 #include "cri/containers.h"
-#include "monitor/proto.h"
+#include "monitor/monitor.h"
 
 struct reopen_job {
     uv_work_t req;
@@ -54,28 +54,13 @@ static int ctl_ask(const char *dir, const char *req, char *buf, size_t size, str
     return 0;
 }
 
-/* A monitor's "error ..." answer (monitor/proto.h) as an error object:
- * with its errno when it sends one, else a reason that says it all (and a
- * monitor of an older kinglet sends the system's text in it). */
-static int monitor_error(const char *answer, struct err *err)
-{
-    if (!str_has_prefix(answer, "error "))
-        return err_set_msg(err, EPROTO, "the container's monitor answered `%.100s`", answer);
-    const char *p = answer + strlen("error ");
-    char *end = NULL;
-    long code = str_has_prefix(p, "errno ") ? strtol(p + strlen("errno "), &end, 10) : 0;
-    if (end && code > 0 && code <= 4095 && *end == ' ')
-        return err_set(err, (int)code, "%s", end + 1);
-    return err_set_msg(err, EIO, "%s", p);
-}
-
 static void reopen_work(uv_work_t *req)
 {
     struct reopen_job *j = req->data;
     char answer[512];
     j->r = ctl_ask(j->path, MONITOR_CTL_REOPEN, answer, sizeof(answer), &j->err);
-    if (j->r == 0 && strcmp(answer, "ok") != 0)
-        j->r = monitor_error(answer, &j->err);
+    if (j->r == 0)
+        j->r = monitor_answer_err(answer, &j->err);
 }
 
 static void reopen_done(uv_work_t *req, int status)

@@ -30,6 +30,6 @@ EXTRA_DIST += src/monitor/main.c src/monitor/logfmt.c src/monitor/logfmt.h
 
 noinst_LIBRARIES += libkmonitor.a
 libkmonitor_a_SOURCES = src/monitor/monitor.h src/monitor/proto.h src/monitor/launch.c \
-	src/monitor/blob.S
+	src/monitor/answer.c src/monitor/blob.S
 libkmonitor_a_CCASFLAGS = -I$(builddir)
 src/monitor/libkmonitor_a-blob.$(OBJEXT): src/monitor/kinglet-monitor

@@ -34,6 +34,13 @@ struct monitor_args {
  * failure, with -errno. */
 int monitor_exec(const struct monitor_args *a);
 
+struct err;
+/* A control socket answer (proto.h) as an error: 0 for "ok"; the errno of
+ * "error errno N reason" with the reason; EIO for another "error reason"
+ * (shown without system text: the reason says it all); EPROTO for anything
+ * else. Returns -err->code. */
+int monitor_answer_err(const char *answer, struct err *err);
+
 /* The embedded program (blob.S). */
 extern const unsigned char monitor_program[];
 extern const unsigned char monitor_program_end[];

@@ -31,7 +31,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "monitor/proto.h"
+#include "monitor/monitor.h"
 #include "stream/internal.h"
 
 #define DRAIN_MS      2000
@@ -695,8 +695,8 @@ static void attach_work(uv_work_t *w)
         return;
     }
     ans[n] = '\0';
-    if (strncmp(ans, "ok", 2) != 0) {
-        s->r = err_set(&s->err, EIO, "the monitor refused: %.200s", ans);
+    if (monitor_answer_err(ans, &s->err) < 0) {
+        s->r = err_wrap(&s->err, "the monitor refused");
         close(fd);
         return;
     }

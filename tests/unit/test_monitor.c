@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "monitor/logfmt.h"
+#include "monitor/monitor.h"
 #include "store/store.h"
 
 struct rec {
@@ -188,8 +189,30 @@ static void container_record_refused(void **state)
     }
 }
 
+/* The control socket's answers (proto.h): an errno crosses as a code, so
+ * the daemon shows its text once and maps it; a bare reason says it all. */
+static void control_answers_become_errors(void **state)
+{
+    (void)state;
+    struct err e = {0};
+    assert_int_equal(monitor_answer_err("ok", &e), 0);
+    assert_int_equal(e.code, 0);
+    assert_int_equal(monitor_answer_err("error errno 2 open `/var/log/x`", &e), -ENOENT);
+    assert_string_equal(err_str(&e), "open `/var/log/x`: No such file or directory");
+    assert_int_equal(monitor_answer_err("error too many clients attached", &e), -EIO);
+    assert_string_equal(err_str(&e), "too many clients attached");
+    /* an older monitor's text, and codes no errno can be: as they came */
+    assert_int_equal(monitor_answer_err("error No such file or directory", &e), -EIO);
+    assert_string_equal(err_str(&e), "No such file or directory");
+    assert_int_equal(monitor_answer_err("error errno 99999 x", &e), -EIO);
+    assert_string_equal(err_str(&e), "errno 99999 x");
+    assert_int_equal(monitor_answer_err("error errno 2", &e), -EIO);
+    assert_int_equal(monitor_answer_err("okay", &e), -EPROTO);
+    assert_int_equal(monitor_answer_err("", &e), -EPROTO);
+}
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(lines_and_partials),
+    cmocka_unit_test(control_answers_become_errors),
     cmocka_unit_test(header_format),
     cmocka_unit_test(container_record_roundtrip),
     cmocka_unit_test(container_record_refused),
