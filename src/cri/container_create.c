@@ -69,6 +69,7 @@ struct create_job {
     int monitor_fd;
     pid_t pid;
     struct err err;
+    bool err_named; /* err names the container already (the executor's) */
     int r;
 };
 
@@ -605,8 +606,10 @@ static void create_work(uv_work_t *req)
             argv[n++] = "--cri-stdin-once";
         argv[n++] = (char *)id;
         argv[n] = NULL;
-        if ((j->r = executor_run(argv, &j->err)) < 0)
+        if ((j->r = executor_run(argv, &j->err)) < 0) {
+            j->err_named = true; /* "create container `ID`: ..." */
             goto fail;
+        }
     }
     r = oci_container_monitor(j->oci_root, id, &j->pid, &j->err);
     if (r < 0) {
@@ -691,7 +694,8 @@ static void create_done(uv_work_t *req, int status)
     if (j->r < 0) {
         struct err e = {0};
         image_release(cri->images, j->rec.id, release_done, NULL, &e);
-        err_wrap(&j->err, "create container");
+        if (!j->err_named)
+            err_wrap(&j->err, "create container");
         cri_fail_err(call, &j->err);
         create_job_free(j);
         return;

@@ -25,8 +25,11 @@ def fails(env, pod, name, **kw):
 
 def check(code, details, want_code, text, container_id=True):
     """The code, the system's text exactly once (and no other), no errno
-    number, and nothing of the container left."""
+    number, the failed step named once, and nothing of the container
+    left."""
     assert code == want_code, (code, details)
+    assert details.startswith("create container") and details.count("create container") == 1, \
+        details
     if text:
         assert details.count(text) == 1, details
     for other in SYSTEM_TEXTS:
