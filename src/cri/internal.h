@@ -36,6 +36,7 @@ struct cri_call {
 
 struct cri_events;
 struct fs_walk;
+struct stats_job;
 
 struct cri {
     uv_loop_t *loop;
@@ -66,7 +67,11 @@ struct cri {
      * (service.c) */
     bool recovered;
     struct cri_call *pending, *pending_tail;
-    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
+    struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
+    /* stats.c: one stats job in the thread pool at a time; later ones wait
+     * here, in arrival order */
+    bool stats_busy;
+    struct stats_job *stats_waiting, *stats_waiting_tail;
     struct stream_server *streams; /* streaming.c: exec, attach, port-forward */
 };
 

@@ -30,6 +30,14 @@
 #include "cri/stats.h"
 
 #define STATS_DU_TTL_NS (10ull * 1000000000ull)
+/* A container decides how many processes and descriptors it has: a worker
+ * looks at no more than these per container (a process reads two /proc
+ * files, a descriptor one readlink), so that one container cannot make a
+ * scrape last as long as it likes. Past the cap the figures are lower
+ * bounds: memory from the processes (hybrid hosts), threads, descriptors
+ * and sockets count the first ones only. */
+#define STATS_PROCS_MAX 4096
+#define STATS_FDS_MAX   4096
 
 static void sample_clear(struct sample *s)
 {
@@ -58,16 +66,19 @@ static bool proc_value(const char *text, const char *key, uint64_t *ret)
     return true;
 }
 
-/* Open descriptors of one process, and how many of them are sockets. */
+/* Open descriptors of one process, and how many of them are sockets, added
+ * to *fds and *sockets while *fds is under STATS_FDS_MAX. */
 static void count_fds(pid_t pid, uint64_t *fds, uint64_t *sockets)
 {
+    if (*fds >= STATS_FDS_MAX)
+        return;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
     DIR *d = opendir(path);
     if (!d)
         return;
     struct dirent *de;
-    while ((de = readdir(d))) {
+    while (*fds < STATS_FDS_MAX && (de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
         (*fds)++;
@@ -97,7 +108,7 @@ static void procs_measure(struct oci_cgroup *cg, struct sample *s)
     if (oci_cgroup_pids(cg, &pids, &n, &e) < 0)
         return;
     s->pr.ok = s->metrics;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && i < STATS_PROCS_MAX; i++) {
         char f[64];
         _cleanup_free_ char *status = NULL, *stat = NULL;
         snprintf(f, sizeof(f), "/proc/%d/status", (int)pids[i]);
@@ -245,6 +256,7 @@ enum stats_kind { STATS_CONTAINER, STATS_CONTAINERS, STATS_POD, STATS_PODS, STAT
 
 struct stats_job {
     uv_work_t req;
+    struct stats_job *next; /* cri->stats_waiting */
     struct cri_call *call;  /* loop side only: a unary call */
     struct list_stream *ls; /* or a stream's chunk */
     enum stats_kind kind;
@@ -763,10 +775,51 @@ static int pack_chunk(struct list_stream *ls, struct stats_job *j)
     return r;
 }
 
+/* One job in the thread pool at a time: a scrape reads /proc and the cgroups
+ * of every container and may walk writable layers, and the pool's four
+ * threads are also the ones CreateContainer, pulls and removals need. So
+ * clients scraping at once take turns (in arrival order) rather than
+ * filling the pool, and no two workers ever walk the same layer. */
+static void stats_done(uv_work_t *req, int status);
+
+static void run(struct cri *cri, struct stats_job *j)
+{
+    cri->stats_busy = true;
+    uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
+}
+
+static void queue(struct cri *cri, struct stats_job *j)
+{
+    if (!cri->stats_busy) {
+        run(cri, j);
+        return;
+    }
+    j->next = NULL;
+    if (cri->stats_waiting_tail)
+        cri->stats_waiting_tail->next = j;
+    else
+        cri->stats_waiting = j;
+    cri->stats_waiting_tail = j;
+}
+
+/* The job in the pool has returned: the next one goes. */
+static void run_next(struct cri *cri)
+{
+    struct stats_job *j = cri->stats_waiting;
+    cri->stats_busy = false;
+    if (!j)
+        return;
+    cri->stats_waiting = j->next;
+    if (!cri->stats_waiting)
+        cri->stats_waiting_tail = NULL;
+    run(cri, j);
+}
+
 static void stats_done(uv_work_t *req, int status)
 {
     struct stats_job *j = req->data;
     struct list_stream *ls = j->ls;
+    run_next(ls ? ls->call->cri : j->call->cri);
     if (ls) {
         int r = status < 0 ? -ECANCELED : ls->cancelled ? 0 : pack_chunk(ls, j);
         stats_job_free(j);
@@ -807,11 +860,6 @@ static struct stats_job *call_job_new(struct cri_call *call, enum stats_kind kin
     }
     j->call = call;
     return j;
-}
-
-static void queue(struct cri *cri, struct stats_job *j)
-{
-    uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
 }
 
 static bool pod_of(const struct stats_job *j, const struct container *c)

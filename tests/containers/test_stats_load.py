@@ -1,0 +1,78 @@
+"""Stats and metrics under load a container makes: a container decides how
+many processes and descriptors it has, so a scrape looks at a bounded
+number of them, and scrapes from many clients take turns in the thread
+pool instead of filling it, so that creating pods and containers goes on
+meanwhile."""
+import threading
+import time
+
+from .conftest import wait_for
+
+FDS_MAX = 4096  # src/cri/stats.c STATS_FDS_MAX
+PROCS = 200
+FDS = 1000  # per process: under the containers' RLIMIT_NOFILE of 1024
+
+
+def metric(pm, cid, name):
+    for p in pm:
+        for c in p.container_metrics:
+            if c.container_id == cid:
+                for m in c.metrics:
+                    if m.name == name:
+                        return m.value.value
+    return None
+
+
+def test_crowded_container_scraped_by_many(env):
+    pb = env.pb
+    pod = env.pod()
+    # one shell opens FDS descriptors and starts PROCS children that inherit
+    # them: PROCS * FDS descriptors in the container
+    script = (f"i=10; while [ $i -lt {10 + FDS} ]; do eval \"exec $i</dev/null\"; i=$((i+1)); "
+              f"done; i=0; while [ $i -lt {PROCS} ]; do sleep 100000 & i=$((i+1)); done; "
+              "exec sleep 100000")
+    cid = env.run(pod, "crowd", ["/bin/sh", "-c", script])
+    env.wait_procs(cid, PROCS + 1, timeout=120)
+
+    stop = threading.Event()
+    seen, errors = [], []
+
+    def scrape():
+        while not stop.is_set():
+            try:
+                pm = env.rs.ListPodSandboxMetrics(pb.ListPodSandboxMetricsRequest(),
+                                                  timeout=300).pod_metrics
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+                return
+            seen.append((metric(pm, cid, "container_file_descriptors"),
+                         metric(pm, cid, "container_sockets"),
+                         metric(pm, cid, "container_threads")))
+
+    scrapers = [threading.Thread(target=scrape) for _ in range(6)]
+    for t in scrapers:
+        t.start()
+    try:
+        wait_for(lambda: seen or errors, timeout=300, what="a first scrape")
+        # while they scrape, a new pod and container come within a normal
+        # deadline
+        t0 = time.monotonic()
+        pod2 = env.pod("other", timeout=30)
+        cid2 = env.rs.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=pod2[0], config=env.config("c", command=["sleep", "100000"]),
+            sandbox_config=pod2[1]), timeout=30).container_id
+        env.rs.StartContainer(pb.StartContainerRequest(container_id=cid2), timeout=30)
+        took = time.monotonic() - t0
+        n = len(seen)
+        wait_for(lambda: len(seen) >= n + 6 or errors, timeout=300, what="more scrapes")
+    finally:
+        stop.set()
+        for t in scrapers:
+            t.join()
+    assert not errors, errors
+    print(f"pod and container in {took:.2f} s, {len(seen)} scrapes")
+    for fds, sockets, threads in seen:
+        # each process holds more than FDS descriptors: counted up to the cap
+        assert fds == FDS_MAX, fds
+        assert sockets is not None and sockets <= fds
+        assert threads is not None and threads >= PROCS + 1
