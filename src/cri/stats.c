@@ -41,6 +41,8 @@
 
 static void sample_clear(struct sample *s)
 {
+    if (s->refs)
+        cri_cursor_close(s->refs, &s->ref);
     free(s->cgroup);
     free(s->layer);
     free(s->netns);
@@ -285,9 +287,30 @@ static void stats_job_free(struct stats_job *j)
 }
 
 /* metrics: measure what only ListPodSandboxMetrics reports, too. */
+static void sample_ref(struct cri_cursor **refs, void *obj, struct sample *s)
+{
+    s->refs = refs;
+    s->obj = obj;
+    cri_cursor_open(refs, &s->ref, obj);
+}
+
+/* The container or sandbox measured, NULL if it is gone. */
+static struct container *sample_ctr(const struct sample *s)
+{
+    struct container *c = s->ref.at;
+    return c && c == s->obj && !strcmp(c->rec.id, s->id) ? c : NULL;
+}
+
+static struct sandbox *sample_pod(const struct sample *s)
+{
+    struct sandbox *sb = s->ref.at;
+    return sb && sb == s->obj && !strcmp(sb->rec.id, s->id) ? sb : NULL;
+}
+
 static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bool metrics)
 {
     memcpy(s->id, c->rec.id, sizeof(s->id));
+    sample_ref(&cri->containers->cursors, c, s);
     if (c->rec.cgroup_path && !(s->cgroup = strdup(c->rec.cgroup_path)))
         return -ENOMEM;
     if (metrics) {
@@ -308,6 +331,7 @@ static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bo
 static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 {
     memcpy(s->id, sb->rec.id, sizeof(s->id));
+    sample_ref(&cri->sandboxes->cursors, sb, s);
     /* A pod with a cgroup parent (kubelet's pod cgroup) is measured there:
      * its containers' cgroups are siblings of the sandbox's own. */
     if (sb->rec.cgroup_path && !(s->cgroup = strdup(sb->rec.cgroup_path)))
@@ -329,33 +353,70 @@ static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 
 /* ---- filters ---- */
 
-static bool ctr_wanted(struct cri *cri, struct container *c,
-                       const Runtime__V1__ContainerStatsFilter *f)
+/* A filter's ids (which may be prefixes) resolved once per call, not once
+ * per item: id and pod are full ids, "" for any; none: an id of the filter
+ * names nothing, so nothing matches. */
+struct ids_match {
+    bool none;
+    char id[STORE_ID_LEN + 1], pod[STORE_ID_LEN + 1];
+};
+
+static void ids_match_ctrs(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
+                           struct ids_match *m)
+{
+    *m = (struct ids_match){0};
+    bool amb;
+    if (f && f->id && *f->id) {
+        struct container *c = container_find(cri, f->id, &amb);
+        if (c)
+            memcpy(m->id, c->rec.id, sizeof(m->id));
+        else
+            m->none = true;
+    }
+    if (f && f->pod_sandbox_id && *f->pod_sandbox_id) {
+        struct sandbox *sb = sandbox_find(cri, f->pod_sandbox_id, &amb);
+        if (sb)
+            memcpy(m->pod, sb->rec.id, sizeof(m->pod));
+        else
+            m->none = true;
+    }
+}
+
+static void ids_match_pods(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
+                           struct ids_match *m)
+{
+    *m = (struct ids_match){0};
+    bool amb;
+    if (f && f->id && *f->id) {
+        struct sandbox *sb = sandbox_find(cri, f->id, &amb);
+        if (sb)
+            memcpy(m->id, sb->rec.id, sizeof(m->id));
+        else
+            m->none = true;
+    }
+}
+
+static bool ctr_wanted(struct container *c, const Runtime__V1__ContainerStatsFilter *f,
+                       const struct ids_match *m)
 {
     if (c->rec.state != STORE_CTR_RUNNING && c->rec.state != STORE_CTR_CREATED)
         return false; /* as containerd: stats of what runs */
     if (!f)
         return true;
-    bool amb;
-    if (f->id && *f->id && container_find(cri, f->id, &amb) != c)
+    if (m->none || (*m->id && strcmp(c->rec.id, m->id) != 0) ||
+        (*m->pod && strcmp(c->rec.pod_id, m->pod) != 0))
         return false;
-    if (f->pod_sandbox_id && *f->pod_sandbox_id) {
-        struct sandbox *sb = sandbox_find(cri, f->pod_sandbox_id, &amb);
-        if (!sb || strcmp(sb->rec.id, c->rec.pod_id) != 0)
-            return false;
-    }
     return CRI_LABELS_MATCH(c->config, f);
 }
 
-static bool pod_wanted(struct cri *cri, struct sandbox *sb,
-                       const Runtime__V1__PodSandboxStatsFilter *f)
+static bool pod_wanted(struct sandbox *sb, const Runtime__V1__PodSandboxStatsFilter *f,
+                       const struct ids_match *m)
 {
     if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY)
         return false;
     if (!f)
         return true;
-    bool amb;
-    if (f->id && *f->id && sandbox_find(cri, f->id, &amb) != sb)
+    if (m->none || (*m->id && strcmp(sb->rec.id, m->id) != 0))
         return false;
     return CRI_LABELS_MATCH(sb->config, f);
 }
@@ -453,9 +514,20 @@ struct ctr_msg {
     Runtime__V1__UInt64Value savail, susage;
 };
 
+/* The writable layer's usage a worker measured is the container's, cached. */
+static void du_keep(struct container *c, const struct sample *s)
+{
+    if (s->du_ok) {
+        c->du_bytes = s->du_bytes;
+        c->du_inodes = s->du_inodes;
+        c->du_ns = s->ts;
+    }
+}
+
 static void ctr_fill(struct cri *cri, struct container *c, const struct sample *s,
                      struct ctr_msg *m)
 {
+    du_keep(c, s);
     runtime__v1__container_stats__init(&m->st);
     runtime__v1__container_attributes__init(&m->attr);
     m->attr.id = c->rec.id;
@@ -466,11 +538,6 @@ static void ctr_fill(struct cri *cri, struct container *c, const struct sample *
     m->attr.annotations =
         (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
     m->st.attributes = &m->attr;
-    if (s->du_ok) {
-        c->du_bytes = s->du_bytes;
-        c->du_inodes = s->du_inodes;
-        c->du_ns = s->ts;
-    }
     if (s->ok) {
         usage_fill(&m->u, s, &c->cpu_prev_ns, &c->cpu_prev_ts);
         m->st.cpu = &m->u.cpu;
@@ -591,7 +658,7 @@ static void stats_msgs_clear(struct stats_msgs *m)
 static void build_containers(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
     for (size_t i = 0; i < j->n_ctrs; i++) {
-        struct container *c = container_find_exact(cri, j->ctrs[i].id);
+        struct container *c = sample_ctr(&j->ctrs[i]);
         if (!c)
             continue; /* removed meanwhile */
         ctr_fill(cri, c, &j->ctrs[i], &m->cm[m->n]);
@@ -600,66 +667,57 @@ static void build_containers(struct cri *cri, struct stats_job *j, struct stats_
     }
 }
 
+/* Pod stats or pod metrics: each pod with its containers, whose samples
+ * follow one another in the job (add_ctrs_of_pods). */
 static void build_pods(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
-    size_t k = 0;
+    bool metrics = j->kind == STATS_METRICS;
+    size_t used = 0, k = 0; /* metrics and containers so far */
     for (size_t i = 0; i < j->n_pods; i++) {
-        bool amb;
-        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
-        if (!sb)
-            continue;
-        pod_fill(sb, &j->pods[i], &m->pm[m->n]);
-        size_t first = k;
-        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
-            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
-            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
-                continue;
-            ctr_fill(cri, c, &j->ctrs[c_], &m->cm[k]);
-            m->cp[k] = &m->cm[k].st;
-            k++;
-        }
-        m->pm[m->n].lx.containers = m->cp + first;
-        m->pm[m->n].lx.n_containers = k - first;
-        m->pp[m->n] = &m->pm[m->n].st;
-        m->n++;
-    }
-}
-
-static void build_metrics(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
-{
-    size_t used = 0, k = 0;
-    for (size_t i = 0; i < j->n_pods; i++) {
-        bool amb;
-        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
+        const struct sample *ps = &j->pods[i];
+        struct sandbox *sb = sample_pod(ps);
         if (!sb)
             continue;
         Runtime__V1__PodSandboxMetrics *p = &m->xm[m->n];
-        runtime__v1__pod_sandbox_metrics__init(p);
-        p->pod_sandbox_id = sb->rec.id;
-        p->metrics = m->mp + used;
-        p->n_metrics = cri_metrics_pod(sb, &j->pods[i], m->mm + used, m->mp + used);
-        used += p->n_metrics;
+        if (metrics) {
+            runtime__v1__pod_sandbox_metrics__init(p);
+            p->pod_sandbox_id = sb->rec.id;
+            p->metrics = m->mp + used;
+            p->n_metrics = cri_metrics_pod(sb, ps, m->mm + used, m->mp + used);
+            used += p->n_metrics;
+        } else {
+            pod_fill(sb, ps, &m->pm[m->n]);
+        }
         size_t first = k;
-        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
-            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
-            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
+        for (size_t x = ps->ctr0; x < ps->ctr0 + ps->n_ctrs; x++) {
+            const struct sample *cs = &j->ctrs[x];
+            struct container *c = sample_ctr(cs);
+            if (!c)
                 continue;
-            if (j->ctrs[c_].du_ok) {
-                c->du_bytes = j->ctrs[c_].du_bytes;
-                c->du_inodes = j->ctrs[c_].du_inodes;
-                c->du_ns = j->ctrs[c_].ts;
+            if (metrics) {
+                du_keep(c, cs);
+                runtime__v1__container_metrics__init(&m->ym[k]);
+                m->ym[k].container_id = c->rec.id;
+                m->ym[k].metrics = m->mp + used;
+                m->ym[k].n_metrics = cri_metrics_ctr(c, cs, m->mm + used, m->mp + used);
+                used += m->ym[k].n_metrics;
+                m->yp[k] = &m->ym[k];
+            } else {
+                ctr_fill(cri, c, cs, &m->cm[k]);
+                m->cp[k] = &m->cm[k].st;
             }
-            runtime__v1__container_metrics__init(&m->ym[k]);
-            m->ym[k].container_id = c->rec.id;
-            m->ym[k].metrics = m->mp + used;
-            m->ym[k].n_metrics = cri_metrics_ctr(c, &j->ctrs[c_], m->mm + used, m->mp + used);
-            used += m->ym[k].n_metrics;
-            m->yp[k] = &m->ym[k];
             k++;
         }
-        p->container_metrics = m->yp + first;
-        p->n_container_metrics = k - first;
-        m->xp[m->n++] = p;
+        if (metrics) {
+            p->container_metrics = m->yp + first;
+            p->n_container_metrics = k - first;
+            m->xp[m->n] = p;
+        } else {
+            m->pm[m->n].lx.containers = m->cp + first;
+            m->pm[m->n].lx.n_containers = k - first;
+            m->pp[m->n] = &m->pm[m->n].st;
+        }
+        m->n++;
     }
 }
 
@@ -683,8 +741,6 @@ static int stats_build(struct cri *cri, struct stats_job *j, struct stats_msgs *
     }
     if (j->kind == STATS_CONTAINER || j->kind == STATS_CONTAINERS)
         build_containers(cri, j, m);
-    else if (j->kind == STATS_METRICS)
-        build_metrics(cri, j, m);
     else
         build_pods(cri, j, m);
     return 0;
@@ -784,6 +840,15 @@ static void stats_done(uv_work_t *req, int status);
 
 static void run(struct cri *cri, struct stats_job *j)
 {
+    /* a layer measured by the jobs this one waited for is not walked again */
+    for (size_t i = 0; i < j->n_ctrs; i++) {
+        struct sample *s = &j->ctrs[i];
+        struct container *c = s->layer ? sample_ctr(s) : NULL;
+        if (c && now_real_ns() - c->du_ns < STATS_DU_TTL_NS) {
+            free(s->layer);
+            s->layer = NULL;
+        }
+    }
     cri->stats_busy = true;
     uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
 }
@@ -862,28 +927,50 @@ static struct stats_job *call_job_new(struct cri_call *call, enum stats_kind kin
     return j;
 }
 
-static bool pod_of(const struct stats_job *j, const struct container *c)
+static int by_id(const void *a, const void *b)
 {
-    for (size_t i = 0; i < j->n_pods; i++)
-        if (!strcmp(j->pods[i].id, c->rec.pod_id))
-            return true;
-    return false;
+    return strcmp((*(const struct sample *const *)a)->id, (*(const struct sample *const *)b)->id);
 }
 
-/* The containers (that run) of the job's pods join it; -ENOMEM. */
+/* The containers (that run) of the job's pods join it, grouped by pod: pod
+ * i's are ctrs[pods[i].ctr0] on, pods[i].n_ctrs of them; -ENOMEM. */
 static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
 {
+    _cleanup_free_ struct sample **sorted = calloc(j->n_pods + 1, sizeof(*sorted));
+    if (!sorted)
+        return -ENOMEM;
+    for (size_t i = 0; i < j->n_pods; i++)
+        sorted[i] = &j->pods[i];
+    qsort(sorted, j->n_pods, sizeof(*sorted), by_id);
+    struct sample key, *kp = &key, **hit;
     size_t n = 0;
-    for (struct container *c = cri->containers->head; c; c = c->next)
-        n += pod_of(j, c) && ctr_wanted(cri, c, NULL);
+    for (struct container *c = cri->containers->head; c; c = c->next) {
+        memcpy(key.id, c->rec.pod_id, sizeof(key.id));
+        if (ctr_wanted(c, NULL, NULL) &&
+            (hit = bsearch(&kp, sorted, j->n_pods, sizeof(*sorted), by_id))) {
+            (*hit)->n_ctrs++;
+            n++;
+        }
+    }
     struct sample *v = calloc(n + 1, sizeof(*v));
     if (!v)
         return -ENOMEM;
+    for (size_t i = 0, at = 0; i < j->n_pods; i++) {
+        j->pods[i].ctr0 = at;
+        at += j->pods[i].n_ctrs;
+        j->pods[i].n_ctrs = 0; /* counted again as they are taken */
+    }
     free(j->ctrs);
     j->ctrs = v;
-    for (struct container *c = cri->containers->head; c && j->n_ctrs < n; c = c->next)
-        if (pod_of(j, c) && ctr_wanted(cri, c, NULL))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], j->kind == STATS_METRICS);
+    j->n_ctrs = n;
+    for (struct container *c = cri->containers->head; c; c = c->next) {
+        memcpy(key.id, c->rec.pod_id, sizeof(key.id));
+        if (ctr_wanted(c, NULL, NULL) &&
+            (hit = bsearch(&kp, sorted, j->n_pods, sizeof(*sorted), by_id))) {
+            struct sample *p = *hit;
+            ctr_sample(cri, c, &j->ctrs[p->ctr0 + p->n_ctrs++], j->kind == STATS_METRICS);
+        }
+    }
     return 0;
 }
 
@@ -903,11 +990,12 @@ void cri_container_stats(struct cri_call *call)
 /* The containers a ListContainerStats filter wants from *at on, at most max
  * of them, into j; *at ends at the first container not looked at. */
 static void ctrs_take(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
-                      struct container **at, struct stats_job *j, size_t max)
+                      const struct ids_match *m, struct container **at, struct stats_job *j,
+                      size_t max)
 {
     struct container *c = *at;
     for (; c && j->n_ctrs < max; c = c->next)
-        if (ctr_wanted(cri, c, f))
+        if (ctr_wanted(c, f, m))
             ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
     *at = c;
 }
@@ -920,8 +1008,10 @@ void cri_list_container_stats(struct cri_call *call)
     struct stats_job *j = call_job_new(call, STATS_CONTAINERS, cri->containers->n, 0);
     if (!j)
         return;
+    struct ids_match m;
+    ids_match_ctrs(cri, req->filter, &m);
     struct container *at = cri->containers->head;
-    ctrs_take(cri, req->filter, &at, j, cri->containers->n);
+    ctrs_take(cri, req->filter, &m, &at, j, cri->containers->n);
     queue(cri, j);
 }
 
@@ -947,11 +1037,12 @@ void cri_pod_sandbox_stats(struct cri_call *call)
 /* The pods a ListPodSandboxStats filter wants from *at on, at most max of
  * them, with their containers, into j; -ENOMEM. */
 static int pods_take(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
-                     struct sandbox **at, struct stats_job *j, size_t max)
+                     const struct ids_match *m, struct sandbox **at, struct stats_job *j,
+                     size_t max)
 {
     struct sandbox *sb = *at;
     for (; sb && j->n_pods < max; sb = sb->next)
-        if (!sb->creating && pod_wanted(cri, sb, f))
+        if (!sb->creating && pod_wanted(sb, f, m))
             pod_sample(cri, sb, &j->pods[j->n_pods++]);
     *at = sb;
     return add_ctrs_of_pods(cri, j);
@@ -964,8 +1055,10 @@ static void pods_job(struct cri_call *call, enum stats_kind kind,
     struct stats_job *j = call_job_new(call, kind, 0, cri->sandboxes->n);
     if (!j)
         return;
+    struct ids_match m;
+    ids_match_pods(cri, f, &m);
     struct sandbox *at = cri->sandboxes->head;
-    if (pods_take(cri, f, &at, j, cri->sandboxes->n) < 0) {
+    if (pods_take(cri, f, &m, &at, j, cri->sandboxes->n) < 0) {
         stats_job_free(j);
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
@@ -994,6 +1087,7 @@ struct stats_stream {
     enum stats_kind kind;
     const Runtime__V1__ContainerStatsFilter *ctr_filter; /* in the request */
     const Runtime__V1__PodSandboxStatsFilter *pod_filter;
+    struct ids_match match; /* of the filter */
     struct cri_cursor cur;
     bool pods; /* cur walks the sandboxes */
 };
@@ -1010,12 +1104,12 @@ static int stats_stream_fill(struct list_stream *ls)
     int r = 0;
     if (s->pods) {
         struct sandbox *at = s->cur.at;
-        r = pods_take(cri, s->pod_filter, &at, j, STATS_CHUNK_PODS);
+        r = pods_take(cri, s->pod_filter, &s->match, &at, j, STATS_CHUNK_PODS);
         s->cur.at = at;
         ls->done = !at;
     } else {
         struct container *at = s->cur.at;
-        ctrs_take(cri, s->ctr_filter, &at, j, STATS_CHUNK_CTRS);
+        ctrs_take(cri, s->ctr_filter, &s->match, &at, j, STATS_CHUNK_CTRS);
         s->cur.at = at;
         ls->done = !at;
     }
@@ -1048,6 +1142,10 @@ static void stats_stream(struct cri_call *call, enum stats_kind kind,
     s->ctr_filter = cf;
     s->pod_filter = pf;
     s->pods = kind != STATS_CONTAINERS;
+    if (s->pods)
+        ids_match_pods(cri, pf, &s->match);
+    else
+        ids_match_ctrs(cri, cf, &s->match);
     s->ls.fill = stats_stream_fill;
     s->ls.release = stats_stream_release;
     if (s->pods)
