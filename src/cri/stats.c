@@ -46,7 +46,6 @@ static void sample_clear(struct sample *s)
     free(s->cgroup);
     free(s->layer);
     free(s->netns);
-    free(s->fsdir);
 }
 
 /* ---- measuring (workers) ---- */
@@ -146,16 +145,18 @@ static void procs_measure(struct oci_cgroup *cg, struct sample *s)
     }
 }
 
-/* The filesystem of fsdir: size, inodes, and the source of its mount. */
-static void fs_measure(struct sample *s)
+/* The filesystem of dir: size, inodes, and the source of its mount. Once
+ * per job: every container's writable layer is on it, and mountinfo may be
+ * megabytes long. */
+static void fs_measure(const char *dir, struct fs_sample *fs)
 {
     struct statvfs vfs;
     struct stat sb;
-    if (statvfs(s->fsdir, &vfs) < 0 || stat(s->fsdir, &sb) < 0)
+    if (statvfs(dir, &vfs) < 0 || stat(dir, &sb) < 0)
         return;
-    s->fs.limit_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-    s->fs.inodes_total = vfs.f_files;
-    s->fs.inodes_free = vfs.f_ffree;
+    fs->limit_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    fs->inodes_total = vfs.f_files;
+    fs->inodes_free = vfs.f_ffree;
     /* mountinfo: "id parent major:minor root point options... - type source ..." */
     char dev[32];
     snprintf(dev, sizeof(dev), " %u:%u ", major(sb.st_dev), minor(sb.st_dev));
@@ -177,11 +178,11 @@ static void fs_measure(struct sample *s)
             continue;
         src++;
         size_t len = strcspn(src, " ");
-        if (len >= sizeof(s->fs.device))
+        if (len >= sizeof(fs->device))
             continue;
-        memcpy(s->fs.device, src, len);
-        s->fs.device[len] = '\0';
-        s->fs.ok = true;
+        memcpy(fs->device, src, len);
+        fs->device[len] = '\0';
+        fs->ok = true;
         return;
     }
 }
@@ -241,8 +242,6 @@ static void measure(struct sample *s)
             procs_measure(cg, s);
         oci_cgroup_free(cg);
     }
-    if (s->fsdir)
-        fs_measure(s);
     if (s->layer)
         s->du_ok = du_path(s->layer, &s->du_bytes, &s->du_inodes) == 0;
     if (s->netns) {
@@ -264,13 +263,19 @@ struct stats_job {
     enum stats_kind kind;
     struct sample *ctrs, *pods;
     size_t n_ctrs, n_pods;
+    char *fsdir; /* metrics: the writable layers' directory */
+    struct fs_sample fs;
 };
 
 static void stats_work(uv_work_t *req)
 {
     struct stats_job *j = req->data;
-    for (size_t i = 0; i < j->n_ctrs; i++)
+    if (j->fsdir)
+        fs_measure(j->fsdir, &j->fs);
+    for (size_t i = 0; i < j->n_ctrs; i++) {
+        j->ctrs[i].fs = &j->fs;
         measure(&j->ctrs[i]);
+    }
     for (size_t i = 0; i < j->n_pods; i++)
         measure(&j->pods[i]);
 }
@@ -283,6 +288,7 @@ static void stats_job_free(struct stats_job *j)
         sample_clear(&j->pods[i]);
     free(j->ctrs);
     free(j->pods);
+    free(j->fsdir);
     free(j);
 }
 
@@ -316,8 +322,6 @@ static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bo
     if (metrics) {
         s->metrics = true;
         s->init_pid = c->pid;
-        if (!(s->fsdir = strdup(cri->containers->records_dir)))
-            return -ENOMEM;
     }
     if (now_real_ns() - c->du_ns >= STATS_DU_TTL_NS) {
         char layer[4200];
@@ -952,6 +956,9 @@ static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
             n++;
         }
     }
+    if (j->kind == STATS_METRICS && n && !j->fsdir &&
+        !(j->fsdir = strdup(cri->containers->records_dir)))
+        return -ENOMEM;
     struct sample *v = calloc(n + 1, sizeof(*v));
     if (!v)
         return -ENOMEM;

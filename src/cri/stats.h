@@ -47,7 +47,6 @@ struct sample {
     char *cgroup;        /* absolute path of its cgroup, NULL: none */
     char *layer;         /* a container's upper directory, NULL: no du now */
     char *netns;         /* a pod's network namespace file, NULL: none */
-    char *fsdir;         /* metrics: a directory on the writable layers' filesystem */
     pid_t init_pid;      /* metrics: the container's init, 0: none */
     bool metrics;        /* measure what only metrics report */
     uint64_t ts;         /* when it was measured (wall clock ns) */
@@ -58,7 +57,7 @@ struct sample {
     struct iface ifaces[STATS_IFACES];
     size_t n_ifaces;
     struct procs_sample pr;
-    struct fs_sample fs;
+    const struct fs_sample *fs; /* the writable layers' (the job's, measured once) */
 };
 
 /* One metric message, its value and its label values, all in one piece. */

@@ -3,8 +3,14 @@ many processes and descriptors it has, so a scrape looks at a bounded
 number of them, and scrapes from many clients take turns in the thread
 pool instead of filling it, so that creating pods and containers goes on
 meanwhile."""
+import os
+import shutil
+import signal
+import subprocess
 import threading
 import time
+
+import pytest
 
 from .conftest import wait_for
 
@@ -76,3 +82,35 @@ def test_crowded_container_scraped_by_many(env):
         assert fds == FDS_MAX, fds
         assert sockets is not None and sockets <= fds
         assert threads is not None and threads >= PROCS + 1
+
+
+def test_mountinfo_read_once_per_scrape(env, tmp_path):
+    """Every writable layer is on one filesystem: a scrape reads the mount
+    table (megabytes on some nodes) once, not once per container."""
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    pb = env.pb
+    pod = env.pod()
+    for i in range(4):
+        env.run(pod, f"c{i}", ["sleep", "100000"])
+    pid = env.d.proc.pid
+    out, err = tmp_path / "trace", tmp_path / "strace.err"
+    with open(err, "w") as ef:
+        st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(out),
+                               "-p", str(pid)], stderr=ef)
+    try:
+        # every thread of the daemon traced: strace says so once it traces
+        wait_for(lambda: open(f"/proc/{pid}/status").read().count("TracerPid:\t0") == 0
+                 and all("TracerPid:\t0" not in open(f"/proc/{pid}/task/{t}/status").read()
+                         for t in os.listdir(f"/proc/{pid}/task")),
+                 timeout=60, what="strace to attach to the daemon")
+        pm = env.rs.ListPodSandboxMetrics(pb.ListPodSandboxMetricsRequest(),
+                                          timeout=60).pod_metrics
+    finally:
+        st.send_signal(signal.SIGINT)
+        st.wait(timeout=60)
+    assert len(pm[0].container_metrics) == 4
+    for c in pm[0].container_metrics:
+        assert any(m.name == "container_fs_limit_bytes" for m in c.metrics)
+    reads = [ln for ln in open(out) if "mountinfo" in ln]
+    assert len(reads) == 1, reads
