@@ -142,6 +142,8 @@ int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg);
 /* Counts item into a chunk of `items` items and *bytes bytes: true when the
  * chunk is full with it. */
 bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item);
+/* The same for an item of about size bytes (packed). */
+bool list_chunk_full_size(size_t items, size_t *bytes, size_t size);
 /* Whether every key=value of a List filter's label selector is among an
  * object's labels. Both arrays are of protobuf-c map entries, which share
  * one layout ({base, key, value}) whatever their message: CRI_LABELS_MATCH

@@ -518,6 +518,59 @@ struct ctr_msg {
     Runtime__V1__UInt64Value savail, susage;
 };
 
+static void ctr_attr_fill(const struct container *c, Runtime__V1__ContainerAttributes *a)
+{
+    runtime__v1__container_attributes__init(a);
+    a->id = (char *)c->rec.id;
+    a->metadata = c->config->metadata;
+    a->n_labels = c->config->n_labels;
+    a->labels = (Runtime__V1__ContainerAttributes__LabelsEntry **)c->config->labels;
+    a->n_annotations = c->config->n_annotations;
+    a->annotations = (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
+}
+
+static void pod_attr_fill(const struct sandbox *sb, Runtime__V1__PodSandboxAttributes *a)
+{
+    runtime__v1__pod_sandbox_attributes__init(a);
+    a->id = (char *)sb->rec.id;
+    a->metadata = sb->config->metadata;
+    a->n_labels = sb->config->n_labels;
+    a->labels = (Runtime__V1__PodSandboxAttributes__LabelsEntry **)sb->config->labels;
+    a->n_annotations = sb->config->n_annotations;
+    a->annotations =
+        (Runtime__V1__PodSandboxAttributes__AnnotationsEntry **)sb->config->annotations;
+}
+
+/* About how many bytes a container or pod adds to a stream's chunk, known
+ * before it is measured, so that chunks are bounded by their size as well
+ * as their count: a ContainerStats or PodSandboxStats is mostly its
+ * attributes (labels and annotations: up to 512 KiB of them), plus figures
+ * under STATS_FIGURES_BYTES; a metric is its name, its label values (id,
+ * name, image and one more) and its value. */
+#define STATS_FIGURES_BYTES 1024
+#define STATS_METRIC_BYTES  192
+
+static size_t ctr_chunk_bytes(const struct container *c, enum stats_kind kind)
+{
+    if (kind == STATS_METRICS) {
+        const char *image = c->rec.image_ref ? c->rec.image_ref : "";
+        return cri_metrics_ctr_max() * (STATS_METRIC_BYTES + sizeof(c->rec.id) +
+                                        strlen(c->config->metadata->name) + strlen(image));
+    }
+    Runtime__V1__ContainerAttributes a;
+    ctr_attr_fill(c, &a);
+    return protobuf_c_message_get_packed_size(&a.base) + STATS_FIGURES_BYTES;
+}
+
+static size_t pod_chunk_bytes(const struct sandbox *sb, enum stats_kind kind)
+{
+    if (kind == STATS_METRICS)
+        return cri_metrics_pod_max() * (STATS_METRIC_BYTES + sizeof(sb->rec.id));
+    Runtime__V1__PodSandboxAttributes a;
+    pod_attr_fill(sb, &a);
+    return protobuf_c_message_get_packed_size(&a.base) + STATS_FIGURES_BYTES;
+}
+
 /* The writable layer's usage a worker measured is the container's, cached. */
 static void du_keep(struct container *c, const struct sample *s)
 {
@@ -533,14 +586,7 @@ static void ctr_fill(struct cri *cri, struct container *c, const struct sample *
 {
     du_keep(c, s);
     runtime__v1__container_stats__init(&m->st);
-    runtime__v1__container_attributes__init(&m->attr);
-    m->attr.id = c->rec.id;
-    m->attr.metadata = c->config->metadata;
-    m->attr.n_labels = c->config->n_labels;
-    m->attr.labels = (Runtime__V1__ContainerAttributes__LabelsEntry **)c->config->labels;
-    m->attr.n_annotations = c->config->n_annotations;
-    m->attr.annotations =
-        (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
+    ctr_attr_fill(c, &m->attr);
     m->st.attributes = &m->attr;
     if (s->ok) {
         usage_fill(&m->u, s, &c->cpu_prev_ns, &c->cpu_prev_ts);
@@ -585,14 +631,7 @@ struct pod_msg {
 static void pod_fill(struct sandbox *sb, const struct sample *s, struct pod_msg *m)
 {
     runtime__v1__pod_sandbox_stats__init(&m->st);
-    runtime__v1__pod_sandbox_attributes__init(&m->attr);
-    m->attr.id = sb->rec.id;
-    m->attr.metadata = sb->config->metadata;
-    m->attr.n_labels = sb->config->n_labels;
-    m->attr.labels = (Runtime__V1__PodSandboxAttributes__LabelsEntry **)sb->config->labels;
-    m->attr.n_annotations = sb->config->n_annotations;
-    m->attr.annotations =
-        (Runtime__V1__PodSandboxAttributes__AnnotationsEntry **)sb->config->annotations;
+    pod_attr_fill(sb, &m->attr);
     m->st.attributes = &m->attr;
     runtime__v1__linux_pod_sandbox_stats__init(&m->lx);
     m->st.linux = &m->lx;
@@ -998,12 +1037,19 @@ void cri_container_stats(struct cri_call *call)
  * of them, into j; *at ends at the first container not looked at. */
 static void ctrs_take(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
                       const struct ids_match *m, struct container **at, struct stats_job *j,
-                      size_t max)
+                      size_t max, bool chunked)
 {
     struct container *c = *at;
-    for (; c && j->n_ctrs < max; c = c->next)
-        if (ctr_wanted(c, f, m))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
+    size_t bytes = 0;
+    for (; c && j->n_ctrs < max; c = c->next) {
+        if (!ctr_wanted(c, f, m))
+            continue;
+        ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
+        if (chunked && list_chunk_full_size(j->n_ctrs, &bytes, ctr_chunk_bytes(c, j->kind))) {
+            c = c->next;
+            break;
+        }
+    }
     *at = c;
 }
 
@@ -1018,7 +1064,7 @@ void cri_list_container_stats(struct cri_call *call)
     struct ids_match m;
     ids_match_ctrs(cri, req->filter, &m);
     struct container *at = cri->containers->head;
-    ctrs_take(cri, req->filter, &m, &at, j, cri->containers->n);
+    ctrs_take(cri, req->filter, &m, &at, j, cri->containers->n, false);
     queue(cri, j);
 }
 
@@ -1041,18 +1087,48 @@ void cri_pod_sandbox_stats(struct cri_call *call)
     queue(cri, j);
 }
 
+/* A stream's chunk ends with the pod that fills it (LIST_CHUNK_BYTES with
+ * its containers): the pods after it leave the job, and *at goes back to
+ * the first of them. A pod is never split: its containers are in it. */
+static void pods_trim(struct stats_job *j, struct sandbox **at)
+{
+    size_t bytes = 0, keep = 0;
+    while (keep < j->n_pods) {
+        const struct sample *ps = &j->pods[keep++];
+        size_t more = pod_chunk_bytes(sample_pod(ps), j->kind);
+        for (size_t x = ps->ctr0; x < ps->ctr0 + ps->n_ctrs; x++)
+            more += ctr_chunk_bytes(sample_ctr(&j->ctrs[x]), j->kind);
+        if (list_chunk_full_size(keep, &bytes, more))
+            break;
+    }
+    if (keep == j->n_pods)
+        return;
+    *at = sample_pod(&j->pods[keep]);
+    size_t ctrs = j->pods[keep].ctr0;
+    for (size_t i = keep; i < j->n_pods; i++)
+        sample_clear(&j->pods[i]);
+    for (size_t x = ctrs; x < j->n_ctrs; x++)
+        sample_clear(&j->ctrs[x]);
+    j->n_pods = keep;
+    j->n_ctrs = ctrs;
+}
+
 /* The pods a ListPodSandboxStats filter wants from *at on, at most max of
- * them, with their containers, into j; -ENOMEM. */
+ * them, with their containers, into j; for a stream's chunk (chunked), no
+ * more than fill LIST_CHUNK_BYTES; -ENOMEM. */
 static int pods_take(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
                      const struct ids_match *m, struct sandbox **at, struct stats_job *j,
-                     size_t max)
+                     size_t max, bool chunked)
 {
     struct sandbox *sb = *at;
     for (; sb && j->n_pods < max; sb = sb->next)
         if (!sb->creating && pod_wanted(sb, f, m))
             pod_sample(cri, sb, &j->pods[j->n_pods++]);
     *at = sb;
-    return add_ctrs_of_pods(cri, j);
+    int r = add_ctrs_of_pods(cri, j);
+    if (r == 0 && chunked)
+        pods_trim(j, at);
+    return r;
 }
 
 static void pods_job(struct cri_call *call, enum stats_kind kind,
@@ -1065,7 +1141,7 @@ static void pods_job(struct cri_call *call, enum stats_kind kind,
     struct ids_match m;
     ids_match_pods(cri, f, &m);
     struct sandbox *at = cri->sandboxes->head;
-    if (pods_take(cri, f, &m, &at, j, cri->sandboxes->n) < 0) {
+    if (pods_take(cri, f, &m, &at, j, cri->sandboxes->n, false) < 0) {
         stats_job_free(j);
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
@@ -1085,7 +1161,9 @@ void cri_list_pod_sandbox_metrics(struct cri_call *call) { pods_job(call, STATS_
 /* ---- streams ---- */
 
 /* A stream measures a chunk of containers or pods at a time: the next
- * chunk's samples are taken (on the loop) once the last chunk is sent. */
+ * chunk's samples are taken (on the loop) once the last chunk is sent. A
+ * chunk holds at most these many, and about LIST_CHUNK_BYTES (by
+ * ctr_chunk_bytes and pod_chunk_bytes). */
 #define STATS_CHUNK_CTRS 128
 #define STATS_CHUNK_PODS 32
 
@@ -1111,12 +1189,12 @@ static int stats_stream_fill(struct list_stream *ls)
     int r = 0;
     if (s->pods) {
         struct sandbox *at = s->cur.at;
-        r = pods_take(cri, s->pod_filter, &s->match, &at, j, STATS_CHUNK_PODS);
+        r = pods_take(cri, s->pod_filter, &s->match, &at, j, STATS_CHUNK_PODS, true);
         s->cur.at = at;
         ls->done = !at;
     } else {
         struct container *at = s->cur.at;
-        ctrs_take(cri, s->ctr_filter, &s->match, &at, j, STATS_CHUNK_CTRS);
+        ctrs_take(cri, s->ctr_filter, &s->match, &at, j, STATS_CHUNK_CTRS, true);
         s->cur.at = at;
         ls->done = !at;
     }

@@ -273,3 +273,37 @@ def test_env_cleanup_past_the_message_limit(env):
     assert not stream_ids(env.rs.StreamContainers(pb.StreamContainersRequest(), timeout=60))
     assert not stream_ids(env.rs.StreamPodSandboxes(pb.StreamPodSandboxesRequest(), timeout=60))
     assert running + ".json" not in os.listdir(os.path.join(env.d.root, "containers"))
+
+
+def test_stats_chunks_bounded_by_bytes(env):
+    """ContainerStats carry the containers' annotations (up to 512 KiB a
+    config): 40 containers of 430 KiB each, two in each of 20 pods, are more
+    than one 16 MiB message, so the chunks of StreamContainerStats and
+    StreamPodSandboxStats are bounded by their size, not only by their
+    count."""
+    pb = env.pb
+    ids, pods = [], []
+    try:
+        for p in range(20):
+            pod = env.pod(f"p{p}", net=pb.NODE)
+            pods.append(pod[0])
+            for i in range(2):
+                cfg = env.config(f"big{i}", command=["sleep", "100000"],
+                                 annotations={"pad": f"{p:02d}{i}" + "x" * (430 << 10)})
+                ids.append(env.create(pod, None, cfg))
+        rs = stub(env)
+        got, chunks = streamed(rs.StreamContainerStats(pb.StreamContainerStatsRequest(),
+                                                       timeout=120))
+        assert sorted(s.attributes.id for s in got) == sorted(ids)
+        assert chunks >= 2
+        for s in got:
+            assert len(s.attributes.annotations["pad"]) == 3 + (430 << 10)
+        got, chunks = streamed(rs.StreamPodSandboxStats(pb.StreamPodSandboxStatsRequest(),
+                                                        timeout=120))
+        assert sorted(s.attributes.id for s in got) == sorted(pods)
+        assert chunks >= 2
+        assert sorted(c.attributes.id for s in got for c in s.linux.containers) == sorted(ids)
+    finally:
+        # by id: the unary ListContainers of these passes 16 MiB
+        for cid in ids:
+            env.remove(cid)
