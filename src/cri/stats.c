@@ -365,24 +365,29 @@ struct ids_match {
     char id[STORE_ID_LEN + 1], pod[STORE_ID_LEN + 1];
 };
 
+/* The full id of the container (or, with pod, the sandbox) that idf names
+ * into out; *none if it names none. */
+static void ids_resolve(struct cri *cri, bool pod, const char *idf, char *out, bool *none)
+{
+    if (!idf || !*idf)
+        return;
+    bool amb;
+    struct sandbox *sb = pod ? sandbox_find(cri, idf, &amb) : NULL;
+    struct container *c = pod ? NULL : container_find(cri, idf, &amb);
+    const char *id = sb ? sb->rec.id : c ? c->rec.id : NULL;
+    if (id)
+        memcpy(out, id, STORE_ID_LEN + 1);
+    else
+        *none = true;
+}
+
 static void ids_match_ctrs(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
                            struct ids_match *m)
 {
     *m = (struct ids_match){0};
-    bool amb;
-    if (f && f->id && *f->id) {
-        struct container *c = container_find(cri, f->id, &amb);
-        if (c)
-            memcpy(m->id, c->rec.id, sizeof(m->id));
-        else
-            m->none = true;
-    }
-    if (f && f->pod_sandbox_id && *f->pod_sandbox_id) {
-        struct sandbox *sb = sandbox_find(cri, f->pod_sandbox_id, &amb);
-        if (sb)
-            memcpy(m->pod, sb->rec.id, sizeof(m->pod));
-        else
-            m->none = true;
+    if (f) {
+        ids_resolve(cri, false, f->id, m->id, &m->none);
+        ids_resolve(cri, true, f->pod_sandbox_id, m->pod, &m->none);
     }
 }
 
@@ -390,14 +395,8 @@ static void ids_match_pods(struct cri *cri, const Runtime__V1__PodSandboxStatsFi
                            struct ids_match *m)
 {
     *m = (struct ids_match){0};
-    bool amb;
-    if (f && f->id && *f->id) {
-        struct sandbox *sb = sandbox_find(cri, f->id, &amb);
-        if (sb)
-            memcpy(m->id, sb->rec.id, sizeof(m->id));
-        else
-            m->none = true;
-    }
+    if (f)
+        ids_resolve(cri, true, f->id, m->id, &m->none);
 }
 
 static bool ctr_wanted(struct container *c, const Runtime__V1__ContainerStatsFilter *f,
