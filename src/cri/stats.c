@@ -926,18 +926,21 @@ static void stats_done(uv_work_t *req, int status)
 {
     struct stats_job *j = req->data;
     struct list_stream *ls = j->ls;
-    run_next(ls ? ls->call->cri : j->call->cri);
+    struct cri *cri = ls ? ls->call->cri : j->call->cri;
     if (ls) {
         int r = status < 0 ? -ECANCELED : ls->cancelled ? 0 : pack_chunk(ls, j);
         stats_job_free(j);
-        list_stream_resume(ls, r);
-        return;
+        list_stream_resume(ls, r); /* its next chunk waits behind the others */
+    } else {
+        if (status < 0)
+            cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
+        else
+            reply(j);
+        stats_job_free(j);
     }
-    if (status < 0)
-        cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
-    else
-        reply(j);
-    stats_job_free(j);
+    /* only now: the layers this job measured are the containers' (du_keep),
+     * so the next job does not walk them again */
+    run_next(cri);
 }
 
 /* ---- handlers ---- */

@@ -84,33 +84,83 @@ def test_crowded_container_scraped_by_many(env):
         assert threads is not None and threads >= PROCS + 1
 
 
+class Traced:
+    """strace following every thread of the daemon for open calls, into a
+    file, for the length of a with block."""
+
+    def __init__(self, env, tmp_path):
+        if not shutil.which("strace"):
+            pytest.skip("strace is not installed")
+        self.pid = env.d.proc.pid
+        self.out = tmp_path / "trace"
+
+    def traced(self):
+        pid = self.pid
+        return all("TracerPid:\t0" not in open(f"/proc/{pid}/task/{t}/status").read()
+                   for t in os.listdir(f"/proc/{pid}/task"))
+
+    def __enter__(self):
+        self.st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o",
+                                    str(self.out), "-p", str(self.pid)],
+                                   stderr=subprocess.DEVNULL)
+        try:
+            wait_for(self.traced, timeout=60, what="strace to attach to the daemon")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.st.send_signal(signal.SIGINT)
+        self.st.wait(timeout=60)
+
+    def lines(self, text):
+        return [ln for ln in open(self.out) if text in ln]
+
+
+def test_layer_walked_once_for_many_clients(env, tmp_path):
+    """Clients asking for a container's stats at once share one walk of its
+    writable layer: no two workers walk it, and a job that waited for
+    another does not walk it again."""
+    pb = env.pb
+    pod = env.pod()
+    cid = env.run(pod, "files", ["/bin/sh", "-c", "mkdir /d; i=0; while [ $i -lt 3000 ]; do "
+                                 ": > /d/f$i; i=$((i+1)); done; exec sleep 100000"])
+    files = f"{env.d.root}/containers/{cid}/upper/d"
+    wait_for(lambda: os.path.isdir(files) and len(os.listdir(files)) == 3000,
+             timeout=120, what="3000 files in the container's layer")
+    barrier = threading.Barrier(8)
+    got = []
+
+    def ask():
+        barrier.wait(timeout=60)
+        got.append(env.rs.ListContainerStats(pb.ListContainerStatsRequest(
+            filter=pb.ContainerStatsFilter(id=cid)), timeout=120).stats)
+
+    with Traced(env, tmp_path) as t:
+        clients = [threading.Thread(target=ask) for _ in range(8)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+    assert len(got) == 8 and all(len(s) == 1 for s in got)
+    assert max(s[0].writable_layer.inodes_used.value for s in got) >= 3000
+    walks = t.lines(f'/{cid}/upper"')
+    assert len(walks) == 1, walks
+
+
 def test_mountinfo_read_once_per_scrape(env, tmp_path):
     """Every writable layer is on one filesystem: a scrape reads the mount
     table (megabytes on some nodes) once, not once per container."""
-    if not shutil.which("strace"):
-        pytest.skip("strace is not installed")
     pb = env.pb
     pod = env.pod()
     for i in range(4):
         env.run(pod, f"c{i}", ["sleep", "100000"])
-    pid = env.d.proc.pid
-    out, err = tmp_path / "trace", tmp_path / "strace.err"
-    with open(err, "w") as ef:
-        st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(out),
-                               "-p", str(pid)], stderr=ef)
-    try:
-        # every thread of the daemon traced: strace says so once it traces
-        wait_for(lambda: open(f"/proc/{pid}/status").read().count("TracerPid:\t0") == 0
-                 and all("TracerPid:\t0" not in open(f"/proc/{pid}/task/{t}/status").read()
-                         for t in os.listdir(f"/proc/{pid}/task")),
-                 timeout=60, what="strace to attach to the daemon")
+    with Traced(env, tmp_path) as t:
         pm = env.rs.ListPodSandboxMetrics(pb.ListPodSandboxMetricsRequest(),
                                           timeout=60).pod_metrics
-    finally:
-        st.send_signal(signal.SIGINT)
-        st.wait(timeout=60)
     assert len(pm[0].container_metrics) == 4
     for c in pm[0].container_metrics:
         assert any(m.name == "container_fs_limit_bytes" for m in c.metrics)
-    reads = [ln for ln in open(out) if "mountinfo" in ln]
+    reads = t.lines("mountinfo")
     assert len(reads) == 1, reads
