@@ -13,6 +13,10 @@
  * For ListPodSandboxMetrics the worker also reads, per container, the
  * processes' threads, descriptors and sockets in /proc and the filesystem
  * of the writable layers; metrics.c makes the cAdvisor metrics of it.
+ * A container decides how many processes and descriptors it has: a worker
+ * reads at most STATS_PROCS_MAX and STATS_FDS_MAX of them per container,
+ * and stats jobs run one at a time (run()), so scrapes never fill the
+ * thread pool that creates and pulls need.
  *
  * Hosts without cgroup v2 controllers (hybrid): cpu.stat is there anyway;
  * memory comes from the processes themselves (the sum of their resident
