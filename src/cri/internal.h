@@ -36,6 +36,7 @@ struct cri_call {
 
 struct cri_events;
 struct fs_walk;
+struct stats_job;
 
 struct cri {
     uv_loop_t *loop;
@@ -66,7 +67,11 @@ struct cri {
      * (service.c) */
     bool recovered;
     struct cri_call *pending, *pending_tail;
-    struct fs_walk *fs_walk;       /* image_fs_info.c: the walk in progress */
+    struct fs_walk *fs_walk; /* image_fs_info.c: the walk in progress */
+    /* stats.c: one stats job in the thread pool at a time; later ones wait
+     * here, in arrival order */
+    bool stats_busy;
+    struct stats_job *stats_waiting, *stats_waiting_tail;
     struct stream_server *streams; /* streaming.c: exec, attach, port-forward */
 };
 
@@ -137,6 +142,8 @@ int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg);
 /* Counts item into a chunk of `items` items and *bytes bytes: true when the
  * chunk is full with it. */
 bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item);
+/* The same for an item of about size bytes (packed). */
+bool list_chunk_full_size(size_t items, size_t *bytes, size_t size);
 /* Whether every key=value of a List filter's label selector is among an
  * object's labels. Both arrays are of protobuf-c map entries, which share
  * one layout ({base, key, value}) whatever their message: CRI_LABELS_MATCH

@@ -149,9 +149,14 @@ int list_stream_pack(struct list_stream *ls, const ProtobufCMessage *msg)
 
 bool list_chunk_full(size_t items, size_t *bytes, const ProtobufCMessage *item)
 {
+    return list_chunk_full_size(items, bytes, protobuf_c_message_get_packed_size(item));
+}
+
+bool list_chunk_full_size(size_t items, size_t *bytes, size_t size)
+{
     if (items >= LIST_CHUNK_ITEMS)
         return true;
-    *bytes += protobuf_c_message_get_packed_size(item) + 6; /* + tag and length */
+    *bytes += size + 6; /* + tag and length */
     return *bytes >= LIST_CHUNK_BYTES;
 }
 

@@ -327,11 +327,12 @@ size_t cri_metrics_ctr(const struct container *c, const struct sample *s, struct
     }
     emit_if(&e, mem, M_OOM, st->oom_kills);
 
-    const char *dev = s->fs.device;
-    if (s->fs.ok) {
-        emit(&e, M_FS_INODES_FREE, s->fs.inodes_free, dev, NULL);
-        emit(&e, M_FS_INODES_TOTAL, s->fs.inodes_total, dev, NULL);
-        emit(&e, M_FS_LIMIT, s->fs.limit_bytes, dev, NULL);
+    const struct fs_sample *fs = s->fs;
+    if (fs && fs->ok) {
+        const char *dev = fs->device;
+        emit(&e, M_FS_INODES_FREE, fs->inodes_free, dev, NULL);
+        emit(&e, M_FS_INODES_TOTAL, fs->inodes_total, dev, NULL);
+        emit(&e, M_FS_LIMIT, fs->limit_bytes, dev, NULL);
         if (c->du_ns)
             emit(&e, M_FS_USAGE, c->du_bytes, dev, NULL);
     }

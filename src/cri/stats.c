@@ -13,6 +13,10 @@
  * For ListPodSandboxMetrics the worker also reads, per container, the
  * processes' threads, descriptors and sockets in /proc and the filesystem
  * of the writable layers; metrics.c makes the cAdvisor metrics of it.
+ * A container decides how many processes and descriptors it has: a worker
+ * reads at most STATS_PROCS_MAX and STATS_FDS_MAX of them per container,
+ * and stats jobs run one at a time (run()), so scrapes never fill the
+ * thread pool that creates and pulls need.
  *
  * Hosts without cgroup v2 controllers (hybrid): cpu.stat is there anyway;
  * memory comes from the processes themselves (the sum of their resident
@@ -30,13 +34,22 @@
 #include "cri/stats.h"
 
 #define STATS_DU_TTL_NS (10ull * 1000000000ull)
+/* A container decides how many processes and descriptors it has: a worker
+ * looks at no more than these per container (a process reads two /proc
+ * files, a descriptor one readlink), so that one container cannot make a
+ * scrape last as long as it likes. Past the cap the figures are lower
+ * bounds: memory from the processes (hybrid hosts), threads, descriptors
+ * and sockets count the first ones only. */
+#define STATS_PROCS_MAX 4096
+#define STATS_FDS_MAX   4096
 
 static void sample_clear(struct sample *s)
 {
+    if (s->refs)
+        cri_cursor_close(s->refs, &s->ref);
     free(s->cgroup);
     free(s->layer);
     free(s->netns);
-    free(s->fsdir);
 }
 
 /* ---- measuring (workers) ---- */
@@ -58,16 +71,19 @@ static bool proc_value(const char *text, const char *key, uint64_t *ret)
     return true;
 }
 
-/* Open descriptors of one process, and how many of them are sockets. */
+/* Open descriptors of one process, and how many of them are sockets, added
+ * to *fds and *sockets while *fds is under STATS_FDS_MAX. */
 static void count_fds(pid_t pid, uint64_t *fds, uint64_t *sockets)
 {
+    if (*fds >= STATS_FDS_MAX)
+        return;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
     DIR *d = opendir(path);
     if (!d)
         return;
     struct dirent *de;
-    while ((de = readdir(d))) {
+    while (*fds < STATS_FDS_MAX && (de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
         (*fds)++;
@@ -97,7 +113,7 @@ static void procs_measure(struct oci_cgroup *cg, struct sample *s)
     if (oci_cgroup_pids(cg, &pids, &n, &e) < 0)
         return;
     s->pr.ok = s->metrics;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && i < STATS_PROCS_MAX; i++) {
         char f[64];
         _cleanup_free_ char *status = NULL, *stat = NULL;
         snprintf(f, sizeof(f), "/proc/%d/status", (int)pids[i]);
@@ -133,16 +149,18 @@ static void procs_measure(struct oci_cgroup *cg, struct sample *s)
     }
 }
 
-/* The filesystem of fsdir: size, inodes, and the source of its mount. */
-static void fs_measure(struct sample *s)
+/* The filesystem of dir: size, inodes, and the source of its mount. Once
+ * per job: every container's writable layer is on it, and mountinfo may be
+ * megabytes long. */
+static void fs_measure(const char *dir, struct fs_sample *fs)
 {
     struct statvfs vfs;
     struct stat sb;
-    if (statvfs(s->fsdir, &vfs) < 0 || stat(s->fsdir, &sb) < 0)
+    if (statvfs(dir, &vfs) < 0 || stat(dir, &sb) < 0)
         return;
-    s->fs.limit_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-    s->fs.inodes_total = vfs.f_files;
-    s->fs.inodes_free = vfs.f_ffree;
+    fs->limit_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    fs->inodes_total = vfs.f_files;
+    fs->inodes_free = vfs.f_ffree;
     /* mountinfo: "id parent major:minor root point options... - type source ..." */
     char dev[32];
     snprintf(dev, sizeof(dev), " %u:%u ", major(sb.st_dev), minor(sb.st_dev));
@@ -164,11 +182,11 @@ static void fs_measure(struct sample *s)
             continue;
         src++;
         size_t len = strcspn(src, " ");
-        if (len >= sizeof(s->fs.device))
+        if (len >= sizeof(fs->device))
             continue;
-        memcpy(s->fs.device, src, len);
-        s->fs.device[len] = '\0';
-        s->fs.ok = true;
+        memcpy(fs->device, src, len);
+        fs->device[len] = '\0';
+        fs->ok = true;
         return;
     }
 }
@@ -228,8 +246,6 @@ static void measure(struct sample *s)
             procs_measure(cg, s);
         oci_cgroup_free(cg);
     }
-    if (s->fsdir)
-        fs_measure(s);
     if (s->layer)
         s->du_ok = du_path(s->layer, &s->du_bytes, &s->du_inodes) == 0;
     if (s->netns) {
@@ -245,18 +261,25 @@ enum stats_kind { STATS_CONTAINER, STATS_CONTAINERS, STATS_POD, STATS_PODS, STAT
 
 struct stats_job {
     uv_work_t req;
+    struct stats_job *next; /* cri->stats_waiting */
     struct cri_call *call;  /* loop side only: a unary call */
     struct list_stream *ls; /* or a stream's chunk */
     enum stats_kind kind;
     struct sample *ctrs, *pods;
     size_t n_ctrs, n_pods;
+    char *fsdir; /* metrics: the writable layers' directory */
+    struct fs_sample fs;
 };
 
 static void stats_work(uv_work_t *req)
 {
     struct stats_job *j = req->data;
-    for (size_t i = 0; i < j->n_ctrs; i++)
+    if (j->fsdir)
+        fs_measure(j->fsdir, &j->fs);
+    for (size_t i = 0; i < j->n_ctrs; i++) {
+        j->ctrs[i].fs = &j->fs;
         measure(&j->ctrs[i]);
+    }
     for (size_t i = 0; i < j->n_pods; i++)
         measure(&j->pods[i]);
 }
@@ -269,20 +292,40 @@ static void stats_job_free(struct stats_job *j)
         sample_clear(&j->pods[i]);
     free(j->ctrs);
     free(j->pods);
+    free(j->fsdir);
     free(j);
 }
 
 /* metrics: measure what only ListPodSandboxMetrics reports, too. */
+static void sample_ref(struct cri_cursor **refs, void *obj, struct sample *s)
+{
+    s->refs = refs;
+    s->obj = obj;
+    cri_cursor_open(refs, &s->ref, obj);
+}
+
+/* The container or sandbox measured, NULL if it is gone. */
+static struct container *sample_ctr(const struct sample *s)
+{
+    struct container *c = s->ref.at;
+    return c && c == s->obj && !strcmp(c->rec.id, s->id) ? c : NULL;
+}
+
+static struct sandbox *sample_pod(const struct sample *s)
+{
+    struct sandbox *sb = s->ref.at;
+    return sb && sb == s->obj && !strcmp(sb->rec.id, s->id) ? sb : NULL;
+}
+
 static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bool metrics)
 {
     memcpy(s->id, c->rec.id, sizeof(s->id));
+    sample_ref(&cri->containers->cursors, c, s);
     if (c->rec.cgroup_path && !(s->cgroup = strdup(c->rec.cgroup_path)))
         return -ENOMEM;
     if (metrics) {
         s->metrics = true;
         s->init_pid = c->pid;
-        if (!(s->fsdir = strdup(cri->containers->records_dir)))
-            return -ENOMEM;
     }
     if (now_real_ns() - c->du_ns >= STATS_DU_TTL_NS) {
         char layer[4200];
@@ -296,6 +339,7 @@ static int ctr_sample(struct cri *cri, struct container *c, struct sample *s, bo
 static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 {
     memcpy(s->id, sb->rec.id, sizeof(s->id));
+    sample_ref(&cri->sandboxes->cursors, sb, s);
     /* A pod with a cgroup parent (kubelet's pod cgroup) is measured there:
      * its containers' cgroups are siblings of the sandbox's own. */
     if (sb->rec.cgroup_path && !(s->cgroup = strdup(sb->rec.cgroup_path)))
@@ -317,33 +361,69 @@ static int pod_sample(struct cri *cri, struct sandbox *sb, struct sample *s)
 
 /* ---- filters ---- */
 
-static bool ctr_wanted(struct cri *cri, struct container *c,
-                       const Runtime__V1__ContainerStatsFilter *f)
+/* A filter's ids (which may be prefixes) resolved once per call, not once
+ * per item: id and pod are full ids, "" for any; none: an id of the filter
+ * names nothing, so nothing matches. */
+struct ids_match {
+    bool none;
+    char id[STORE_ID_LEN + 1], pod[STORE_ID_LEN + 1];
+};
+
+/* The full id of the container (or, with pod, the sandbox) that idf names
+ * into out; *none if it names none. */
+static void ids_resolve(struct cri *cri, bool pod, const char *idf, char *out, bool *none)
+{
+    if (!idf || !*idf)
+        return;
+    bool amb;
+    struct sandbox *sb = pod ? sandbox_find(cri, idf, &amb) : NULL;
+    struct container *c = pod ? NULL : container_find(cri, idf, &amb);
+    const char *id = sb ? sb->rec.id : c ? c->rec.id : NULL;
+    if (id)
+        memcpy(out, id, STORE_ID_LEN + 1);
+    else
+        *none = true;
+}
+
+static void ids_match_ctrs(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
+                           struct ids_match *m)
+{
+    *m = (struct ids_match){0};
+    if (f) {
+        ids_resolve(cri, false, f->id, m->id, &m->none);
+        ids_resolve(cri, true, f->pod_sandbox_id, m->pod, &m->none);
+    }
+}
+
+static void ids_match_pods(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
+                           struct ids_match *m)
+{
+    *m = (struct ids_match){0};
+    if (f)
+        ids_resolve(cri, true, f->id, m->id, &m->none);
+}
+
+static bool ctr_wanted(struct container *c, const Runtime__V1__ContainerStatsFilter *f,
+                       const struct ids_match *m)
 {
     if (c->rec.state != STORE_CTR_RUNNING && c->rec.state != STORE_CTR_CREATED)
         return false; /* as containerd: stats of what runs */
     if (!f)
         return true;
-    bool amb;
-    if (f->id && *f->id && container_find(cri, f->id, &amb) != c)
+    if (m->none || (*m->id && strcmp(c->rec.id, m->id) != 0) ||
+        (*m->pod && strcmp(c->rec.pod_id, m->pod) != 0))
         return false;
-    if (f->pod_sandbox_id && *f->pod_sandbox_id) {
-        struct sandbox *sb = sandbox_find(cri, f->pod_sandbox_id, &amb);
-        if (!sb || strcmp(sb->rec.id, c->rec.pod_id) != 0)
-            return false;
-    }
     return CRI_LABELS_MATCH(c->config, f);
 }
 
-static bool pod_wanted(struct cri *cri, struct sandbox *sb,
-                       const Runtime__V1__PodSandboxStatsFilter *f)
+static bool pod_wanted(struct sandbox *sb, const Runtime__V1__PodSandboxStatsFilter *f,
+                       const struct ids_match *m)
 {
     if (sandbox_state(sb) != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY)
         return false;
     if (!f)
         return true;
-    bool amb;
-    if (f->id && *f->id && sandbox_find(cri, f->id, &amb) != sb)
+    if (m->none || (*m->id && strcmp(sb->rec.id, m->id) != 0))
         return false;
     return CRI_LABELS_MATCH(sb->config, f);
 }
@@ -441,24 +521,76 @@ struct ctr_msg {
     Runtime__V1__UInt64Value savail, susage;
 };
 
-static void ctr_fill(struct cri *cri, struct container *c, const struct sample *s,
-                     struct ctr_msg *m)
+static void ctr_attr_fill(const struct container *c, Runtime__V1__ContainerAttributes *a)
 {
-    runtime__v1__container_stats__init(&m->st);
-    runtime__v1__container_attributes__init(&m->attr);
-    m->attr.id = c->rec.id;
-    m->attr.metadata = c->config->metadata;
-    m->attr.n_labels = c->config->n_labels;
-    m->attr.labels = (Runtime__V1__ContainerAttributes__LabelsEntry **)c->config->labels;
-    m->attr.n_annotations = c->config->n_annotations;
-    m->attr.annotations =
-        (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
-    m->st.attributes = &m->attr;
+    runtime__v1__container_attributes__init(a);
+    a->id = (char *)c->rec.id;
+    a->metadata = c->config->metadata;
+    a->n_labels = c->config->n_labels;
+    a->labels = (Runtime__V1__ContainerAttributes__LabelsEntry **)c->config->labels;
+    a->n_annotations = c->config->n_annotations;
+    a->annotations = (Runtime__V1__ContainerAttributes__AnnotationsEntry **)c->config->annotations;
+}
+
+static void pod_attr_fill(const struct sandbox *sb, Runtime__V1__PodSandboxAttributes *a)
+{
+    runtime__v1__pod_sandbox_attributes__init(a);
+    a->id = (char *)sb->rec.id;
+    a->metadata = sb->config->metadata;
+    a->n_labels = sb->config->n_labels;
+    a->labels = (Runtime__V1__PodSandboxAttributes__LabelsEntry **)sb->config->labels;
+    a->n_annotations = sb->config->n_annotations;
+    a->annotations =
+        (Runtime__V1__PodSandboxAttributes__AnnotationsEntry **)sb->config->annotations;
+}
+
+/* About how many bytes a container or pod adds to a stream's chunk, known
+ * before it is measured, so that chunks are bounded by their size as well
+ * as their count: a ContainerStats or PodSandboxStats is mostly its
+ * attributes (labels and annotations: up to 512 KiB of them), plus figures
+ * under STATS_FIGURES_BYTES; a metric is its name, its label values (id,
+ * name, image and one more) and its value. */
+#define STATS_FIGURES_BYTES 1024
+#define STATS_METRIC_BYTES  192
+
+static size_t ctr_chunk_bytes(const struct container *c, enum stats_kind kind)
+{
+    if (kind == STATS_METRICS) {
+        const char *image = c->rec.image_ref ? c->rec.image_ref : "";
+        return cri_metrics_ctr_max() * (STATS_METRIC_BYTES + sizeof(c->rec.id) +
+                                        strlen(c->config->metadata->name) + strlen(image));
+    }
+    Runtime__V1__ContainerAttributes a;
+    ctr_attr_fill(c, &a);
+    return protobuf_c_message_get_packed_size(&a.base) + STATS_FIGURES_BYTES;
+}
+
+static size_t pod_chunk_bytes(const struct sandbox *sb, enum stats_kind kind)
+{
+    if (kind == STATS_METRICS)
+        return cri_metrics_pod_max() * (STATS_METRIC_BYTES + sizeof(sb->rec.id));
+    Runtime__V1__PodSandboxAttributes a;
+    pod_attr_fill(sb, &a);
+    return protobuf_c_message_get_packed_size(&a.base) + STATS_FIGURES_BYTES;
+}
+
+/* The writable layer's usage a worker measured is the container's, cached. */
+static void du_keep(struct container *c, const struct sample *s)
+{
     if (s->du_ok) {
         c->du_bytes = s->du_bytes;
         c->du_inodes = s->du_inodes;
         c->du_ns = s->ts;
     }
+}
+
+static void ctr_fill(struct cri *cri, struct container *c, const struct sample *s,
+                     struct ctr_msg *m)
+{
+    du_keep(c, s);
+    runtime__v1__container_stats__init(&m->st);
+    ctr_attr_fill(c, &m->attr);
+    m->st.attributes = &m->attr;
     if (s->ok) {
         usage_fill(&m->u, s, &c->cpu_prev_ns, &c->cpu_prev_ts);
         m->st.cpu = &m->u.cpu;
@@ -502,14 +634,7 @@ struct pod_msg {
 static void pod_fill(struct sandbox *sb, const struct sample *s, struct pod_msg *m)
 {
     runtime__v1__pod_sandbox_stats__init(&m->st);
-    runtime__v1__pod_sandbox_attributes__init(&m->attr);
-    m->attr.id = sb->rec.id;
-    m->attr.metadata = sb->config->metadata;
-    m->attr.n_labels = sb->config->n_labels;
-    m->attr.labels = (Runtime__V1__PodSandboxAttributes__LabelsEntry **)sb->config->labels;
-    m->attr.n_annotations = sb->config->n_annotations;
-    m->attr.annotations =
-        (Runtime__V1__PodSandboxAttributes__AnnotationsEntry **)sb->config->annotations;
+    pod_attr_fill(sb, &m->attr);
     m->st.attributes = &m->attr;
     runtime__v1__linux_pod_sandbox_stats__init(&m->lx);
     m->st.linux = &m->lx;
@@ -579,7 +704,7 @@ static void stats_msgs_clear(struct stats_msgs *m)
 static void build_containers(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
     for (size_t i = 0; i < j->n_ctrs; i++) {
-        struct container *c = container_find_exact(cri, j->ctrs[i].id);
+        struct container *c = sample_ctr(&j->ctrs[i]);
         if (!c)
             continue; /* removed meanwhile */
         ctr_fill(cri, c, &j->ctrs[i], &m->cm[m->n]);
@@ -588,66 +713,57 @@ static void build_containers(struct cri *cri, struct stats_job *j, struct stats_
     }
 }
 
+/* Pod stats or pod metrics: each pod with its containers, whose samples
+ * follow one another in the job (add_ctrs_of_pods). */
 static void build_pods(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
 {
-    size_t k = 0;
+    bool metrics = j->kind == STATS_METRICS;
+    size_t used = 0, k = 0; /* metrics and containers so far */
     for (size_t i = 0; i < j->n_pods; i++) {
-        bool amb;
-        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
-        if (!sb)
-            continue;
-        pod_fill(sb, &j->pods[i], &m->pm[m->n]);
-        size_t first = k;
-        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
-            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
-            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
-                continue;
-            ctr_fill(cri, c, &j->ctrs[c_], &m->cm[k]);
-            m->cp[k] = &m->cm[k].st;
-            k++;
-        }
-        m->pm[m->n].lx.containers = m->cp + first;
-        m->pm[m->n].lx.n_containers = k - first;
-        m->pp[m->n] = &m->pm[m->n].st;
-        m->n++;
-    }
-}
-
-static void build_metrics(struct cri *cri, struct stats_job *j, struct stats_msgs *m)
-{
-    size_t used = 0, k = 0;
-    for (size_t i = 0; i < j->n_pods; i++) {
-        bool amb;
-        struct sandbox *sb = sandbox_find(cri, j->pods[i].id, &amb);
+        const struct sample *ps = &j->pods[i];
+        struct sandbox *sb = sample_pod(ps);
         if (!sb)
             continue;
         Runtime__V1__PodSandboxMetrics *p = &m->xm[m->n];
-        runtime__v1__pod_sandbox_metrics__init(p);
-        p->pod_sandbox_id = sb->rec.id;
-        p->metrics = m->mp + used;
-        p->n_metrics = cri_metrics_pod(sb, &j->pods[i], m->mm + used, m->mp + used);
-        used += p->n_metrics;
+        if (metrics) {
+            runtime__v1__pod_sandbox_metrics__init(p);
+            p->pod_sandbox_id = sb->rec.id;
+            p->metrics = m->mp + used;
+            p->n_metrics = cri_metrics_pod(sb, ps, m->mm + used, m->mp + used);
+            used += p->n_metrics;
+        } else {
+            pod_fill(sb, ps, &m->pm[m->n]);
+        }
         size_t first = k;
-        for (size_t c_ = 0; c_ < j->n_ctrs; c_++) {
-            struct container *c = container_find_exact(cri, j->ctrs[c_].id);
-            if (!c || strcmp(c->rec.pod_id, sb->rec.id) != 0)
+        for (size_t x = ps->ctr0; x < ps->ctr0 + ps->n_ctrs; x++) {
+            const struct sample *cs = &j->ctrs[x];
+            struct container *c = sample_ctr(cs);
+            if (!c)
                 continue;
-            if (j->ctrs[c_].du_ok) {
-                c->du_bytes = j->ctrs[c_].du_bytes;
-                c->du_inodes = j->ctrs[c_].du_inodes;
-                c->du_ns = j->ctrs[c_].ts;
+            if (metrics) {
+                du_keep(c, cs);
+                runtime__v1__container_metrics__init(&m->ym[k]);
+                m->ym[k].container_id = c->rec.id;
+                m->ym[k].metrics = m->mp + used;
+                m->ym[k].n_metrics = cri_metrics_ctr(c, cs, m->mm + used, m->mp + used);
+                used += m->ym[k].n_metrics;
+                m->yp[k] = &m->ym[k];
+            } else {
+                ctr_fill(cri, c, cs, &m->cm[k]);
+                m->cp[k] = &m->cm[k].st;
             }
-            runtime__v1__container_metrics__init(&m->ym[k]);
-            m->ym[k].container_id = c->rec.id;
-            m->ym[k].metrics = m->mp + used;
-            m->ym[k].n_metrics = cri_metrics_ctr(c, &j->ctrs[c_], m->mm + used, m->mp + used);
-            used += m->ym[k].n_metrics;
-            m->yp[k] = &m->ym[k];
             k++;
         }
-        p->container_metrics = m->yp + first;
-        p->n_container_metrics = k - first;
-        m->xp[m->n++] = p;
+        if (metrics) {
+            p->container_metrics = m->yp + first;
+            p->n_container_metrics = k - first;
+            m->xp[m->n] = p;
+        } else {
+            m->pm[m->n].lx.containers = m->cp + first;
+            m->pm[m->n].lx.n_containers = k - first;
+            m->pp[m->n] = &m->pm[m->n].st;
+        }
+        m->n++;
     }
 }
 
@@ -671,8 +787,6 @@ static int stats_build(struct cri *cri, struct stats_job *j, struct stats_msgs *
     }
     if (j->kind == STATS_CONTAINER || j->kind == STATS_CONTAINERS)
         build_containers(cri, j, m);
-    else if (j->kind == STATS_METRICS)
-        build_metrics(cri, j, m);
     else
         build_pods(cri, j, m);
     return 0;
@@ -763,21 +877,74 @@ static int pack_chunk(struct list_stream *ls, struct stats_job *j)
     return r;
 }
 
+/* One job in the thread pool at a time: a scrape reads /proc and the cgroups
+ * of every container and may walk writable layers, and the pool's four
+ * threads are also the ones CreateContainer, pulls and removals need. So
+ * clients scraping at once take turns (in arrival order) rather than
+ * filling the pool, and no two workers ever walk the same layer. */
+static void stats_done(uv_work_t *req, int status);
+
+static void run(struct cri *cri, struct stats_job *j)
+{
+    /* a layer measured by the jobs this one waited for is not walked again */
+    for (size_t i = 0; i < j->n_ctrs; i++) {
+        struct sample *s = &j->ctrs[i];
+        struct container *c = s->layer ? sample_ctr(s) : NULL;
+        if (c && now_real_ns() - c->du_ns < STATS_DU_TTL_NS) {
+            free(s->layer);
+            s->layer = NULL;
+        }
+    }
+    cri->stats_busy = true;
+    uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
+}
+
+static void queue(struct cri *cri, struct stats_job *j)
+{
+    if (!cri->stats_busy) {
+        run(cri, j);
+        return;
+    }
+    j->next = NULL;
+    if (cri->stats_waiting_tail)
+        cri->stats_waiting_tail->next = j;
+    else
+        cri->stats_waiting = j;
+    cri->stats_waiting_tail = j;
+}
+
+/* The job in the pool has returned: the next one goes. */
+static void run_next(struct cri *cri)
+{
+    struct stats_job *j = cri->stats_waiting;
+    cri->stats_busy = false;
+    if (!j)
+        return;
+    cri->stats_waiting = j->next;
+    if (!cri->stats_waiting)
+        cri->stats_waiting_tail = NULL;
+    run(cri, j);
+}
+
 static void stats_done(uv_work_t *req, int status)
 {
     struct stats_job *j = req->data;
     struct list_stream *ls = j->ls;
+    struct cri *cri = ls ? ls->call->cri : j->call->cri;
     if (ls) {
         int r = status < 0 ? -ECANCELED : ls->cancelled ? 0 : pack_chunk(ls, j);
         stats_job_free(j);
-        list_stream_resume(ls, r);
-        return;
+        list_stream_resume(ls, r); /* its next chunk waits behind the others */
+    } else {
+        if (status < 0)
+            cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
+        else
+            reply(j);
+        stats_job_free(j);
     }
-    if (status < 0)
-        cri_fail(j->call, GRPC_STATUS_CANCELLED, "cancelled");
-    else
-        reply(j);
-    stats_job_free(j);
+    /* only now: the layers this job measured are the containers' (du_keep),
+     * so the next job does not walk them again */
+    run_next(cri);
 }
 
 /* ---- handlers ---- */
@@ -809,33 +976,53 @@ static struct stats_job *call_job_new(struct cri_call *call, enum stats_kind kin
     return j;
 }
 
-static void queue(struct cri *cri, struct stats_job *j)
+static int by_id(const void *a, const void *b)
 {
-    uv_queue_work(cri->loop, &j->req, stats_work, stats_done);
+    return strcmp((*(const struct sample *const *)a)->id, (*(const struct sample *const *)b)->id);
 }
 
-static bool pod_of(const struct stats_job *j, const struct container *c)
-{
-    for (size_t i = 0; i < j->n_pods; i++)
-        if (!strcmp(j->pods[i].id, c->rec.pod_id))
-            return true;
-    return false;
-}
-
-/* The containers (that run) of the job's pods join it; -ENOMEM. */
+/* The containers (that run) of the job's pods join it, grouped by pod: pod
+ * i's are ctrs[pods[i].ctr0] on, pods[i].n_ctrs of them; -ENOMEM. */
 static int add_ctrs_of_pods(struct cri *cri, struct stats_job *j)
 {
+    _cleanup_free_ struct sample **sorted = calloc(j->n_pods + 1, sizeof(*sorted));
+    if (!sorted)
+        return -ENOMEM;
+    for (size_t i = 0; i < j->n_pods; i++)
+        sorted[i] = &j->pods[i];
+    qsort(sorted, j->n_pods, sizeof(*sorted), by_id);
+    struct sample key, *kp = &key, **hit;
     size_t n = 0;
-    for (struct container *c = cri->containers->head; c; c = c->next)
-        n += pod_of(j, c) && ctr_wanted(cri, c, NULL);
+    for (struct container *c = cri->containers->head; c; c = c->next) {
+        memcpy(key.id, c->rec.pod_id, sizeof(key.id));
+        if (ctr_wanted(c, NULL, NULL) &&
+            (hit = bsearch(&kp, sorted, j->n_pods, sizeof(*sorted), by_id))) {
+            (*hit)->n_ctrs++;
+            n++;
+        }
+    }
+    if (j->kind == STATS_METRICS && n && !j->fsdir &&
+        !(j->fsdir = strdup(cri->containers->records_dir)))
+        return -ENOMEM;
     struct sample *v = calloc(n + 1, sizeof(*v));
     if (!v)
         return -ENOMEM;
+    for (size_t i = 0, at = 0; i < j->n_pods; i++) {
+        j->pods[i].ctr0 = at;
+        at += j->pods[i].n_ctrs;
+        j->pods[i].n_ctrs = 0; /* counted again as they are taken */
+    }
     free(j->ctrs);
     j->ctrs = v;
-    for (struct container *c = cri->containers->head; c && j->n_ctrs < n; c = c->next)
-        if (pod_of(j, c) && ctr_wanted(cri, c, NULL))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], j->kind == STATS_METRICS);
+    j->n_ctrs = n;
+    for (struct container *c = cri->containers->head; c; c = c->next) {
+        memcpy(key.id, c->rec.pod_id, sizeof(key.id));
+        if (ctr_wanted(c, NULL, NULL) &&
+            (hit = bsearch(&kp, sorted, j->n_pods, sizeof(*sorted), by_id))) {
+            struct sample *p = *hit;
+            ctr_sample(cri, c, &j->ctrs[p->ctr0 + p->n_ctrs++], j->kind == STATS_METRICS);
+        }
+    }
     return 0;
 }
 
@@ -855,12 +1042,20 @@ void cri_container_stats(struct cri_call *call)
 /* The containers a ListContainerStats filter wants from *at on, at most max
  * of them, into j; *at ends at the first container not looked at. */
 static void ctrs_take(struct cri *cri, const Runtime__V1__ContainerStatsFilter *f,
-                      struct container **at, struct stats_job *j, size_t max)
+                      const struct ids_match *m, struct container **at, struct stats_job *j,
+                      size_t max, bool chunked)
 {
     struct container *c = *at;
-    for (; c && j->n_ctrs < max; c = c->next)
-        if (ctr_wanted(cri, c, f))
-            ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
+    size_t bytes = 0;
+    for (; c && j->n_ctrs < max; c = c->next) {
+        if (!ctr_wanted(c, f, m))
+            continue;
+        ctr_sample(cri, c, &j->ctrs[j->n_ctrs++], false);
+        if (chunked && list_chunk_full_size(j->n_ctrs, &bytes, ctr_chunk_bytes(c, j->kind))) {
+            c = c->next;
+            break;
+        }
+    }
     *at = c;
 }
 
@@ -872,8 +1067,10 @@ void cri_list_container_stats(struct cri_call *call)
     struct stats_job *j = call_job_new(call, STATS_CONTAINERS, cri->containers->n, 0);
     if (!j)
         return;
+    struct ids_match m;
+    ids_match_ctrs(cri, req->filter, &m);
     struct container *at = cri->containers->head;
-    ctrs_take(cri, req->filter, &at, j, cri->containers->n);
+    ctrs_take(cri, req->filter, &m, &at, j, cri->containers->n, false);
     queue(cri, j);
 }
 
@@ -896,17 +1093,48 @@ void cri_pod_sandbox_stats(struct cri_call *call)
     queue(cri, j);
 }
 
+/* A stream's chunk ends with the pod that fills it (LIST_CHUNK_BYTES with
+ * its containers): the pods after it leave the job, and *at goes back to
+ * the first of them. A pod is never split: its containers are in it. */
+static void pods_trim(struct stats_job *j, struct sandbox **at)
+{
+    size_t bytes = 0, keep = 0;
+    while (keep < j->n_pods) {
+        const struct sample *ps = &j->pods[keep++];
+        size_t more = pod_chunk_bytes(sample_pod(ps), j->kind);
+        for (size_t x = ps->ctr0; x < ps->ctr0 + ps->n_ctrs; x++)
+            more += ctr_chunk_bytes(sample_ctr(&j->ctrs[x]), j->kind);
+        if (list_chunk_full_size(keep, &bytes, more))
+            break;
+    }
+    if (keep == j->n_pods)
+        return;
+    *at = sample_pod(&j->pods[keep]);
+    size_t ctrs = j->pods[keep].ctr0;
+    for (size_t i = keep; i < j->n_pods; i++)
+        sample_clear(&j->pods[i]);
+    for (size_t x = ctrs; x < j->n_ctrs; x++)
+        sample_clear(&j->ctrs[x]);
+    j->n_pods = keep;
+    j->n_ctrs = ctrs;
+}
+
 /* The pods a ListPodSandboxStats filter wants from *at on, at most max of
- * them, with their containers, into j; -ENOMEM. */
+ * them, with their containers, into j; for a stream's chunk (chunked), no
+ * more than fill LIST_CHUNK_BYTES; -ENOMEM. */
 static int pods_take(struct cri *cri, const Runtime__V1__PodSandboxStatsFilter *f,
-                     struct sandbox **at, struct stats_job *j, size_t max)
+                     const struct ids_match *m, struct sandbox **at, struct stats_job *j,
+                     size_t max, bool chunked)
 {
     struct sandbox *sb = *at;
     for (; sb && j->n_pods < max; sb = sb->next)
-        if (!sb->creating && pod_wanted(cri, sb, f))
+        if (!sb->creating && pod_wanted(sb, f, m))
             pod_sample(cri, sb, &j->pods[j->n_pods++]);
     *at = sb;
-    return add_ctrs_of_pods(cri, j);
+    int r = add_ctrs_of_pods(cri, j);
+    if (r == 0 && chunked)
+        pods_trim(j, at);
+    return r;
 }
 
 static void pods_job(struct cri_call *call, enum stats_kind kind,
@@ -916,8 +1144,10 @@ static void pods_job(struct cri_call *call, enum stats_kind kind,
     struct stats_job *j = call_job_new(call, kind, 0, cri->sandboxes->n);
     if (!j)
         return;
+    struct ids_match m;
+    ids_match_pods(cri, f, &m);
     struct sandbox *at = cri->sandboxes->head;
-    if (pods_take(cri, f, &at, j, cri->sandboxes->n) < 0) {
+    if (pods_take(cri, f, &m, &at, j, cri->sandboxes->n, false) < 0) {
         stats_job_free(j);
         cri_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
@@ -937,7 +1167,9 @@ void cri_list_pod_sandbox_metrics(struct cri_call *call) { pods_job(call, STATS_
 /* ---- streams ---- */
 
 /* A stream measures a chunk of containers or pods at a time: the next
- * chunk's samples are taken (on the loop) once the last chunk is sent. */
+ * chunk's samples are taken (on the loop) once the last chunk is sent. A
+ * chunk holds at most these many, and about LIST_CHUNK_BYTES (by
+ * ctr_chunk_bytes and pod_chunk_bytes). */
 #define STATS_CHUNK_CTRS 128
 #define STATS_CHUNK_PODS 32
 
@@ -946,6 +1178,7 @@ struct stats_stream {
     enum stats_kind kind;
     const Runtime__V1__ContainerStatsFilter *ctr_filter; /* in the request */
     const Runtime__V1__PodSandboxStatsFilter *pod_filter;
+    struct ids_match match; /* of the filter */
     struct cri_cursor cur;
     bool pods; /* cur walks the sandboxes */
 };
@@ -962,12 +1195,12 @@ static int stats_stream_fill(struct list_stream *ls)
     int r = 0;
     if (s->pods) {
         struct sandbox *at = s->cur.at;
-        r = pods_take(cri, s->pod_filter, &at, j, STATS_CHUNK_PODS);
+        r = pods_take(cri, s->pod_filter, &s->match, &at, j, STATS_CHUNK_PODS, true);
         s->cur.at = at;
         ls->done = !at;
     } else {
         struct container *at = s->cur.at;
-        ctrs_take(cri, s->ctr_filter, &at, j, STATS_CHUNK_CTRS);
+        ctrs_take(cri, s->ctr_filter, &s->match, &at, j, STATS_CHUNK_CTRS, true);
         s->cur.at = at;
         ls->done = !at;
     }
@@ -1000,6 +1233,10 @@ static void stats_stream(struct cri_call *call, enum stats_kind kind,
     s->ctr_filter = cf;
     s->pod_filter = pf;
     s->pods = kind != STATS_CONTAINERS;
+    if (s->pods)
+        ids_match_pods(cri, pf, &s->match);
+    else
+        ids_match_ctrs(cri, cf, &s->match);
     s->ls.fill = stats_stream_fill;
     s->ls.release = stats_stream_release;
     if (s->pods)

@@ -37,21 +37,27 @@ struct fs_sample {
 /* What a worker measures for one container or pod. */
 struct sample {
     char id[STORE_ID_LEN + 1];
-    char *cgroup;   /* absolute path of its cgroup, NULL: none */
-    char *layer;    /* a container's upper directory, NULL: no du now */
-    char *netns;    /* a pod's network namespace file, NULL: none */
-    char *fsdir;    /* metrics: a directory on the writable layers' filesystem */
-    pid_t init_pid; /* metrics: the container's init, 0: none */
-    bool metrics;   /* measure what only metrics report */
-    uint64_t ts;    /* when it was measured (wall clock ns) */
-    bool ok;        /* cgroup figures read */
+    /* Loop side: the container or sandbox measured, reached without a
+     * search. ref is a cursor on its list (moved on if it is removed), so
+     * it still names it when ref.at == obj and the ids agree. */
+    struct cri_cursor ref;
+    struct cri_cursor **refs; /* the list's cursors; NULL: ref not open */
+    const void *obj;
+    size_t ctr0, n_ctrs; /* a pod's: its containers' samples in the job */
+    char *cgroup;        /* absolute path of its cgroup, NULL: none */
+    char *layer;         /* a container's upper directory, NULL: no du now */
+    char *netns;         /* a pod's network namespace file, NULL: none */
+    pid_t init_pid;      /* metrics: the container's init, 0: none */
+    bool metrics;        /* measure what only metrics report */
+    uint64_t ts;         /* when it was measured (wall clock ns) */
+    bool ok;             /* cgroup figures read */
     struct oci_cgroup_stats cg;
     bool du_ok;
     uint64_t du_bytes, du_inodes;
     struct iface ifaces[STATS_IFACES];
     size_t n_ifaces;
     struct procs_sample pr;
-    struct fs_sample fs;
+    const struct fs_sample *fs; /* the writable layers' (the job's, measured once) */
 };
 
 /* One metric message, its value and its label values, all in one piece. */

@@ -95,6 +95,9 @@ def test_each_stream_answers_as_its_list(env):
     for f, want in ((None, {run_a, run_b, made}),
                     (pb.ContainerStatsFilter(pod_sandbox_id=a[0]), {run_a}),
                     (pb.ContainerStatsFilter(id=run_b), {run_b}),
+                    (pb.ContainerStatsFilter(id=run_b[:12]), {run_b}),
+                    (pb.ContainerStatsFilter(id=run_b, pod_sandbox_id=a[0]), set()),
+                    (pb.ContainerStatsFilter(pod_sandbox_id="0" * 64), set()),
                     (pb.ContainerStatsFilter(label_selector={"tier": "db"}), {run_b})):
         unary = rs.ListContainerStats(pb.ListContainerStatsRequest(filter=f), timeout=30).stats
         got, _ = streamed(rs.StreamContainerStats(pb.StreamContainerStatsRequest(filter=f),
@@ -104,17 +107,23 @@ def test_each_stream_answers_as_its_list(env):
         assert all(s.cpu.usage_core_nano_seconds.value > 0 for s in got
                    if s.attributes.id != made)
 
+    mine = {a[0]: {run_a}, b[0]: {run_b, made}}
+
     def pod_stats(stats):
         return sorted((s.attributes.id, tuple(stat_ids(s.linux.containers))) for s in stats)
 
     for f, want in ((None, {a[0], b[0]}),
                     (pb.PodSandboxStatsFilter(id=b[0]), {b[0]}),
+                    (pb.PodSandboxStatsFilter(id=b[0][:12]), {b[0]}),
                     (pb.PodSandboxStatsFilter(label_selector={"app": "x"}), {a[0]})):
         unary = rs.ListPodSandboxStats(pb.ListPodSandboxStatsRequest(filter=f), timeout=30).stats
         got, _ = streamed(rs.StreamPodSandboxStats(pb.StreamPodSandboxStatsRequest(filter=f),
                                                    timeout=30))
         assert pod_stats(got) == pod_stats(unary)
         assert {s.attributes.id for s in got} == want, (f, [s.attributes.metadata.name for s in got])
+        # each pod with its own containers (created in turns between the pods)
+        for s in got:
+            assert {c.attributes.id for c in s.linux.containers} == mine[s.attributes.id]
 
     def metrics(pods):
         return sorted((p.pod_sandbox_id, tuple(sorted(m.name for m in p.metrics)),
@@ -126,6 +135,8 @@ def test_each_stream_answers_as_its_list(env):
     assert metrics(got) == metrics(unary)
     assert {p.pod_sandbox_id for p in got} == {a[0], b[0]}
     assert {c.container_id for p in got for c in p.container_metrics} == {run_a, run_b, made}
+    for p in got:
+        assert {c.container_id for c in p.container_metrics} == mine[p.pod_sandbox_id]
 
 
 def vm_hwm_kb(d):
@@ -273,3 +284,37 @@ def test_env_cleanup_past_the_message_limit(env):
     assert not stream_ids(env.rs.StreamContainers(pb.StreamContainersRequest(), timeout=60))
     assert not stream_ids(env.rs.StreamPodSandboxes(pb.StreamPodSandboxesRequest(), timeout=60))
     assert running + ".json" not in os.listdir(os.path.join(env.d.root, "containers"))
+
+
+def test_stats_chunks_bounded_by_bytes(env):
+    """ContainerStats carry the containers' annotations (up to 512 KiB a
+    config): 40 containers of 430 KiB each, two in each of 20 pods, are more
+    than one 16 MiB message, so the chunks of StreamContainerStats and
+    StreamPodSandboxStats are bounded by their size, not only by their
+    count."""
+    pb = env.pb
+    ids, pods = [], []
+    try:
+        for p in range(20):
+            pod = env.pod(f"p{p}", net=pb.NODE)
+            pods.append(pod[0])
+            for i in range(2):
+                cfg = env.config(f"big{i}", command=["sleep", "100000"],
+                                 annotations={"pad": f"{p:02d}{i}" + "x" * (430 << 10)})
+                ids.append(env.create(pod, None, cfg))
+        rs = stub(env)
+        got, chunks = streamed(rs.StreamContainerStats(pb.StreamContainerStatsRequest(),
+                                                       timeout=120))
+        assert sorted(s.attributes.id for s in got) == sorted(ids)
+        assert chunks >= 2
+        for s in got:
+            assert len(s.attributes.annotations["pad"]) == 3 + (430 << 10)
+        got, chunks = streamed(rs.StreamPodSandboxStats(pb.StreamPodSandboxStatsRequest(),
+                                                        timeout=120))
+        assert sorted(s.attributes.id for s in got) == sorted(pods)
+        assert chunks >= 2
+        assert sorted(c.attributes.id for s in got for c in s.linux.containers) == sorted(ids)
+    finally:
+        # by id: the unary ListContainers of these passes 16 MiB
+        for cid in ids:
+            env.remove(cid)
