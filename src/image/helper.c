@@ -1274,7 +1274,7 @@ int image_helper_main(int argc, char **argv)
     buf_free(&in);
     struct store st;
     struct image_service_shared sh = {0};
-    struct job job = {.r = 0};
+    struct job job = {.r = 0, .cancel_fd = -1};
     struct helper_chan chan = {.fd = HELPER_FD};
     pthread_mutex_init(&chan.mu, NULL);
     pthread_cond_init(&chan.cond, NULL);
@@ -1302,6 +1302,10 @@ int image_helper_main(int argc, char **argv)
     sh.st = &st;
     if (!job.ref_str || auth_from(json_object_get(req, "auth"), &job.auth) < 0) {
         r = err_set(err, ENOMEM, "image helper");
+        goto out;
+    }
+    if ((r = job_cancel_init(&job)) < 0) {
+        r = err_set(err, -r, "image helper: cancel eventfd");
         goto out;
     }
     if ((r = store_attach(&st, store, err)) < 0)

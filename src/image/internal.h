@@ -183,6 +183,9 @@ struct reg_stream;
 struct reg_options {
     const char *certs_dir;
     const atomic_bool *cancel;
+    /* readable once cancel is set (job_cancel): a backoff between two
+     * attempts waits on it, so a cancelled pull ends at once; -1: none */
+    int cancel_fd;
     unsigned progress_timeout_ms, min_rate; /* struct image_limits' */
 };
 
@@ -329,6 +332,7 @@ struct job {
     size_t n_waiters, n_gone;
     uv_thread_t thread;
     atomic_bool cancel;
+    int cancel_fd; /* an eventfd job_cancel writes, -1 until job_cancel_init */
     bool joined;
     /* results, read on the loop once the thread has finished */
     int r;
@@ -363,6 +367,18 @@ const struct image_service_shared *image_service_shared(struct image_service *sv
 /* Pull and unpack threads run at a lower CPU priority than the loop thread,
  * so that on a busy node the loop keeps answering while layers inflate. */
 void job_thread_background(void);
+/* The job's cancel flag and the eventfd that wakes its waits: -errno. */
+int job_cancel_init(struct job *job);
+void job_cancel_close(struct job *job);
+/* Sets the cancel flag and wakes job_backoff (any thread). */
+void job_cancel(struct job *job);
+/* Waits ms, or less if the job is cancelled meanwhile: -ECANCELED then,
+ * else 0. */
+int job_backoff(struct job *job, unsigned ms);
+/* Waits ms on fd (an eventfd of job_cancel) or until it is readable:
+ * -ECANCELED if it is (or cancel is set), 0 once ms passed. fd -1: a plain
+ * sleep. */
+int image_backoff(int fd, const atomic_bool *cancel, unsigned ms);
 void job_pull_run(struct job *job);
 void job_import_run(struct job *job);
 int job_hold(struct job *job, const char *chain_id);

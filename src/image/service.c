@@ -480,6 +480,7 @@ static struct job *job_new(int kind)
     if (!job)
         return NULL;
     job->kind = kind;
+    job->cancel_fd = -1; /* the helper's waits need one, the job thread's not */
     pthread_mutex_init(&job->mu, NULL);
     return job;
 }
@@ -564,7 +565,7 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
                     continue;
                 w->gone = true;
                 if (++j->n_gone == j->n_waiters) {
-                    atomic_store(&j->cancel, true); /* the helper is killed */
+                    job_cancel(j); /* the helper is killed */
                     store_snap_wake(j->sh->st);
                     log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
                 }
@@ -997,7 +998,7 @@ void image_service_free(struct image_service *svc)
     /* cancel and wait for the job threads; their results are dropped */
     pthread_mutex_lock(&svc->mu);
     for (struct job *j = svc->active; j; j = j->next)
-        atomic_store(&j->cancel, true);
+        job_cancel(j);
     pthread_mutex_unlock(&svc->mu);
     store_snap_wake(&svc->st);
     for (;;) {
