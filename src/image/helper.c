@@ -284,8 +284,8 @@ static int take_result(struct parent *p, json_t *a)
     return 0;
 }
 
-/* A progress line: shown (by the command line; the daemon has no progress
- * function) only if well-formed, its phase one of image_progress's. */
+/* A progress line: shown (by the command line, or to the daemon's
+ * watching callers) only if well-formed, its phase one of image_progress's. */
 static int take_progress(struct job *job, json_t *m, const char *digest)
 {
     static const char *const phases[] = {"downloading", "verifying", "done", "exists", "failed"};
@@ -297,13 +297,11 @@ static int take_progress(struct job *job, json_t *m, const char *digest)
         known |= strcmp(phase, phases[i]) == 0;
     if (!image_digest_valid(digest) || !known || bytes < 0 || total < 0)
         return -EBADMSG;
-    const struct image_service_shared *sh = job->sh;
-    if (sh->progress)
-        sh->progress(sh->progress_data, &(struct image_progress){.ref = job->ref_str,
-                                                                 .digest = digest,
-                                                                 .phase = phase,
-                                                                 .bytes = (uint64_t)bytes,
-                                                                 .total = (uint64_t)total});
+    job_progress_note(job, &(struct image_progress){.ref = job->ref_str,
+                                                    .digest = digest,
+                                                    .phase = phase,
+                                                    .bytes = (uint64_t)bytes,
+                                                    .total = (uint64_t)total});
     return 0;
 }
 

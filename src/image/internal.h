@@ -326,6 +326,7 @@ struct job {
      * when every waiter has given up (image_pull_abandon) */
     struct job_waiter {
         image_pull_cb cb;
+        image_progress_fn progress; /* NULL: the result only */
         void *data;
         bool gone;
     } * waiters;
@@ -342,7 +343,19 @@ struct job {
     char **held; /* chain ids this job holds a reference on, each once */
     size_t n_held;
     size_t n_layers;    /* import: layers of its images so far */
-    pthread_mutex_t mu; /* held, first error of the layer workers */
+    pthread_mutex_t mu; /* held, first error of the layer workers, rows */
+    /* The layers' latest progress while a waiter watches it (the job
+     * thread writes, the loop takes what changed): one row per layer, at
+     * most JOB_ROWS_MAX, so a step the loop has not taken yet is replaced
+     * by the next, never queued. */
+    struct job_row {
+        char digest[72], phase[16];
+        uint64_t bytes, total;
+        bool dirty;
+    } * rows;
+    size_t n_rows;
+    bool rows_dirty;
+    atomic_bool watched;
     struct job *next;
 };
 
@@ -404,6 +417,11 @@ void job_progress(struct job *job, const char *digest, const char *phase, uint64
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
                        uint64_t inodes);
 int job_add_result(struct job *job, struct image_info *img);
+#define JOB_ROWS_MAX IMAGE_LAYERS_MAX
+/* A layer's progress seen by the daemon's job thread: to the service's
+ * progress function (the command line on the store) and, when a waiter
+ * watches, into the job's rows for the loop (service.c). */
+void job_progress_note(struct job *job, const struct image_progress *p);
 
 /* Builds (or reuses) the snapshot of chain_id from the source that open()
  * gives; retried by the caller as it likes. Thread-safe, dedups concurrent
