@@ -105,6 +105,8 @@ static int pull_shown(const char *sock, const Runtime__V1__PullImageRequest *req
                                pc, &status, &message, err);
     if (r < 0)
         return r;
+    if (status == GRPC_STATUS_UNIMPLEMENTED)
+        return -ENOSYS; /* a daemon from before the route: PullImage then */
     if (status != 0)
         return err_set_msg(err, status == GRPC_STATUS_NOT_FOUND ? ENOENT : EIO, "%s: %s",
                            grpc_status_name(status), message ? message : "");
@@ -141,9 +143,12 @@ static void r_pull(void *ctx, char *const *refs, size_t n, const struct image_au
              * until the end) */
             struct progress_call pc = {.show = show, .ref = refs[i]};
             int r = pull_shown(sock, &req, &pc, &err);
-            image_cli_display_pulled(show, refs[i], done, data, r, &err, pc.image_id);
+            if (r != -ENOSYS) {
+                image_cli_display_pulled(show, refs[i], done, data, r, &err, pc.image_id);
+                free(pc.image_id);
+                continue;
+            }
             free(pc.image_id);
-            continue;
         }
         ProtobufCMessage *m;
         int r = call(sock, IS "PullImage", &req.base, &runtime__v1__pull_image_response__descriptor,
