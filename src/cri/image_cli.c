@@ -3,10 +3,10 @@
  * image module, because it speaks the daemon's CRI messages through
  * src/grpc's client: CRI ImageService calls for pull, ls, inspect, rm and
  * fsinfo, and kinglet's own /kinglet.v1.Images/{Import,Hold,Release}
- * (image_private.c) for the rest. The command line itself (options, help,
- * output) is src/image/cli.c's; this file decides whether to use a daemon:
- * with --socket, or when the daemon owns the store (its lock is taken) and
- * its default socket exists. */
+ * (image_private.c) for the rest, and PullProgress for a pull on a
+ * terminal (per-layer progress as the direct back end shows it). The command line itself (options,
+ * help, output) is src/image/cli.c's; this file decides whether to use a daemon: with --socket, or
+ * when the daemon owns the store (its lock is taken) and its default socket exists. */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "cri/internal.h"
+#include "kinglet.pb-c.h"
 
 #define DEFAULT_SOCKET  "/run/kinglet/kinglet.sock"
 #define IS              "/runtime.v1.ImageService/"
@@ -59,10 +60,64 @@ static json_t *image_json(const Runtime__V1__Image *img)
                                 img->uid ? "" : (img->username ? img->username : ""), img->pinned);
 }
 
+/* A PullProgress stream's messages: steps to the display, the last one's
+ * image id kept. */
+struct progress_call {
+    struct image_cli_display *show;
+    const char *ref;
+    char *image_id;
+};
+
+static int progress_msg(void *data, const uint8_t *msg, size_t len)
+{
+    struct progress_call *pc = data;
+    Kinglet__V1__PullProgress *m = kinglet__v1__pull_progress__unpack(NULL, len, msg);
+    if (!m)
+        return -EPROTO;
+    if (m->image_id && *m->image_id) {
+        free(pc->image_id);
+        pc->image_id = strdup(m->image_id);
+    } else if (m->phase && *m->phase) {
+        image_cli_display_step(pc->show,
+                               &(struct image_progress){.ref = pc->ref,
+                                                        .digest = *m->digest ? m->digest : NULL,
+                                                        .phase = m->phase,
+                                                        .bytes = m->bytes,
+                                                        .total = m->total});
+    }
+    kinglet__v1__pull_progress__free_unpacked(m, NULL);
+    return 0;
+}
+
+/* One pull over /kinglet.v1.Images/PullProgress, its steps drawn as they
+ * come. */
+static int pull_shown(const char *sock, const Runtime__V1__PullImageRequest *req,
+                      struct progress_call *pc, struct err *err)
+{
+    size_t len = protobuf_c_message_get_packed_size(&req->base);
+    _cleanup_free_ uint8_t *data = malloc(len ? len : 1);
+    if (!data)
+        return err_set(err, ENOMEM, "request");
+    protobuf_c_message_pack(&req->base, data);
+    int status = 0;
+    _cleanup_free_ char *message = NULL;
+    int r = grpc_client_stream(sock, OWN "PullProgress", data, len, CALL_TIMEOUT_MS, progress_msg,
+                               pc, &status, &message, err);
+    if (r < 0)
+        return r;
+    if (status == GRPC_STATUS_UNIMPLEMENTED)
+        return -ENOSYS; /* a daemon from before the route: PullImage then */
+    if (status != 0)
+        return err_set_msg(err, status == GRPC_STATUS_NOT_FOUND ? ENOENT : EIO, "%s: %s",
+                           grpc_status_name(status), message ? message : "");
+    if (!pc->image_id)
+        return err_set_msg(err, EPROTO, "the daemon's pull stream ended without an image id");
+    return 0;
+}
+
 static void r_pull(void *ctx, char *const *refs, size_t n, const struct image_auth *a,
                    bool progress, image_cli_pulled_fn done, void *data)
 {
-    (void)progress;
     const char *sock = ctx;
     Runtime__V1__AuthConfig auth = RUNTIME__V1__AUTH_CONFIG__INIT;
     bool have_auth =
@@ -72,14 +127,30 @@ static void r_pull(void *ctx, char *const *refs, size_t n, const struct image_au
     auth.auth = (char *)a->auth;
     auth.identity_token = (char *)a->identity_token;
     auth.registry_token = (char *)a->registry_token;
+    struct image_cli_display *show = progress ? image_cli_display_new() : NULL;
+    if (show)
+        image_cli_display_on(show, true);
     for (size_t i = 0; i < n; i++) {
         Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
         spec.image = refs[i];
         Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
         req.image = &spec;
         req.auth = have_auth ? &auth : NULL;
-        ProtobufCMessage *m;
         struct err err = {0};
+        if (show) {
+            /* on a terminal: the layers' progress through kinglet's own
+             * stream (PullImage stays the CRI path, and says nothing
+             * until the end) */
+            struct progress_call pc = {.show = show, .ref = refs[i]};
+            int r = pull_shown(sock, &req, &pc, &err);
+            if (r != -ENOSYS) {
+                image_cli_display_pulled(show, refs[i], done, data, r, &err, pc.image_id);
+                free(pc.image_id);
+                continue;
+            }
+            free(pc.image_id);
+        }
+        ProtobufCMessage *m;
         int r = call(sock, IS "PullImage", &req.base, &runtime__v1__pull_image_response__descriptor,
                      &m, &err);
         done(data, refs[i], r, &err,
@@ -87,6 +158,7 @@ static void r_pull(void *ctx, char *const *refs, size_t n, const struct image_au
         if (r == 0)
             protobuf_c_message_free_unpacked(m, NULL);
     }
+    image_cli_display_free(show);
 }
 
 static int r_list(void *ctx, const char *filter, json_t **ret, struct err *err)

@@ -27,6 +27,20 @@ static void on_cancel(struct grpc_call *gc, void *data)
         image_pull_abandon(call->cri->images, pull_done, call);
 }
 
+void cri_image_auth(const Runtime__V1__AuthConfig *a, struct image_auth *ret)
+{
+    *ret = (struct image_auth){0};
+    if (!a)
+        return;
+    /* borrowed: image_pull copies what it keeps; never logged */
+    ret->username = a->username;
+    ret->password = a->password;
+    ret->auth = a->auth;
+    ret->server_address = a->server_address;
+    ret->identity_token = a->identity_token;
+    ret->registry_token = a->registry_token;
+}
+
 void cri_pull_image(struct cri_call *call)
 {
     if (!call->cri->images) {
@@ -39,16 +53,8 @@ void cri_pull_image(struct cri_call *call)
         cri_fail(call, GRPC_STATUS_INVALID_ARGUMENT, "PullImage: the image reference is empty");
         return;
     }
-    struct image_auth auth = {0};
-    if (req->auth) {
-        /* borrowed: image_pull copies what it keeps; never logged */
-        auth.username = req->auth->username;
-        auth.password = req->auth->password;
-        auth.auth = req->auth->auth;
-        auth.server_address = req->auth->server_address;
-        auth.identity_token = req->auth->identity_token;
-        auth.registry_token = req->auth->registry_token;
-    }
+    struct image_auth auth;
+    cri_image_auth(req->auth, &auth);
     struct err err = {0};
     if (image_pull(call->cri->images, ref, &auth, pull_done, call, &err) < 0) {
         cri_fail_err(call, &err);

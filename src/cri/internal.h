@@ -160,14 +160,17 @@ void cri_runtime_config(struct cri_call *call); /* runtime_config.c */
 void cri_update_runtime_config(struct cri_call *call);
 void cri_get_container_events(struct cri_call *call); /* events.c */
 void cri_pull_image(struct cri_call *call);           /* image_pull.c */
-void cri_image_status(struct cri_call *call);         /* image_status.c */
-void cri_list_images(struct cri_call *call);          /* image_status.c */
-void cri_stream_images(struct cri_call *call);        /* image_status.c */
-void cri_remove_image(struct cri_call *call);         /* image_remove.c */
-void cri_image_fs_info(struct cri_call *call);        /* image_fs_info.c */
-void cri_import_image(struct cri_call *call);         /* image_private.c */
-void cri_hold_image(struct cri_call *call);           /* image_private.c */
-void cri_release_image(struct cri_call *call);        /* image_private.c */
+/* The request's credentials, borrowed (a NULL config: none). */
+void cri_image_auth(const Runtime__V1__AuthConfig *a, struct image_auth *ret);
+void cri_image_status(struct cri_call *call);  /* image_status.c */
+void cri_list_images(struct cri_call *call);   /* image_status.c */
+void cri_stream_images(struct cri_call *call); /* image_status.c */
+void cri_remove_image(struct cri_call *call);  /* image_remove.c */
+void cri_image_fs_info(struct cri_call *call); /* image_fs_info.c */
+void cri_import_image(struct cri_call *call);  /* image_private.c */
+void cri_hold_image(struct cri_call *call);    /* image_private.c */
+void cri_release_image(struct cri_call *call); /* image_private.c */
+void cri_pull_progress(struct cri_call *call); /* image_private.c */
 
 /* runtime-config.json as read back at start: 0 with *ret_cidr (malloc'd,
  * a valid pod CIDR, possibly empty), -EBADMSG for anything else, -ENOMEM. */

@@ -256,12 +256,18 @@ static bool route_waits(const ProtobufCServiceDescriptor *svc, const char *name)
 }
 
 /* kinglet's own image routes, /kinglet.v1.Images/NAME (image_private.c:
- * CRI has no import, and holds are the runtime's own notion). */
+ * CRI has no import nor pull progress, and holds are the runtime's own
+ * notion). */
 static const struct {
     const char *name;
     void (*fn)(struct cri_call *);
+    const ProtobufCMessageDescriptor *input;
 } own_routes[] = {
-    {"Import", cri_import_image}, {"Hold", cri_hold_image}, {"Release", cri_release_image}};
+    {"Import", cri_import_image, &runtime__v1__image_spec__descriptor},
+    {"Hold", cri_hold_image, &runtime__v1__image_spec__descriptor},
+    {"Release", cri_release_image, &runtime__v1__image_spec__descriptor},
+    {"PullProgress", cri_pull_progress, &runtime__v1__pull_image_request__descriptor},
+};
 
 int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
 {
@@ -293,7 +299,7 @@ int cri_register(struct cri *cri, struct grpc_server *srv, struct err *err)
         struct cri_route *r = &cri->routes[cri->n_routes++];
         snprintf(r->path, sizeof(r->path), "/kinglet.v1.Images/%s", own_routes[i].name);
         r->name = own_routes[i].name;
-        r->input = &runtime__v1__image_spec__descriptor;
+        r->input = own_routes[i].input;
         r->fn = own_routes[i].fn;
         r->cri = cri;
         int rc = grpc_server_add_method(srv, r->path, dispatch, r);

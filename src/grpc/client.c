@@ -1,5 +1,6 @@
-/* A blocking unary gRPC client over a unix socket, for command-line tools
- * (`kinglet image ... --socket`): one connection, one call, then close.
+/* A blocking gRPC client over a unix socket, for command-line tools
+ * (`kinglet image ... --socket`): one connection, one call (unary, or
+ * server-streaming with each message handed over as it comes), then close.
  * Never used on the daemon's loop. */
 #include <fcntl.h>
 #include <poll.h>
@@ -15,8 +16,11 @@ struct client {
     int fd;
     struct buf out; /* framed request */
     size_t out_off;
-    struct buf in; /* framed response bytes */
-    int status;    /* -1 until grpc-status arrives */
+    struct buf in; /* framed response bytes not yet handed to on_msg */
+    grpc_client_msg_fn on_msg;
+    void *data;
+    bool bad_frame;
+    int status; /* -1 until grpc-status arrives */
     char *message;
     int http_status;
     bool closed;
@@ -55,7 +59,23 @@ static int data_cb(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
     struct client *c = u;
     if (c->in.len + len > GRPC_MAX_RECV_MESSAGE + 5)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
-    return buf_append(&c->in, data, len) < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+    if (buf_append(&c->in, data, len) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    /* each whole message to on_msg as it comes */
+    for (;;) {
+        uint32_t n;
+        enum grpc_frame_result fr =
+            grpc_frame_peek(c->in.data, c->in.len, GRPC_MAX_RECV_MESSAGE, &n);
+        if (fr == GRPC_FRAME_INCOMPLETE)
+            return 0;
+        if (fr != GRPC_FRAME_OK) {
+            c->bad_frame = true;
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        if (c->on_msg(c->data, c->in.data + 5, n) < 0)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        buf_consume(&c->in, 5 + (size_t)n);
+    }
 }
 
 static int hexval(char ch)
@@ -106,16 +126,55 @@ static int close_cb(nghttp2_session *s, int32_t id, uint32_t code, void *u)
     return 0;
 }
 
+/* The unary call's one message. */
+struct unary {
+    struct buf msg;
+    size_t n;
+};
+
+static int unary_msg(void *data, const uint8_t *msg, size_t len)
+{
+    struct unary *u = data;
+    u->n++;
+    u->msg.len = 0;
+    if (buf_reserve(&u->msg, len + 1) < 0)
+        return -ENOMEM;
+    if (len)
+        memcpy(u->msg.data, msg, len);
+    u->msg.len = len;
+    return 0;
+}
+
 int grpc_client_call(const char *socket_path, const char *path, const void *req, size_t req_len,
                      uint64_t timeout_ms, uint8_t **ret_resp, size_t *ret_len, int *ret_status,
                      char **ret_message, struct err *err)
 {
-    struct client c = {.fd = -1, .status = -1};
+    struct unary u = {0};
+    *ret_resp = NULL;
+    *ret_len = 0;
+    int r = grpc_client_stream(socket_path, path, req, req_len, timeout_ms, unary_msg, &u,
+                               ret_status, ret_message, err);
+    if (r == 0 && *ret_status == 0 && u.n != 1) {
+        free(TAKE_PTR(*ret_message));
+        r = err_set(err, EPROTO, "malformed gRPC response");
+    }
+    if (r < 0 || *ret_status != 0) {
+        buf_free(&u.msg);
+        return r;
+    }
+    *ret_len = u.msg.len;
+    *ret_resp = u.msg.data ? u.msg.data : malloc(1);
+    return *ret_resp ? 0 : err_set(err, ENOMEM, "gRPC response");
+}
+
+int grpc_client_stream(const char *socket_path, const char *path, const void *req, size_t req_len,
+                       uint64_t timeout_ms, grpc_client_msg_fn on_msg, void *data, int *ret_status,
+                       char **ret_message, struct err *err)
+{
+    struct client c = {.fd = -1, .status = -1, .on_msg = on_msg, .data = data};
     nghttp2_session *s = NULL;
     nghttp2_session_callbacks *cbs = NULL;
     int r = 0;
-    *ret_resp = NULL;
-    *ret_len = 0;
     *ret_message = NULL;
 
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -191,7 +250,8 @@ int grpc_client_call(const char *socket_path, const char *path, const void *req,
             goto out;
         }
         if (nghttp2_session_mem_recv(s, buf, (size_t)n) < 0) {
-            r = err_set(err, EPROTO, "bad HTTP/2 from the daemon");
+            r = err_set(err, EPROTO,
+                        c.bad_frame ? "malformed gRPC response" : "bad HTTP/2 from the daemon");
             goto out;
         }
     }
@@ -199,24 +259,12 @@ int grpc_client_call(const char *socket_path, const char *path, const void *req,
         r = err_set(err, EPROTO, "no grpc-status from the daemon (HTTP %d)", c.http_status);
         goto out;
     }
+    if (c.in.len) {
+        r = err_set(err, EPROTO, "malformed gRPC response");
+        goto out;
+    }
     *ret_status = c.status;
     *ret_message = TAKE_PTR(c.message);
-    if (c.status == 0) {
-        if (c.in.len < 5 || c.in.data[0] != 0) {
-            r = err_set(err, EPROTO, "malformed gRPC response");
-            goto out;
-        }
-        size_t len = ((size_t)c.in.data[1] << 24) | ((size_t)c.in.data[2] << 16) |
-                     ((size_t)c.in.data[3] << 8) | c.in.data[4];
-        if (len != c.in.len - 5) {
-            r = err_set(err, EPROTO, "malformed gRPC response");
-            goto out;
-        }
-        buf_consume(&c.in, 5);
-        *ret_len = c.in.len;
-        *ret_resp = c.in.data;
-        c.in.data = NULL;
-    }
 out:
     if (s)
         nghttp2_session_del(s);

@@ -182,3 +182,10 @@ const char *grpc_status_name(int status);
 int grpc_client_call(const char *socket_path, const char *path, const void *req, size_t req_len,
                      uint64_t timeout_ms, uint8_t **ret_resp, size_t *ret_len, int *ret_status,
                      char **ret_message, struct err *err);
+/* A server-streaming call, as grpc_client_call: on_msg(data, msg, len)
+ * runs for each response message as it arrives (< 0 from it ends the call
+ * with a transport error). The gRPC status says how the stream ended. */
+typedef int (*grpc_client_msg_fn)(void *data, const uint8_t *msg, size_t len);
+int grpc_client_stream(const char *socket_path, const char *path, const void *req, size_t req_len,
+                       uint64_t timeout_ms, grpc_client_msg_fn on_msg, void *data, int *ret_status,
+                       char **ret_message, struct err *err);

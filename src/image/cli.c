@@ -3,7 +3,7 @@
  * goes to a back end (struct image_cli_ops): a running daemon over its
  * socket when it owns the store or --socket says so (the connect function
  * src/cri gives), the store directly otherwise (cli_store.c). Pull progress
- * is shown per layer on a terminal only (cli_progress.c). */
+ * is shown per layer on a terminal only (cli_progress.c), with either. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <string.h>

@@ -3,94 +3,16 @@
  * lock makes it refuse to run next to a daemon that owns the same root;
  * each call runs the loop until its callbacks are done. */
 #include <fcntl.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "image/internal.h"
-
-/* The progress display: one line per layer of the pulls under way,
- * redrawn in place (the cursor goes up over the lines drawn last). Job
- * threads call in; the loop thread prints a result between redraws. */
-#define ROWS_MAX 256
-struct row {
-    char ref[256], digest[80], phase[16];
-    uint64_t bytes, total, start_ns;
-};
-struct display {
-    pthread_mutex_t mu;
-    bool on;
-    struct row rows[ROWS_MAX];
-    size_t n, drawn;
-};
 
 struct direct {
     uv_loop_t loop;
     struct image_service *svc;
     char *root;
-    struct display show;
+    struct image_cli_display *show;
 };
-
-static void draw(struct display *s)
-{
-    if (s->drawn)
-        printf("\033[%zuA", s->drawn);
-    uint64_t now = now_mono_ns();
-    for (size_t i = 0; i < s->n; i++) {
-        struct row *r = &s->rows[i];
-        char got[16], total[16], rate[16] = "";
-        image_size_human(r->bytes, got);
-        image_size_human(r->total, total);
-        double secs = (double)(now - r->start_ns) / 1e9;
-        if (strcmp(r->phase, "downloading") == 0 && secs > 0.05) {
-            image_size_human((uint64_t)((double)r->bytes / secs), rate);
-            strcat(rate, "/s");
-        }
-        const char *hex = strchr(r->digest, ':');
-        printf("\r\033[K%.12s  %-11s  %10s / %-10s  %s\n", hex ? hex + 1 : r->digest, r->phase, got,
-               total, rate);
-    }
-    s->drawn = s->n;
-    fflush(stdout);
-}
-
-static void progress(void *data, const struct image_progress *p)
-{
-    struct display *s = data;
-    pthread_mutex_lock(&s->mu);
-    if (!s->on) {
-        pthread_mutex_unlock(&s->mu);
-        return;
-    }
-    struct row *r = NULL;
-    for (size_t i = 0; i < s->n && !r; i++)
-        if (strcmp(s->rows[i].digest, p->digest) == 0 && strcmp(s->rows[i].ref, p->ref) == 0)
-            r = &s->rows[i];
-    if (!r && s->n < ROWS_MAX) {
-        r = &s->rows[s->n++];
-        *r = (struct row){.start_ns = now_mono_ns()};
-        snprintf(r->ref, sizeof(r->ref), "%s", p->ref);
-        snprintf(r->digest, sizeof(r->digest), "%s", p->digest);
-    }
-    if (r) {
-        snprintf(r->phase, sizeof(r->phase), "%s", p->phase);
-        r->bytes = p->bytes;
-        r->total = p->total;
-        draw(s);
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* A pull of ref has ended: its lines stay as drawn last, and the result
- * goes below them. */
-static void rows_end(struct display *s, const char *ref)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->rows[i].ref, ref) != 0)
-            s->rows[k++] = s->rows[i];
-    s->n = k;
-    s->drawn = 0;
-}
 
 struct pending {
     int n;
@@ -110,20 +32,15 @@ static void run(struct direct *d, struct pending *p)
 
 struct pull_one {
     struct pending *p;
-    struct display *show;
+    struct image_cli_display *show;
     const char *ref;
 };
 
 static void pulled(void *data, int r, const struct err *err, const char *image_id)
 {
     struct pull_one *o = data;
-    struct display *s = o->show;
     o->p->n--;
-    pthread_mutex_lock(&s->mu);
-    if (s->on)
-        rows_end(s, o->ref);
-    o->p->done(o->p->data, o->ref, r, err, image_id);
-    pthread_mutex_unlock(&s->mu);
+    image_cli_display_pulled(o->show, o->ref, o->p->done, o->p->data, r, err, image_id);
 }
 
 static void d_pull(void *ctx, char *const *refs, size_t n, const struct image_auth *auth,
@@ -131,9 +48,7 @@ static void d_pull(void *ctx, char *const *refs, size_t n, const struct image_au
 {
     struct direct *d = ctx;
     struct pending p = {.done = done, .data = data};
-    pthread_mutex_lock(&d->show.mu);
-    d->show.on = progress;
-    pthread_mutex_unlock(&d->show.mu);
+    image_cli_display_on(d->show, progress);
     struct pull_one *v = calloc(n ? n : 1, sizeof(*v));
     for (size_t i = 0; i < n; i++) {
         struct err err = {0};
@@ -142,16 +57,14 @@ static void d_pull(void *ctx, char *const *refs, size_t n, const struct image_au
             done(data, refs[i], -ENOMEM, &err, NULL);
             continue;
         }
-        v[i] = (struct pull_one){.p = &p, .show = &d->show, .ref = refs[i]};
+        v[i] = (struct pull_one){.p = &p, .show = d->show, .ref = refs[i]};
         if (image_pull(d->svc, refs[i], auth, pulled, &v[i], &err) < 0)
             done(data, refs[i], -err.code, &err, NULL);
         else
             p.n++;
     }
     run(d, &p);
-    pthread_mutex_lock(&d->show.mu);
-    d->show.on = false;
-    pthread_mutex_unlock(&d->show.mu);
+    image_cli_display_on(d->show, false);
     free(v);
 }
 
@@ -305,7 +218,7 @@ static void d_close(void *ctx)
     image_service_free(d->svc);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     uv_loop_close(&d->loop);
-    pthread_mutex_destroy(&d->show.mu);
+    image_cli_display_free(d->show);
     free(d->root);
     free(d);
 }
@@ -326,22 +239,24 @@ int image_cli_store_open(const struct image_config *cfg, const struct image_cli_
                          void **ret_ctx, struct err *err)
 {
     struct direct *d = calloc(1, sizeof(*d));
-    if (!d || !(d->root = strdup(cfg->root))) {
+    if (!d || !(d->root = strdup(cfg->root)) || !(d->show = image_cli_display_new())) {
+        if (d)
+            free(d->root);
         free(d);
         return err_set(err, ENOMEM, "kinglet image");
     }
     int r = uv_loop_init(&d->loop);
     if (r < 0) {
+        image_cli_display_free(d->show);
         free(d->root);
         free(d);
         return err_set(err, -r, "event loop");
     }
-    pthread_mutex_init(&d->show.mu, NULL);
     struct image_config c = *cfg;
-    c.progress = progress;
-    c.progress_data = &d->show;
+    c.progress = image_cli_display_step;
+    c.progress_data = d->show;
     if (image_service_new(&d->loop, &c, &d->svc, err) < 0) {
-        pthread_mutex_destroy(&d->show.mu);
+        image_cli_display_free(d->show);
         uv_loop_close(&d->loop);
         free(d->root);
         free(d);

@@ -284,8 +284,8 @@ static int take_result(struct parent *p, json_t *a)
     return 0;
 }
 
-/* A progress line: shown (by the command line; the daemon has no progress
- * function) only if well-formed, its phase one of image_progress's. */
+/* A progress line: shown (by the command line, or to the daemon's
+ * watching callers) only if well-formed, its phase one of image_progress's. */
 static int take_progress(struct job *job, json_t *m, const char *digest)
 {
     static const char *const phases[] = {"downloading", "verifying", "done", "exists", "failed"};
@@ -297,13 +297,11 @@ static int take_progress(struct job *job, json_t *m, const char *digest)
         known |= strcmp(phase, phases[i]) == 0;
     if (!image_digest_valid(digest) || !known || bytes < 0 || total < 0)
         return -EBADMSG;
-    const struct image_service_shared *sh = job->sh;
-    if (sh->progress)
-        sh->progress(sh->progress_data, &(struct image_progress){.ref = job->ref_str,
-                                                                 .digest = digest,
-                                                                 .phase = phase,
-                                                                 .bytes = (uint64_t)bytes,
-                                                                 .total = (uint64_t)total});
+    job_progress_note(job, &(struct image_progress){.ref = job->ref_str,
+                                                    .digest = digest,
+                                                    .phase = phase,
+                                                    .bytes = (uint64_t)bytes,
+                                                    .total = (uint64_t)total});
     return 0;
 }
 
@@ -1274,7 +1272,7 @@ int image_helper_main(int argc, char **argv)
     buf_free(&in);
     struct store st;
     struct image_service_shared sh = {0};
-    struct job job = {.r = 0};
+    struct job job = {.r = 0, .cancel_fd = -1};
     struct helper_chan chan = {.fd = HELPER_FD};
     pthread_mutex_init(&chan.mu, NULL);
     pthread_cond_init(&chan.cond, NULL);
@@ -1302,6 +1300,10 @@ int image_helper_main(int argc, char **argv)
     sh.st = &st;
     if (!job.ref_str || auth_from(json_object_get(req, "auth"), &job.auth) < 0) {
         r = err_set(err, ENOMEM, "image helper");
+        goto out;
+    }
+    if ((r = job_cancel_init(&job)) < 0) {
+        r = err_set(err, -r, "image helper: cancel eventfd");
         goto out;
     }
     if ((r = store_attach(&st, store, err)) < 0)

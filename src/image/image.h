@@ -100,10 +100,10 @@ struct image_limits {
                            .min_rate = IMAGE_MIN_RATE_DEFAULT})
 
 /* One step of a layer of a pull: its blob digest, the bytes read so far of
- * total (the manifest's size) and the phase: "waiting" (another pull
- * builds it), "downloading" (download, hashing and unpacking stream
- * together), "verifying" (all bytes read: digests checked, snapshot made
- * durable), "done", "exists" (already in the store), "failed". */
+ * total (the manifest's size) and the phase: "waiting" (with no digest:
+ * the caller joined another caller's pull of the image), "downloading" (download, hashing and
+ * unpacking stream together), "verifying" (all bytes read: digests checked, snapshot made durable),
+ * "done", "exists" (already in the store), "failed". */
 struct image_progress {
     const char *ref, *digest, *phase;
     uint64_t bytes, total;
@@ -211,6 +211,14 @@ typedef void (*image_pull_cb)(void *data, int r, const struct err *err, const ch
  * the service cannot start the pull. */
 int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
                image_pull_cb cb, void *data, struct err *err);
+/* As image_pull, and progress(data, p) on the loop thread with the pull's
+ * layers as they go (image_progress's phases), before cb. Only the latest
+ * step of each layer is kept for the loop: steps it had no time to take
+ * are skipped, the last of each layer never. A caller that joins a pull
+ * under way first gets {phase "waiting", digest NULL}, then the layers'
+ * state so far. progress NULL: image_pull. */
+int image_pull_progress(struct image_service *svc, const char *ref, const struct image_auth *auth,
+                        image_pull_cb cb, image_progress_fn progress, void *data, struct err *err);
 /* Pulls of one reference with the same credentials started while one is
  * under way share it. The caller cb/data no longer waits for the result:
  * when no caller of a pull waits any more, the pull is cancelled (its
@@ -328,5 +336,17 @@ int image_cli_main(int argc, char **argv, image_cli_connect_fn connect);
 /* The direct back end on the store at cfg->root (cli_store.c). */
 int image_cli_store_open(const struct image_config *cfg, const struct image_cli_ops **ret_ops,
                          void **ret_ctx, struct err *err);
+/* The pull progress display on a terminal (cli_progress.c), for either
+ * back end: image_cli_display_step is an image_progress_fn (data: the
+ * display; any thread), drawing only while on; image_cli_display_pulled
+ * ends ref's lines and calls done (which prints the result) below them. */
+struct image_cli_display;
+struct image_cli_display *image_cli_display_new(void);
+void image_cli_display_free(struct image_cli_display *s);
+void image_cli_display_on(struct image_cli_display *s, bool on);
+void image_cli_display_step(void *data, const struct image_progress *p);
+void image_cli_display_pulled(struct image_cli_display *s, const char *ref,
+                              image_cli_pulled_fn done, void *data, int r, const struct err *err,
+                              const char *image_id);
 /* "97.4 MiB": bytes for people (IEC units, one decimal past KiB). */
 void image_size_human(uint64_t bytes, char buf[16]);

@@ -183,6 +183,9 @@ struct reg_stream;
 struct reg_options {
     const char *certs_dir;
     const atomic_bool *cancel;
+    /* readable once cancel is set (job_cancel): a backoff between two
+     * attempts waits on it, so a cancelled pull ends at once; -1: none */
+    int cancel_fd;
     unsigned progress_timeout_ms, min_rate; /* struct image_limits' */
 };
 
@@ -323,12 +326,14 @@ struct job {
      * when every waiter has given up (image_pull_abandon) */
     struct job_waiter {
         image_pull_cb cb;
+        image_progress_fn progress; /* NULL: the result only */
         void *data;
         bool gone;
     } * waiters;
     size_t n_waiters, n_gone;
     uv_thread_t thread;
     atomic_bool cancel;
+    int cancel_fd; /* an eventfd job_cancel writes, -1 until job_cancel_init */
     bool joined;
     /* results, read on the loop once the thread has finished */
     int r;
@@ -338,7 +343,19 @@ struct job {
     char **held; /* chain ids this job holds a reference on, each once */
     size_t n_held;
     size_t n_layers;    /* import: layers of its images so far */
-    pthread_mutex_t mu; /* held, first error of the layer workers */
+    pthread_mutex_t mu; /* held, first error of the layer workers, rows */
+    /* The layers' latest progress while a waiter watches it (the job
+     * thread writes, the loop takes what changed): one row per layer, at
+     * most JOB_ROWS_MAX, so a step the loop has not taken yet is replaced
+     * by the next, never queued. */
+    struct job_row {
+        char digest[72], phase[16];
+        uint64_t bytes, total;
+        bool dirty;
+    } * rows;
+    size_t n_rows;
+    bool rows_dirty;
+    atomic_bool watched;
     struct job *next;
 };
 
@@ -363,6 +380,18 @@ const struct image_service_shared *image_service_shared(struct image_service *sv
 /* Pull and unpack threads run at a lower CPU priority than the loop thread,
  * so that on a busy node the loop keeps answering while layers inflate. */
 void job_thread_background(void);
+/* The job's cancel flag and the eventfd that wakes its waits: -errno. */
+int job_cancel_init(struct job *job);
+void job_cancel_close(struct job *job);
+/* Sets the cancel flag and wakes job_backoff (any thread). */
+void job_cancel(struct job *job);
+/* Waits ms, or less if the job is cancelled meanwhile: -ECANCELED then,
+ * else 0. */
+int job_backoff(struct job *job, unsigned ms);
+/* Waits ms on fd (an eventfd of job_cancel) or until it is readable:
+ * -ECANCELED if it is (or cancel is set), 0 once ms passed. fd -1: a plain
+ * sleep. */
+int image_backoff(int fd, const atomic_bool *cancel, unsigned ms);
 void job_pull_run(struct job *job);
 void job_import_run(struct job *job);
 int job_hold(struct job *job, const char *chain_id);
@@ -388,6 +417,11 @@ void job_progress(struct job *job, const char *digest, const char *phase, uint64
 void helper_snap_built(struct helper_chan *c, const char *chain_id, bool ok, uint64_t bytes,
                        uint64_t inodes);
 int job_add_result(struct job *job, struct image_info *img);
+#define JOB_ROWS_MAX IMAGE_LAYERS_MAX
+/* A layer's progress seen by the daemon's job thread: to the service's
+ * progress function (the command line on the store) and, when a waiter
+ * watches, into the job's rows for the loop (service.c). */
+void job_progress_note(struct job *job, const struct image_progress *p);
 
 /* Builds (or reuses) the snapshot of chain_id from the source that open()
  * gives; retried by the caller as it likes. Thread-safe, dedups concurrent

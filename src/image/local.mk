@@ -5,6 +5,7 @@ libkimage_a_SOURCES = src/image/image.h src/image/internal.h \
 	src/image/ref.c src/image/manifest.c src/image/digest.c \
 	src/image/unpack.c src/image/store.c src/image/registry.c src/image/regparse.c \
 	src/image/pull.c src/image/import.c src/image/service.c src/image/cli.c src/image/cli_store.c \
+	src/image/cli_progress.c \
 	src/image/lazy.c src/image/helper.c src/image/http.h src/image/http.c \
 	src/image/tlsname.c
 # zlib (gzip) is linked by every user of libkimage; sha256 is our own

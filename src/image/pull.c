@@ -8,7 +8,9 @@
  * under tmp/ and renamed into snapshots/ only after their digest, size and
  * diff_id match; the record is only committed when every layer is in. */
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -19,6 +21,55 @@ void job_thread_background(void)
     /* per-thread on Linux: only this thread's nice value changes (0: the
      * calling thread, all that the helper's seccomp filter allows) */
     setpriority(PRIO_PROCESS, 0, 10);
+}
+
+int job_cancel_init(struct job *job)
+{
+    job->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return job->cancel_fd < 0 ? -errno : 0;
+}
+
+void job_cancel_close(struct job *job)
+{
+    if (job->cancel_fd >= 0)
+        close(job->cancel_fd);
+    job->cancel_fd = -1;
+}
+
+void job_cancel(struct job *job)
+{
+    atomic_store(&job->cancel, true);
+    if (job->cancel_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t n = write(job->cancel_fd, &one, sizeof(one)); /* stays readable */
+        (void)n;
+    }
+}
+
+int image_backoff(int fd, const atomic_bool *cancel, unsigned ms)
+{
+    uint64_t end = now_mono_ns() + (uint64_t)ms * 1000000u;
+    for (;;) {
+        if (cancel && atomic_load(cancel))
+            return -ECANCELED;
+        uint64_t now = now_mono_ns();
+        if (now >= end)
+            return 0;
+        int left = (int)((end - now + 999999) / 1000000);
+        if (fd < 0) {
+            struct timespec ts = {left / 1000, (long)(left % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, left) > 0)
+            return -ECANCELED; /* never read: every wait of the job ends */
+    }
+}
+
+int job_backoff(struct job *job, unsigned ms)
+{
+    return image_backoff(job->cancel_fd, &job->cancel, ms);
 }
 
 int job_hold(struct job *job, const char *chain_id)
@@ -139,7 +190,10 @@ int layer_build(struct job *job, const char *chain_id, const struct layer_expect
         if (!reg_err_transient(err) || atomic_load(&job->cancel))
             break;
         log_debug("layer %s: %s; retrying", chain_id, err_str(err));
-        usleep(200000u << attempt);
+        if (job_backoff(job, 200u << attempt) < 0) {
+            r = err_set(err, ECANCELED, "pull cancelled");
+            break;
+        }
     }
     job_progress(job, expect->digest, "failed", 0, size);
     job_snap_built(job, chain_id, false, 0, 0);
@@ -231,7 +285,7 @@ static void *layer_worker(void *arg)
                 w->err = err;
             }
             pthread_mutex_unlock(&w->mu);
-            atomic_store(&w->job->cancel, true);
+            job_cancel(w->job); /* the other layers stop, their backoffs too */
             break;
         }
     }
@@ -316,6 +370,7 @@ void job_pull_run(struct job *job)
         goto out;
     struct reg_options opt = {.certs_dir = sh->certs_dir,
                               .cancel = &job->cancel,
+                              .cancel_fd = job->cancel_fd,
                               .progress_timeout_ms = sh->limits.progress_timeout_ms,
                               .min_rate = sh->limits.min_rate};
     r = reg_session_new(eps, n_eps, job->ref.path, &job->auth, &opt, &sess, err);

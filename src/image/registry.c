@@ -44,6 +44,7 @@ struct reg_session {
     char *registry_token;
     char *certs_dir;
     const atomic_bool *cancel;
+    int cancel_fd;      /* reg_options' */
     pthread_mutex_t mu; /* authz: layer workers share the session */
     /* a token realm on another host or port got no credentials (for the message
      * if the registry then refuses the anonymous token) */
@@ -187,6 +188,7 @@ int reg_session_new(const struct reg_endpoint *eps, size_t n_eps, const char *re
     s->repo = strdup(repo);
     s->certs_dir = strdup(opt && opt->certs_dir ? opt->certs_dir : DEFAULT_CERTS_DIR);
     s->cancel = opt ? opt->cancel : NULL;
+    s->cancel_fd = opt ? opt->cancel_fd : -1;
     struct http_timeouts to = {.progress_ms = opt ? opt->progress_timeout_ms : 0,
                                .min_rate = opt ? opt->min_rate : 0};
     s->pool = s->certs_dir ? http_pool_new(s->certs_dir, s->cancel, &to) : NULL;
@@ -325,11 +327,13 @@ static int follow_redirect(const char *location, const struct reg_endpoint *ep, 
 
 /* ---- small GETs ----------------------------------------------------------- */
 
-static void msleep(unsigned ms)
+/* The wait before another attempt after a transient error: ends at once
+ * when the pull is cancelled. */
+static int backoff(struct reg_session *s, unsigned attempt, struct err *err)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    if (image_backoff(s->cancel_fd, s->cancel, 250u << attempt) < 0)
+        return err_set(err, ECANCELED, "pull cancelled");
+    return 0;
 }
 
 /* One request to url, no redirect followed: *ret_next gets the checked
@@ -565,7 +569,8 @@ static int ep_get(struct reg_session *s, size_t i, const char *path, const char 
         }
         if (!reg_err_transient(err) || attempt + 1 >= ATTEMPTS)
             return r;
-        msleep(250u << attempt);
+        if (backoff(s, attempt, err) < 0)
+            return -ECANCELED;
     }
 }
 
@@ -738,7 +743,8 @@ int reg_blob_open(struct reg_session *s, const char *digest, struct reg_stream *
             }
             if (!reg_err_transient(err))
                 break;
-            msleep(250u << attempt);
+            if (attempt + 1 < ATTEMPTS && backoff(s, attempt, err) < 0)
+                return -ECANCELED;
         }
     }
     return r;

@@ -340,18 +340,121 @@ static void job_free(struct job *job)
     free(job->results);
     strv_free(job->held, job->n_held);
     free(job->waiters);
+    free(job->rows);
     pthread_mutex_destroy(&job->mu);
     free(job);
 }
 
-static int job_wait(struct job *job, image_pull_cb cb, void *data)
+static int job_wait(struct job *job, image_pull_cb cb, image_progress_fn progress, void *data)
 {
     struct job_waiter *w = realloc(job->waiters, (job->n_waiters + 1) * sizeof(*w));
     if (!w)
         return -ENOMEM;
     job->waiters = w;
-    w[job->n_waiters++] = (struct job_waiter){.cb = cb, .data = data};
+    w[job->n_waiters++] = (struct job_waiter){.cb = cb, .progress = progress, .data = data};
+    if (progress)
+        atomic_store(&job->watched, true);
     return 0;
+}
+
+/* ---- progress for the loop's watchers ------------------------------------- */
+
+void job_progress_note(struct job *job, const struct image_progress *p)
+{
+    const struct image_service_shared *sh = job->sh;
+    if (sh->progress)
+        sh->progress(sh->progress_data, p);
+    if (!job->svc || !atomic_load(&job->watched))
+        return;
+    pthread_mutex_lock(&job->mu);
+    struct job_row *row = NULL;
+    for (size_t i = 0; i < job->n_rows && !row; i++)
+        if (strcmp(job->rows[i].digest, p->digest) == 0)
+            row = &job->rows[i];
+    if (!row && job->n_rows < JOB_ROWS_MAX) {
+        struct job_row *v = realloc(job->rows, (job->n_rows + 1) * sizeof(*v));
+        if (v) {
+            job->rows = v;
+            row = &v[job->n_rows++];
+            *row = (struct job_row){0};
+            snprintf(row->digest, sizeof(row->digest), "%s", p->digest);
+        }
+    }
+    bool wake = false;
+    if (row) {
+        snprintf(row->phase, sizeof(row->phase), "%s", p->phase);
+        row->bytes = p->bytes;
+        row->total = p->total;
+        row->dirty = true;
+        wake = !job->rows_dirty;
+        job->rows_dirty = true;
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (wake)
+        uv_async_send(&job->svc->async);
+}
+
+/* Copies job's rows (only the changed ones unless all) and marks them
+ * taken; NULL when there are none or no memory. */
+static struct job_row *rows_take(struct job *job, bool all, size_t *ret_n)
+{
+    pthread_mutex_lock(&job->mu);
+    struct job_row *v = job->n_rows ? malloc(job->n_rows * sizeof(*v)) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; v && i < job->n_rows; i++) {
+        if (job->rows[i].dirty || all)
+            v[n++] = job->rows[i];
+        if (!all)
+            job->rows[i].dirty = false;
+    }
+    if (!all)
+        job->rows_dirty = false;
+    pthread_mutex_unlock(&job->mu);
+    *ret_n = n;
+    return v;
+}
+
+static void rows_show(struct job *job, const struct job_row *rows, size_t n,
+                      const struct job_waiter *only)
+{
+    for (size_t k = 0; k < n; k++) {
+        struct image_progress p = {.ref = job->ref_str,
+                                   .digest = rows[k].digest,
+                                   .phase = rows[k].phase,
+                                   .bytes = rows[k].bytes,
+                                   .total = rows[k].total};
+        if (only) {
+            only->progress(only->data, &p);
+            continue;
+        }
+        /* by index: a callback may add a waiter (and move the array) */
+        for (size_t i = 0; i < job->n_waiters; i++)
+            if (job->waiters[i].progress && !job->waiters[i].gone)
+                job->waiters[i].progress(job->waiters[i].data, &p);
+    }
+}
+
+/* On the loop: what changed in the watched jobs' rows goes to their
+ * watchers. Jobs are freed on the loop only, so the list copied under the
+ * lock stays valid while the callbacks (which may abandon a pull, and so
+ * take the lock) run without it. */
+static void progress_flush(struct image_service *svc)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&svc->mu);
+    struct job **jobs = malloc((svc->n_jobs + 1) * sizeof(*jobs));
+    for (int l = 0; l < 2 && jobs; l++)
+        for (struct job *j = l ? svc->done : svc->active; j && n <= svc->n_jobs; j = j->next)
+            if (atomic_load(&j->watched))
+                jobs[n++] = j;
+    pthread_mutex_unlock(&svc->mu);
+    for (size_t i = 0; i < n; i++) {
+        size_t nr;
+        struct job_row *rows = rows_take(jobs[i], false, &nr);
+        rows_show(jobs[i], rows, nr, NULL);
+        free(rows);
+    }
+    free(jobs);
 }
 
 /* Every waiter gets the result, those that gave up too (they free what
@@ -404,6 +507,7 @@ static void job_saved(struct image_service *svc, void *ctx, int r, const struct 
 static void on_async(uv_async_t *a)
 {
     struct image_service *svc = a->data;
+    progress_flush(svc); /* a job's last steps before its result */
     pthread_mutex_lock(&svc->mu);
     struct job *list = svc->done;
     svc->done = NULL;
@@ -480,6 +584,7 @@ static struct job *job_new(int kind)
     if (!job)
         return NULL;
     job->kind = kind;
+    job->cancel_fd = -1; /* the helper's waits need one, the job thread's not */
     pthread_mutex_init(&job->mu, NULL);
     return job;
 }
@@ -564,7 +669,7 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
                     continue;
                 w->gone = true;
                 if (++j->n_gone == j->n_waiters) {
-                    atomic_store(&j->cancel, true); /* the helper is killed */
+                    job_cancel(j); /* the helper is killed */
                     store_snap_wake(j->sh->st);
                     log_debug("`%s`: no caller waits any more: pull cancelled", j->ref_str);
                 }
@@ -574,16 +679,38 @@ void image_pull_abandon(struct image_service *svc, image_pull_cb cb, void *data)
     pthread_mutex_unlock(&svc->mu);
 }
 
+/* A watcher joins a pull under way: it is told so, then where each layer
+ * is. */
+static void join_shown(struct job *job, image_progress_fn progress, void *data)
+{
+    progress(data, &(struct image_progress){.ref = job->ref_str, .phase = "waiting"});
+    size_t n;
+    struct job_row *rows = rows_take(job, true, &n);
+    rows_show(job, rows, n, &(struct job_waiter){.progress = progress, .data = data});
+    free(rows);
+}
+
 int image_pull(struct image_service *svc, const char *ref, const struct image_auth *auth,
                image_pull_cb cb, void *data, struct err *err)
+{
+    return image_pull_progress(svc, ref, auth, cb, NULL, data, err);
+}
+
+int image_pull_progress(struct image_service *svc, const char *ref, const struct image_auth *auth,
+                        image_pull_cb cb, image_progress_fn progress, void *data, struct err *err)
 {
     int r = image_auth_check(auth, err);
     if (r < 0)
         return r;
     /* the job's thread never touches the waiters: the loop may add one */
     struct job *shared = pull_under_way(svc, ref, auth);
-    if (shared)
-        return job_wait(shared, cb, data) < 0 ? err_set(err, ENOMEM, "pull") : 0;
+    if (shared) {
+        if (job_wait(shared, cb, progress, data) < 0)
+            return err_set(err, ENOMEM, "pull");
+        if (progress)
+            join_shown(shared, progress, data);
+        return 0;
+    }
     struct job *job = job_new(JOB_PULL);
     if (!job)
         return err_set(err, ENOMEM, "pull");
@@ -601,7 +728,7 @@ int image_pull(struct image_service *svc, const char *ref, const struct image_au
         job->auth.identity_token = dup_opt(auth->identity_token);
         job->auth.registry_token = dup_opt(auth->registry_token);
     }
-    if (!job->ref_str || job_wait(job, cb, data) < 0) {
+    if (!job->ref_str || job_wait(job, cb, progress, data) < 0) {
         job_free(job);
         return err_set(err, ENOMEM, "pull");
     }
@@ -615,7 +742,7 @@ int image_import(struct image_service *svc, const char *path, image_pull_cb cb, 
                  struct err *err)
 {
     struct job *job = job_new(JOB_IMPORT);
-    if (!job || !(job->ref_str = strdup(path)) || job_wait(job, cb, data) < 0) {
+    if (!job || !(job->ref_str = strdup(path)) || job_wait(job, cb, NULL, data) < 0) {
         job_free(job);
         return err_set(err, ENOMEM, "import");
     }
@@ -997,7 +1124,7 @@ void image_service_free(struct image_service *svc)
     /* cancel and wait for the job threads; their results are dropped */
     pthread_mutex_lock(&svc->mu);
     for (struct job *j = svc->active; j; j = j->next)
-        atomic_store(&j->cancel, true);
+        job_cancel(j);
     pthread_mutex_unlock(&svc->mu);
     store_snap_wake(&svc->st);
     for (;;) {

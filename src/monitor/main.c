@@ -386,6 +386,9 @@ static void record_exit(const struct opts *o, int status, uint64_t started)
 
 #define CLIENTS_MAX 16
 #define ATT_CHUNK   16384 /* output per packet */
+/* At the container's exit, how long attached clients may take to read its
+ * last output before they are dropped (the exit is recorded after). */
+#define EXIT_FLUSH_NS (2000 * 1000000ull)
 
 struct client {
     int fd;
@@ -511,6 +514,47 @@ static bool any_pending(void)
         if (clients[i].pending)
             return true;
     return false;
+}
+
+/* Waits (polling for room) until no attached client holds a packet its
+ * socket could not take, or until deadline (mono_ns): at exit, so that a
+ * client that reads gets the container's last output. A client whose
+ * socket fails, or that still holds one at the deadline, is dropped: the
+ * output after it goes to the others, and it is never overwritten. */
+static void clients_flush(uint64_t deadline, struct io *io)
+{
+    while (any_pending()) {
+        uint64_t now = mono_ns();
+        struct pollfd p[CLIENTS_MAX];
+        size_t at[CLIENTS_MAX];
+        nfds_t np = 0;
+        for (size_t i = 0; i < n_clients; i++)
+            if (clients[i].pending) {
+                p[np] = (struct pollfd){.fd = clients[i].fd, .events = POLLOUT};
+                at[np++] = i;
+            }
+        if (now >= deadline) {
+            for (nfds_t k = np; k-- > 0;)
+                client_drop(at[k], io);
+            return;
+        }
+        int r = poll(p, np, (int)((deadline - now + 999999) / 1000000));
+        if (r < 0 && errno != EINTR)
+            deadline = now; /* cannot wait: drop them */
+        /* from the last: client_drop moves the last client into a hole */
+        for (nfds_t k = np; r > 0 && k-- > 0;) {
+            struct client *c = &clients[at[k]];
+            if (!p[k].revents)
+                continue;
+            ssize_t n = send(c->fd, c->pending, c->pending_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n >= 0) {
+                free(c->pending);
+                c->pending = NULL;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                client_drop(at[k], io);
+            }
+        }
+    }
 }
 
 /* A packet from client i. */
@@ -856,6 +900,7 @@ int main(int argc, char **argv)
         if (read(o.exec_fd, &c, 1) == 1)
             started = real_ns();
     }
+    uint64_t flush_by = mono_ns() + EXIT_FLUSH_NS;
     /* What the container wrote before it ended goes to the log first:
      * read what is there (orphans holding the pipes do not hold us). */
     for (int i = 0; i < 2; i++) {
@@ -863,6 +908,8 @@ int main(int argc, char **argv)
             continue;
         for (int rounds = 0; rounds < 1024; rounds++) {
             log_wait_room();
+            /* a client keeps one packet pending: the next waits for it */
+            clients_flush(flush_by, &io);
             ssize_t n = read(outs[i], buf, sizeof(buf));
             if (n <= 0)
                 break;
@@ -875,19 +922,9 @@ int main(int argc, char **argv)
         if (fmt)
             logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
     }
-    /* Attached clients get what they have not taken (for a while), then
-     * EOF. */
-    for (int rounds = 0; rounds < 50 && any_pending(); rounds++) {
-        for (size_t k = 0; k < n_clients; k++)
-            if (clients[k].pending &&
-                send(clients[k].fd, clients[k].pending, clients[k].pending_len,
-                     MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
-                free(clients[k].pending);
-                clients[k].pending = NULL;
-            }
-        if (any_pending())
-            poll(NULL, 0, 20);
-    }
+    /* Attached clients get what they have not taken (until the deadline),
+     * then EOF. */
+    clients_flush(flush_by, &io);
     while (n_clients)
         client_drop(n_clients - 1, &io);
     if (W.ring) {

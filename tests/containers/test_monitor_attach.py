@@ -190,3 +190,41 @@ def test_a_client_that_does_not_read_pauses_the_container(env):
     t.join(10)
     s.close()
     wait_for(lambda: os.path.getsize(log) > n1 + 1000000, what="the output without client")
+
+
+def test_a_clients_last_output_is_delivered_at_exit(env):
+    """The container ends while an attached client has not taken its
+    output: the client's socket is full, a packet waits for it, and the
+    container's stdout pipe is full too. The monitor waits for the client's
+    room (not a fixed number of short sleeps) and sends the rest in order:
+    what the client then reads is seq's output from the start, without a
+    gap, down to what the pipe held when the container ended."""
+    pod = env.pod()
+    cid = env.run(pod, "last", ["/bin/sh", "-c",
+                                "read x; seq 1 100000000 & read y; kill -9 $!; exit 0"],
+                  stdin=True)
+    s = attach(env, cid, "stdin stdout")
+    pid = int(json.loads(env.status(cid, verbose=True).info["info"])["pid"])
+    s.send(bytes([IN]) + b"go\n")
+
+    def pipe_full():
+        n, size = stdout_backlog(pid)
+        return size - n < 512
+    # not reading: the socket fills, a packet waits, seq fills the pipe
+    wait_for(pipe_full, what="the container's stdout pipe to fill")
+    s.send(bytes([IN]) + b"end\n")
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the container's init to end")
+    got = b""
+    while True:
+        pkt = s.recv(65536)
+        if not pkt:
+            break
+        assert pkt[0] == OUT, pkt[:20]
+        got += pkt[1:]
+    s.close()
+    want_end = got.rsplit(b"\n", 1)[0].rsplit(b"\n", 1)[-1]
+    want = b"".join(b"%d\n" % i for i in range(1, int(want_end) + 2))
+    assert want.startswith(got), "a gap in the output: the first difference at byte %d" % next(
+        i for i in range(min(len(got), len(want))) if got[i] != want[i])
+    assert len(got) > 65536 + 16384, len(got)  # the pipe's content and the packet that waited
+    env.wait_exited(cid)

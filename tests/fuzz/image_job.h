@@ -44,6 +44,7 @@ static struct job *job_new(int kind, const char *ref_str)
         abort();
     job->sh = &job_shared;
     job->kind = kind;
+    job->cancel_fd = -1; /* no eventfd: a backoff is a plain wait */
     job->ref_str = strdup(ref_str);
     pthread_mutex_init(&job->mu, NULL);
     return job;

@@ -1,6 +1,9 @@
 /* Unit tests of the image module's pure logic: references, manifests,
  * platform selection, configs, chain IDs. */
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "harness.h"
 #include "image/internal.h"
@@ -457,12 +460,62 @@ static void test_registry_answers(void **state)
     assert_int_equal(reg_token_parse("{\"token\":\"a\\r\\nX-Evil: 1\"}", 28, &tok, &err), -EACCES);
 }
 
+struct canceller {
+    struct job *job;
+    pid_t tid; /* the thread that backs off */
+};
+
+/* Cancels the job once the backing-off thread sleeps (in its wait). */
+static void *cancel_when_waiting(void *arg)
+{
+    struct canceller *c = arg;
+    char path[64], st[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)c->tid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(st, 1, sizeof(st) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        st[n] = '\0';
+        const char *paren = strrchr(st, ')');
+        if (paren && paren[1] == ' ' && paren[2] == 'S')
+            break;
+        sched_yield();
+    }
+    job_cancel(c->job);
+    return NULL;
+}
+
+/* A backoff after a transient registry error is a wait the job's cancel
+ * ends at once: an hour's backoff returns -ECANCELED as soon as another
+ * thread cancels (a blind sleep would run into the case's time limit). */
+static void test_backoff_ends_on_cancel(void **state)
+{
+    struct job job = {.cancel_fd = -1};
+    assert_int_equal(job_cancel_init(&job), 0);
+    assert_int_equal(job_backoff(&job, 1), 0); /* not cancelled: the time passes */
+    struct canceller c = {.job = &job, .tid = (pid_t)syscall(SYS_gettid)};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cancel_when_waiting, &c), 0);
+    assert_int_equal(job_backoff(&job, 3600u * 1000), -ECANCELED);
+    pthread_join(th, NULL);
+    assert_int_equal(job_backoff(&job, 3600u * 1000), -ECANCELED); /* and stays so */
+    job_cancel_close(&job);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ref_normalise),  cmocka_unit_test(test_ref_invalid),
-    cmocka_unit_test(test_digest_valid),   cmocka_unit_test(test_manifest_image),
-    cmocka_unit_test(test_index_select),   cmocka_unit_test(test_manifest_refused),
-    cmocka_unit_test(test_config),         cmocka_unit_test(test_endpoints),
-    cmocka_unit_test(test_redirect_rules), cmocka_unit_test(test_realm_rules),
-    cmocka_unit_test(test_tls_wildcards),  cmocka_unit_test(test_registry_answers),
+    cmocka_unit_test(test_backoff_ends_on_cancel),
+    cmocka_unit_test(test_ref_normalise),
+    cmocka_unit_test(test_ref_invalid),
+    cmocka_unit_test(test_digest_valid),
+    cmocka_unit_test(test_manifest_image),
+    cmocka_unit_test(test_index_select),
+    cmocka_unit_test(test_manifest_refused),
+    cmocka_unit_test(test_config),
+    cmocka_unit_test(test_endpoints),
+    cmocka_unit_test(test_redirect_rules),
+    cmocka_unit_test(test_realm_rules),
+    cmocka_unit_test(test_tls_wildcards),
+    cmocka_unit_test(test_registry_answers),
 };
 UNIT_MAIN(tests)
