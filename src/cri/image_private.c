@@ -45,17 +45,6 @@ void cri_import_image(struct cri_call *call)
         cri_fail_err(call, &err);
 }
 
-static void hold_done(void *data, int r, const struct err *err)
-{
-    struct cri_call *call = data;
-    if (r < 0) {
-        cri_fail_err(call, err);
-        return;
-    }
-    Runtime__V1__RemoveImageResponse resp = RUNTIME__V1__REMOVE_IMAGE_RESPONSE__INIT;
-    cri_reply(call, &resp.base);
-}
-
 /* The holder of the request, or NULL (the call failed). */
 static const char *holder_of(struct cri_call *call, const char *rpc)
 {
@@ -95,7 +84,7 @@ void cri_hold_image(struct cri_call *call)
         return;
     }
     struct err err = {0};
-    if (image_hold(call->cri->images, holder, req->image, hold_done, call, &err) < 0)
+    if (image_hold(call->cri->images, holder, req->image, cri_image_op_done, call, &err) < 0)
         cri_fail_err(call, &err);
 }
 
@@ -105,7 +94,7 @@ void cri_release_image(struct cri_call *call)
     if (!holder)
         return;
     struct err err = {0};
-    if (image_release(call->cri->images, holder, hold_done, call, &err) < 0)
+    if (image_release(call->cri->images, holder, cri_image_op_done, call, &err) < 0)
         cri_fail_err(call, &err);
 }
 

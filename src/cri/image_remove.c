@@ -4,7 +4,10 @@
  * (CRI-O refuses it too) until its containers are removed. */
 #include "cri/internal.h"
 
-static void remove_done(void *data, int r, const struct err *err)
+/* The end of an image operation whose answer is empty (RemoveImage's, and
+ * the private Hold and Release, image_private.c): the error, or an empty
+ * RemoveImageResponse. */
+void cri_image_op_done(void *data, int r, const struct err *err)
 {
     struct cri_call *call = data;
     if (r < 0) {
@@ -28,7 +31,7 @@ void cri_remove_image(struct cri_call *call)
         return;
     }
     struct err err = {0};
-    if (image_remove(call->cri->images, ref, remove_done, call, &err) < 0) {
+    if (image_remove(call->cri->images, ref, cri_image_op_done, call, &err) < 0) {
         if (err.code == EBUSY)
             cri_fail(call, GRPC_STATUS_FAILED_PRECONDITION, "RemoveImage: %s", err_str(&err));
         else

@@ -171,6 +171,8 @@ void cri_import_image(struct cri_call *call);  /* image_private.c */
 void cri_hold_image(struct cri_call *call);    /* image_private.c */
 void cri_release_image(struct cri_call *call); /* image_private.c */
 void cri_pull_progress(struct cri_call *call); /* image_private.c */
+/* image_remove.c: ends an image operation whose answer is empty */
+void cri_image_op_done(void *data, int r, const struct err *err);
 
 /* runtime-config.json as read back at start: 0 with *ret_cidr (malloc'd,
  * a valid pod CIDR, possibly empty), -EBADMSG for anything else, -ENOMEM. */
