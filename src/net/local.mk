@@ -3,7 +3,7 @@ noinst_LIBRARIES += libknet.a
 libknet_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 EXTRA_DIST += src/net/README.md
 libknet_a_SOURCES = src/net/net.h src/net/internal.h src/net/nl.c src/net/link.c \
-	src/net/addr.c src/net/route.c src/net/ipam.c src/net/nft.c src/net/sysctl.c \
+	src/net/addr.c src/net/route.c src/net/subnet.c src/net/ipam.c src/net/nft.c src/net/sysctl.c \
 	src/net/netns.c src/net/conntrack.c src/net/pod.c src/net/lazy.c
 
 # Test driver for tests/net (pytest): a small program linked with libknet.a

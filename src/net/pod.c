@@ -136,31 +136,6 @@ int net_config_validate(const struct net_config *cfg, struct err *err)
     return 0;
 }
 
-bool net_pod_id_valid(const char *id)
-{
-    if (!id || !id[0] || id[0] == '.')
-        return false;
-    size_t n = 0;
-    for (const char *c = id; *c; c++, n++) {
-        if (n >= NET_POD_ID_MAX)
-            return false;
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '_' || *c == '-' || *c == '.'))
-            return false;
-    }
-    return true;
-}
-
-void net_pod_host_ifname(const char *pod_id, char ret[IFNAMSIZ])
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)pod_id; *c; c++) {
-        h ^= *c;
-        h *= 0x100000001b3ull;
-    }
-    snprintf(ret, IFNAMSIZ, "kl%012llx", (unsigned long long)(h & 0xffffffffffffull));
-}
-
 /* ---- node --------------------------------------------------------------- */
 
 static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
