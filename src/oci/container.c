@@ -81,9 +81,12 @@ static int write_pid_file(const char *path, pid_t pid, struct err *err)
     return 0;
 }
 
-static pid_t clone3_into(uint64_t flags, int cgroup_fd)
+/* clone3 into cgroup_fd's cgroup if it can (*ret_in_cgroup: whether it
+ * did), else as a plain child the caller moves there afterwards. */
+static pid_t clone3_into(uint64_t flags, int cgroup_fd, bool *ret_in_cgroup)
 {
     struct clone_args ca = {.flags = flags, .exit_signal = SIGCHLD};
+    *ret_in_cgroup = false;
     if (cgroup_fd >= 0) {
         ca.flags |= CLONE_INTO_CGROUP;
         ca.cgroup = (uint64_t)cgroup_fd;
@@ -94,6 +97,8 @@ static pid_t clone3_into(uint64_t flags, int cgroup_fd)
          * like: fall back to moving the process afterwards. */
         ca.flags &= ~CLONE_INTO_CGROUP;
         r = syscall(SYS_clone3, &ca, sizeof(ca));
+    } else if (r >= 0 && cgroup_fd >= 0) {
+        *ret_in_cgroup = true;
     }
     return (pid_t)r;
 }
@@ -257,9 +262,10 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
      * cloned from inside the joined one. */
     bool clone_in_userns = joined_user && (flags & CLONE_NEWPID);
     struct err cerr = {0};
-    pid_t pid = clone_in_userns
-                    ? oci_clone_in_userns(spec->ns[OCI_NS_USER].path, flags, cgfd, &cerr)
-                    : clone3_into(flags, cgfd);
+    bool in_cgroup = false;
+    pid_t pid = clone_in_userns ? oci_clone_in_userns(spec->ns[OCI_NS_USER].path, flags, cgfd,
+                                                      &in_cgroup, &cerr)
+                                : clone3_into(flags, cgfd, &in_cgroup);
     if (pid < 0 && clone_in_userns) {
         oci_sync_send_err(c->mon_fd, &cerr);
         _exit(1);
@@ -290,8 +296,10 @@ static _Noreturn void monitor_child(struct create_ctx *c, const struct oci_creat
         oci_sync_send(c->mon_fd, OCI_SYNC_ERROR, errno, "clone the container init");
         _exit(1);
     }
-    if (c->cg && (cgfd < 0 || clone_in_userns))
-        oci_cgroup_enter(c->cg, pid, NULL); /* a no-op where it is already */
+    /* Only where clone3 could not place it: a write to cgroup.procs costs
+     * an RCU grace period (milliseconds) even for a process already there. */
+    if (c->cg && pid > 0 && !in_cgroup)
+        oci_cgroup_enter(c->cg, pid, NULL);
     close(ep[1]);
     close(init_sync);
     if (fifo_fd >= 0)

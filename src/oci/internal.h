@@ -234,9 +234,11 @@ int oci_exit_read(int dirfd, struct oci_exit *ret);
 int oci_ns_open_path(const char *path, enum oci_ns_kind k, struct err *err);
 int oci_idmap_write(pid_t pid, const struct oci_spec *spec, struct err *err);
 /* Clones the container's init (flags: clone3's) from inside the user
- * namespace at userns_path, as our child (see ns.c). 0 in the init, its
- * pid here, or -errno. */
-pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd, struct err *err);
+ * namespace at userns_path, as our child (see ns.c), into cgroup_fd's
+ * cgroup if it can (*ret_in_cgroup says whether it did). 0 in the init,
+ * its pid here, or -errno. */
+pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd,
+                          bool *ret_in_cgroup, struct err *err);
 /* A user namespace with these mappings, held by an O_RDONLY fd (for
  * idmapped mounts); no process stays in it. */
 int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_idmap *gid,

@@ -114,9 +114,14 @@ int oci_userns_make(const struct oci_idmap *uid, size_t n_uid, const struct oci_
  * the container's root may mount /proc there. (A PID namespace the helper
  * unshared could not be handed over: pid_for_children cannot be opened
  * before the namespace has its pid 1.) In the init, returns 0 as clone
- * does; in the caller, the init's pid or -errno with err set. */
-pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd, struct err *err)
+ * does; in the caller, the init's pid or -errno with err set, and
+ * *ret_in_cgroup whether the init was cloned into cgroup_fd's cgroup (else
+ * the caller moves it: a write to cgroup.procs, which costs an RCU grace
+ * period even for a process already there, so it is made only if needed). */
+pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd,
+                          bool *ret_in_cgroup, struct err *err)
 {
+    *ret_in_cgroup = false;
     _cleanup_close_ int userns = oci_ns_open_path(userns_path, OCI_NS_USER, err);
     if (userns < 0)
         return userns;
@@ -126,7 +131,7 @@ pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd
     pid_t helper = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
     if (helper == 0) {
         close(p[0]);
-        int rep[2] = {0, 0}; /* pid, errno */
+        int rep[3] = {0, 0, 0}; /* pid, errno, cloned into the cgroup */
         if (setns(userns, CLONE_NEWUSER) < 0) {
             rep[1] = errno;
         } else {
@@ -136,6 +141,7 @@ pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd
                 ca.cgroup = (uint64_t)cgroup_fd;
             }
             long r = syscall(SYS_clone3, &ca, sizeof(ca));
+            rep[2] = r >= 0 && cgroup_fd >= 0;
             if (r < 0 && cgroup_fd >= 0) {
                 /* moved by the caller afterwards */
                 ca.flags &= ~CLONE_INTO_CGROUP;
@@ -152,7 +158,7 @@ pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd
         _exit(0);
     }
     close(p[1]);
-    int rep[2] = {0, EIO};
+    int rep[3] = {0, EIO, 0};
     if (helper < 0)
         rep[1] = errno;
     else if (read(p[0], rep, sizeof(rep)) != (ssize_t)sizeof(rep))
@@ -165,5 +171,6 @@ pid_t oci_clone_in_userns(const char *userns_path, uint64_t flags, int cgroup_fd
         return err_set(err, rep[1] ? rep[1] : EIO,
                        "`linux.namespaces`: clone the init in the user namespace `%s`",
                        userns_path);
+    *ret_in_cgroup = rep[2] != 0;
     return rep[0];
 }
