@@ -60,254 +60,315 @@ int config_split_hostport(const char *s, char *host, size_t hostlen, int *ret_po
     return 0;
 }
 
+/* One setting: its name (the long flag's), the setter that checks and
+ * stores the value, and what the setter needs to know of the field. */
+struct option {
+    const char *key;
+    int (*set)(struct config *cfg, const struct option *o, const char *value, struct err *err);
+    size_t off;        /* the field */
+    size_t n_off;      /* lists: the field counting entries */
+    long min, max;     /* integers */
+    const char *range; /* integers: the error's "is not ..." */
+};
+
+#define FIELD(cfg, o, type) ((type *)((char *)(cfg) + (o)->off))
+
+static int set_path(struct config *cfg, const struct option *o, const char *value, struct err *err)
+{
+    if (value[0] != '/')
+        return err_set(err, EINVAL, "%s: `%s` is not an absolute path", o->key, value);
+    return set_str(FIELD(cfg, o, char *), value);
+}
+
+/* an unsigned int (uint32_t too) in o->min..o->max */
+static int set_uint(struct config *cfg, const struct option *o, const char *value, struct err *err)
+{
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (!value[0] || *end || v < o->min || v > o->max)
+        return err_set(err, EINVAL, "%s: `%s` is not %s", o->key, value, o->range);
+    *FIELD(cfg, o, unsigned) = (unsigned)v;
+    return 0;
+}
+
+static int set_log_level(struct config *cfg, const struct option *o, const char *value,
+                         struct err *err)
+{
+    (void)o;
+    enum log_level l;
+    if (log_level_parse(value, &l) < 0)
+        return err_set(err, EINVAL, "log-level: `%s` is not error, warning, info or debug", value);
+    return set_str(&cfg->log_level, value);
+}
+
+static int set_log_format(struct config *cfg, const struct option *o, const char *value,
+                          struct err *err)
+{
+    (void)o;
+    if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
+        return err_set(err, EINVAL, "log-format: `%s` is not text or json", value);
+    return set_str(&cfg->log_format, value);
+}
+
+static int set_listen_tcp(struct config *cfg, const struct option *o, const char *value,
+                          struct err *err)
+{
+    (void)o;
+    char host[256];
+    int port;
+    if (value[0] && config_split_hostport(value, host, sizeof(host), &port) < 0)
+        return err_set(err, EINVAL, "listen-tcp: `%s` is not HOST:PORT", value);
+    if (!value[0]) {
+        free(cfg->listen_tcp);
+        cfg->listen_tcp = NULL;
+        return 0;
+    }
+    return set_str(&cfg->listen_tcp, value);
+}
+
+/* seconds, stored as milliseconds; 0 = GRPC_NEVER */
+static int set_grpc_timeout(struct config *cfg, const struct option *o, const char *value,
+                            struct err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (!value[0] || *end || errno || !(v >= 0 && v <= 86400))
+        return err_set(err, EINVAL, "%s: `%s` is not 0..86400 seconds (0 = never)", o->key, value);
+    uint64_t ms = (uint64_t)(v * 1000 + 0.5);
+    *FIELD(cfg, o, uint64_t) = ms ? ms : GRPC_NEVER;
+    return 0;
+}
+
+static int set_grpc_size(struct config *cfg, const struct option *o, const char *value,
+                         struct err *err)
+{
+    uint64_t v;
+    if (parse_size(value, &v) < 0 || v < 64 * 1024 || v > SIZE_MAX / 2)
+        return err_set(err, EINVAL, "%s: `%s` is not a size of at least 64K (e.g. 256M)", o->key,
+                       value);
+    *FIELD(cfg, o, uint64_t) = v;
+    return 0;
+}
+
+/* Appends a copy of value to the list *v of *n entries. */
+static int list_add(char ***v, size_t *n, const char *value)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof(char *));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    if (!(nv[*n] = strdup(value)))
+        return -ENOMEM;
+    (*n)++;
+    return 0;
+}
+
+/* registry-mirror (HOST=URL), insecure-registry and registry-mirror-only
+ * (HOST[:PORT]), each repeatable */
+static int set_registry(struct config *cfg, const struct option *o, const char *value,
+                        struct err *err)
+{
+    bool mirror = strcmp(o->key, "registry-mirror") == 0;
+    const char *eq = strchr(value, '=');
+    if (mirror && (!eq || eq == value || !eq[1]))
+        return err_set(err, EINVAL, "registry-mirror: `%s` is not HOST=URL", value);
+    if (!mirror && (!value[0] || strchr(value, '/')))
+        return err_set(err, EINVAL, "%s: `%s` is not HOST[:PORT]", o->key, value);
+    size_t *n = (size_t *)((char *)cfg + o->n_off);
+    if (*n >= 256)
+        return err_set(err, E2BIG, "%s: more than 256 entries", o->key);
+    return list_add(FIELD(cfg, o, char **), n, value);
+}
+
+static int set_max_layer_size(struct config *cfg, const struct option *o, const char *value,
+                              struct err *err)
+{
+    (void)o;
+    if (parse_size(value, &cfg->max_layer_size) < 0)
+        return err_set(err, EINVAL, "max-layer-size: `%s` is not a size (0 = no limit, 64G)",
+                       value);
+    return 0;
+}
+
+static int set_max_layer_ratio(struct config *cfg, const struct option *o, const char *value,
+                               struct err *err)
+{
+    (void)o;
+    char *end;
+    unsigned long v = strtoul(value, &end, 10);
+    if (!value[0] || *end || value[0] == '-' || v > 1000000)
+        return err_set(err, EINVAL, "max-layer-ratio: `%s` is not 0..1000000 (0 = no limit)",
+                       value);
+    cfg->max_layer_ratio = (unsigned)v;
+    return 0;
+}
+
+static int set_progress_timeout(struct config *cfg, const struct option *o, const char *value,
+                                struct err *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (!value[0] || *end || errno || !(v >= 0.1 && v <= 3600))
+        return err_set(err, EINVAL, "%s: `%s` is not 0.1..3600 seconds", o->key, value);
+    cfg->image_pull_progress_timeout_ms = (unsigned)(v * 1000 + 0.5);
+    return 0;
+}
+
+static int set_min_rate(struct config *cfg, const struct option *o, const char *value,
+                        struct err *err)
+{
+    uint64_t v;
+    if (parse_size(value, &v) < 0 || v > (1u << 30))
+        return err_set(err, EINVAL, "%s: `%s` is not 0..1G bytes/s (e.g. 1K)", o->key, value);
+    cfg->image_pull_min_rate = (unsigned)v;
+    return 0;
+}
+
+static int set_min_free(struct config *cfg, const struct option *o, const char *value,
+                        struct err *err)
+{
+    (void)o;
+    if (parse_size_or_percent(value, &cfg->image_min_free, &cfg->image_min_free_pct) < 0)
+        return err_set(err, EINVAL,
+                       "image-min-free: `%s` is not a size (128M) or a percentage (0%%..99%%)",
+                       value);
+    return 0;
+}
+
+static int set_pod_cidr(struct config *cfg, const struct option *o, const char *value,
+                        struct err *err)
+{
+    (void)o;
+    if (net_pod_cidrs_parse(value, NULL, NULL, err) < 0)
+        return err_wrap(err, "pod-cidr");
+    return set_str(&cfg->pod_cidr, value);
+}
+
+static int set_bridge(struct config *cfg, const struct option *o, const char *value,
+                      struct err *err)
+{
+    (void)o;
+    size_t n = strlen(value);
+    if (n == 0 || n >= 16 || strchr(value, '/') || strchr(value, ' ') || strcmp(value, ".") == 0 ||
+        strcmp(value, "..") == 0)
+        return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
+    return set_str(&cfg->bridge, value);
+}
+
+static int set_stream_address(struct config *cfg, const struct option *o, const char *value,
+                              struct err *err)
+{
+    (void)o;
+    const char *colon = strrchr(value, ':');
+    if (!colon || colon == value || !colon[1])
+        return err_set(err, EINVAL, "stream-address: `%s` is not HOST:PORT", value);
+    return set_str(&cfg->stream_address, value);
+}
+
+static int set_runtime_handler(struct config *cfg, const struct option *o, const char *value,
+                               struct err *err)
+{
+    (void)o;
+    size_t n = strlen(value);
+    bool ok = n > 0 && n <= 63 && value[0] != '-' && value[n - 1] != '-';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9') ||
+             value[i] == '-' || value[i] == '.';
+    if (!ok)
+        return err_set(err, EINVAL,
+                       "runtime-handler: `%s` is not a DNS label (lowercase letters, digits, "
+                       "'-', '.')",
+                       value);
+    if (cfg->n_runtime_handlers >= 64)
+        return err_set(err, E2BIG, "runtime-handler: more than 64");
+    return list_add(&cfg->runtime_handlers, &cfg->n_runtime_handlers, value);
+}
+
+/* absolute directories, comma-separated; "" = none (every CDI device asked
+ * for is then unresolvable) */
+static int set_cdi_spec_dirs(struct config *cfg, const struct option *o, const char *value,
+                             struct err *err)
+{
+    (void)o;
+    size_t n = 0, vlen = strlen(value);
+    for (const char *p = value; *p;) {
+        size_t len = strcspn(p, ",");
+        if (p[0] != '/' || ++n > 16 || value[vlen - 1] == ',')
+            return err_set(err, EINVAL,
+                           "cdi-spec-dirs: `%s` is not up to 16 absolute directories, "
+                           "comma-separated",
+                           value);
+        p += len + (p[len] == ',');
+    }
+    return set_str(&cfg->cdi_spec_dirs, value);
+}
+
+static int set_pod_network(struct config *cfg, const struct option *o, const char *value,
+                           struct err *err)
+{
+    (void)o;
+    if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
+        return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
+    cfg->network_disabled = strcmp(value, "none") == 0;
+    return 0;
+}
+
+/* clang-format off */
+#define AT(field) offsetof(struct config, field)
+#define OPT(k, fn) {.key = k, .set = fn}
+#define SET(k, fn, field) {.key = k, .set = fn, .off = AT(field)}
+#define PATH(k, field) SET(k, set_path, field)
+#define UINT(k, field, lo, hi, text) \
+    {.key = k, .set = set_uint, .off = AT(field), .min = lo, .max = hi, .range = text}
+#define LIST(k, field, n_field) \
+    {.key = k, .set = set_registry, .off = AT(field), .n_off = AT(n_field)}
+/* clang-format on */
+
+static const struct option options[] = {
+    PATH("socket", socket_path),
+    PATH("root", root_dir),
+    PATH("state", state_dir),
+    OPT("log-level", set_log_level),
+    OPT("log-format", set_log_format),
+    OPT("listen-tcp", set_listen_tcp),
+    UINT("shutdown-timeout", shutdown_timeout_s, 0, 3600, "0..3600 seconds"),
+    SET("grpc-idle-timeout", set_grpc_timeout, grpc.idle_timeout_ms),
+    SET("grpc-keepalive-time", set_grpc_timeout, grpc.keepalive_time_ms),
+    SET("grpc-keepalive-timeout", set_grpc_timeout, grpc.keepalive_timeout_ms),
+    SET("grpc-request-timeout", set_grpc_timeout, grpc.request_timeout_ms),
+    SET("grpc-stall-timeout", set_grpc_timeout, grpc.stall_timeout_ms),
+    SET("grpc-request-memory", set_grpc_size, grpc.max_request_memory),
+    SET("grpc-response-memory", set_grpc_size, grpc.max_response_memory),
+    SET("grpc-connection-response-memory", set_grpc_size, grpc.max_connection_response_memory),
+    UINT("grpc-max-connections", grpc.max_connections, 1, 65536, "1..65536"),
+    LIST("registry-mirror", registry_mirrors, n_registry_mirrors),
+    LIST("insecure-registry", insecure_registries, n_insecure_registries),
+    LIST("registry-mirror-only", registry_mirror_only, n_registry_mirror_only),
+    PATH("registry-certs-dir", registry_certs_dir),
+    UINT("pull-concurrency", pull_concurrency, 1, 32, "1..32"),
+    OPT("max-layer-size", set_max_layer_size),
+    OPT("max-layer-ratio", set_max_layer_ratio),
+    OPT("image-pull-progress-timeout", set_progress_timeout),
+    OPT("image-pull-min-rate", set_min_rate),
+    OPT("image-min-free", set_min_free),
+    OPT("pod-cidr", set_pod_cidr),
+    OPT("bridge", set_bridge),
+    OPT("stream-address", set_stream_address),
+    PATH("stream-tls-cert", stream_tls_cert),
+    PATH("stream-tls-key", stream_tls_key),
+    UINT("mtu", mtu, 576, 65535, "576..65535"),
+    OPT("runtime-handler", set_runtime_handler),
+    OPT("cdi-spec-dirs", set_cdi_spec_dirs),
+    OPT("pod-network", set_pod_network),
+};
+
 int config_set(struct config *cfg, const char *key, const char *value, struct err *err)
 {
-    static const struct {
-        const char *key;
-        size_t off;
-    } strs[] = {
-        {"socket", offsetof(struct config, socket_path)},
-        {"root", offsetof(struct config, root_dir)},
-        {"state", offsetof(struct config, state_dir)},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
-        if (strcmp(key, strs[i].key) != 0)
-            continue;
-        if (value[0] != '/')
-            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
-        return set_str((char **)((char *)cfg + strs[i].off), value);
-    }
-    if (strcmp(key, "log-level") == 0) {
-        enum log_level l;
-        if (log_level_parse(value, &l) < 0)
-            return err_set(err, EINVAL, "log-level: `%s` is not error, warning, info or debug",
-                           value);
-        return set_str(&cfg->log_level, value);
-    }
-    if (strcmp(key, "log-format") == 0) {
-        if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
-            return err_set(err, EINVAL, "log-format: `%s` is not text or json", value);
-        return set_str(&cfg->log_format, value);
-    }
-    if (strcmp(key, "listen-tcp") == 0) {
-        char host[256];
-        int port;
-        if (value[0] && config_split_hostport(value, host, sizeof(host), &port) < 0)
-            return err_set(err, EINVAL, "listen-tcp: `%s` is not HOST:PORT", value);
-        if (!value[0]) {
-            free(cfg->listen_tcp);
-            cfg->listen_tcp = NULL;
-            return 0;
-        }
-        return set_str(&cfg->listen_tcp, value);
-    }
-    if (strcmp(key, "shutdown-timeout") == 0) {
-        char *end;
-        long v = strtol(value, &end, 10);
-        if (!value[0] || *end || v < 0 || v > 3600)
-            return err_set(err, EINVAL, "shutdown-timeout: `%s` is not 0..3600 seconds", value);
-        cfg->shutdown_timeout_s = (unsigned)v;
-        return 0;
-    }
-    static const struct {
-        const char *key;
-        size_t off;
-    } grpc_timeouts[] =
-        {
-            {"grpc-idle-timeout", offsetof(struct config, grpc.idle_timeout_ms)},
-            {"grpc-keepalive-time", offsetof(struct config, grpc.keepalive_time_ms)},
-            {"grpc-keepalive-timeout", offsetof(struct config, grpc.keepalive_timeout_ms)},
-            {"grpc-request-timeout", offsetof(struct config, grpc.request_timeout_ms)},
-            {"grpc-stall-timeout", offsetof(struct config, grpc.stall_timeout_ms)},
-        },
-      grpc_sizes[] = {
-          {"grpc-request-memory", offsetof(struct config, grpc.max_request_memory)},
-          {"grpc-response-memory", offsetof(struct config, grpc.max_response_memory)},
-          {"grpc-connection-response-memory",
-           offsetof(struct config, grpc.max_connection_response_memory)},
-      };
-    for (size_t i = 0; i < ARRAY_SIZE(grpc_timeouts); i++) {
-        if (strcmp(key, grpc_timeouts[i].key) != 0)
-            continue;
-        char *end;
-        errno = 0;
-        double v = strtod(value, &end);
-        if (!value[0] || *end || errno || !(v >= 0 && v <= 86400))
-            return err_set(err, EINVAL, "%s: `%s` is not 0..86400 seconds (0 = never)", key, value);
-        uint64_t ms = (uint64_t)(v * 1000 + 0.5);
-        *(uint64_t *)((char *)cfg + grpc_timeouts[i].off) = ms ? ms : GRPC_NEVER;
-        return 0;
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(grpc_sizes); i++) {
-        if (strcmp(key, grpc_sizes[i].key) != 0)
-            continue;
-        uint64_t v;
-        if (parse_size(value, &v) < 0 || v < 64 * 1024 || v > SIZE_MAX / 2)
-            return err_set(err, EINVAL, "%s: `%s` is not a size of at least 64K (e.g. 256M)", key,
-                           value);
-        *(uint64_t *)((char *)cfg + grpc_sizes[i].off) = v;
-        return 0;
-    }
-    if (strcmp(key, "grpc-max-connections") == 0) {
-        char *end;
-        long v = strtol(value, &end, 10);
-        if (!value[0] || *end || v < 1 || v > 65536)
-            return err_set(err, EINVAL, "grpc-max-connections: `%s` is not 1..65536", value);
-        cfg->grpc.max_connections = (uint32_t)v;
-        return 0;
-    }
-    if (strcmp(key, "registry-mirror") == 0 || strcmp(key, "insecure-registry") == 0 ||
-        strcmp(key, "registry-mirror-only") == 0) {
-        bool mirror = strcmp(key, "registry-mirror") == 0;
-        const char *eq = strchr(value, '=');
-        if (mirror && (!eq || eq == value || !eq[1]))
-            return err_set(err, EINVAL, "registry-mirror: `%s` is not HOST=URL", value);
-        if (!mirror && (!value[0] || strchr(value, '/')))
-            return err_set(err, EINVAL, "%s: `%s` is not HOST[:PORT]", key, value);
-        bool only = key[0] == 'r' && !mirror;
-        char ***v = mirror ? &cfg->registry_mirrors
-                    : only ? &cfg->registry_mirror_only
-                           : &cfg->insecure_registries;
-        size_t *n = mirror ? &cfg->n_registry_mirrors
-                    : only ? &cfg->n_registry_mirror_only
-                           : &cfg->n_insecure_registries;
-        if (*n >= 256)
-            return err_set(err, E2BIG, "%s: more than 256 entries", key);
-        char **nv = realloc(*v, (*n + 1) * sizeof(char *));
-        if (!nv || !(nv[*n] = strdup(value))) {
-            if (nv)
-                *v = nv;
-            return -ENOMEM;
-        }
-        *v = nv;
-        (*n)++;
-        return 0;
-    }
-    if (strcmp(key, "registry-certs-dir") == 0) {
-        if (value[0] != '/')
-            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
-        return set_str(&cfg->registry_certs_dir, value);
-    }
-    if (strcmp(key, "pull-concurrency") == 0) {
-        char *end;
-        long v = strtol(value, &end, 10);
-        if (!value[0] || *end || v < 1 || v > 32)
-            return err_set(err, EINVAL, "pull-concurrency: `%s` is not 1..32", value);
-        cfg->pull_concurrency = (unsigned)v;
-        return 0;
-    }
-    if (strcmp(key, "max-layer-size") == 0) {
-        if (parse_size(value, &cfg->max_layer_size) < 0)
-            return err_set(err, EINVAL, "max-layer-size: `%s` is not a size (0 = no limit, 64G)",
-                           value);
-        return 0;
-    }
-    if (strcmp(key, "max-layer-ratio") == 0) {
-        char *end;
-        unsigned long v = strtoul(value, &end, 10);
-        if (!value[0] || *end || value[0] == '-' || v > 1000000)
-            return err_set(err, EINVAL, "max-layer-ratio: `%s` is not 0..1000000 (0 = no limit)",
-                           value);
-        cfg->max_layer_ratio = (unsigned)v;
-        return 0;
-    }
-    if (strcmp(key, "image-pull-progress-timeout") == 0) {
-        char *end;
-        errno = 0;
-        double v = strtod(value, &end);
-        if (!value[0] || *end || errno || !(v >= 0.1 && v <= 3600))
-            return err_set(err, EINVAL, "%s: `%s` is not 0.1..3600 seconds", key, value);
-        cfg->image_pull_progress_timeout_ms = (unsigned)(v * 1000 + 0.5);
-        return 0;
-    }
-    if (strcmp(key, "image-pull-min-rate") == 0) {
-        uint64_t v;
-        if (parse_size(value, &v) < 0 || v > (1u << 30))
-            return err_set(err, EINVAL, "%s: `%s` is not 0..1G bytes/s (e.g. 1K)", key, value);
-        cfg->image_pull_min_rate = (unsigned)v;
-        return 0;
-    }
-    if (strcmp(key, "image-min-free") == 0) {
-        if (parse_size_or_percent(value, &cfg->image_min_free, &cfg->image_min_free_pct) < 0)
-            return err_set(err, EINVAL,
-                           "image-min-free: `%s` is not a size (128M) or a percentage (0%%..99%%)",
-                           value);
-        return 0;
-    }
-    if (strcmp(key, "pod-cidr") == 0) {
-        if (net_pod_cidrs_parse(value, NULL, NULL, err) < 0)
-            return err_wrap(err, "pod-cidr");
-        return set_str(&cfg->pod_cidr, value);
-    }
-    if (strcmp(key, "bridge") == 0) {
-        size_t n = strlen(value);
-        if (n == 0 || n >= 16 || strchr(value, '/') || strchr(value, ' ') ||
-            strcmp(value, ".") == 0 || strcmp(value, "..") == 0)
-            return err_set(err, EINVAL, "bridge: `%s` is not an interface name", value);
-        return set_str(&cfg->bridge, value);
-    }
-    if (strcmp(key, "stream-address") == 0) {
-        const char *colon = strrchr(value, ':');
-        if (!colon || colon == value || !colon[1])
-            return err_set(err, EINVAL, "stream-address: `%s` is not HOST:PORT", value);
-        return set_str(&cfg->stream_address, value);
-    }
-    if (strcmp(key, "stream-tls-cert") == 0 || strcmp(key, "stream-tls-key") == 0) {
-        if (value[0] != '/')
-            return err_set(err, EINVAL, "%s: `%s` is not an absolute path", key, value);
-        return set_str(key[11] == 'c' ? &cfg->stream_tls_cert : &cfg->stream_tls_key, value);
-    }
-    if (strcmp(key, "mtu") == 0) {
-        char *end;
-        long v = strtol(value, &end, 10);
-        if (!value[0] || *end || v < 576 || v > 65535)
-            return err_set(err, EINVAL, "mtu: `%s` is not 576..65535", value);
-        cfg->mtu = (unsigned)v;
-        return 0;
-    }
-    if (strcmp(key, "runtime-handler") == 0) {
-        size_t n = strlen(value);
-        bool ok = n > 0 && n <= 63 && value[0] != '-' && value[n - 1] != '-';
-        for (size_t i = 0; ok && i < n; i++)
-            ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9') ||
-                 value[i] == '-' || value[i] == '.';
-        if (!ok)
-            return err_set(err, EINVAL,
-                           "runtime-handler: `%s` is not a DNS label (lowercase letters, digits, "
-                           "'-', '.')",
-                           value);
-        if (cfg->n_runtime_handlers >= 64)
-            return err_set(err, E2BIG, "runtime-handler: more than 64");
-        char **nv = realloc(cfg->runtime_handlers, (cfg->n_runtime_handlers + 1) * sizeof(char *));
-        if (!nv)
-            return -ENOMEM;
-        cfg->runtime_handlers = nv;
-        if (!(nv[cfg->n_runtime_handlers] = strdup(value)))
-            return -ENOMEM;
-        cfg->n_runtime_handlers++;
-        return 0;
-    }
-    if (strcmp(key, "cdi-spec-dirs") == 0) {
-        /* absolute directories, comma-separated; "" = none (every CDI
-         * device asked for is then unresolvable) */
-        size_t n = 0, vlen = strlen(value);
-        for (const char *p = value; *p;) {
-            size_t len = strcspn(p, ",");
-            if (p[0] != '/' || ++n > 16 || value[vlen - 1] == ',')
-                return err_set(err, EINVAL,
-                               "cdi-spec-dirs: `%s` is not up to 16 absolute directories, "
-                               "comma-separated",
-                               value);
-            p += len + (p[len] == ',');
-        }
-        return set_str(&cfg->cdi_spec_dirs, value);
-    }
-    if (strcmp(key, "pod-network") == 0) {
-        if (strcmp(value, "builtin") != 0 && strcmp(value, "none") != 0)
-            return err_set(err, EINVAL, "pod-network: `%s` is not builtin or none", value);
-        cfg->network_disabled = strcmp(value, "none") == 0;
-        return 0;
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+        if (strcmp(key, options[i].key) == 0)
+            return options[i].set(cfg, &options[i], value, err);
     return err_set(err, EINVAL, "unknown setting `%s`", key);
 }
 

@@ -657,73 +657,81 @@ __attribute__((constructor)) static void sanitizer_report_to(void)
 }
 #endif
 
-int main(int argc, char **argv)
+static const struct option long_opts[] = {
+    {"init", required_argument, NULL, 'i'},      {"dir-fd", required_argument, NULL, 'd'},
+    {"exec-fd", required_argument, NULL, 'e'},   {"report-fd", required_argument, NULL, 'r'},
+    {"cgroup", required_argument, NULL, 'c'},    {"log-path", required_argument, NULL, 'l'},
+    {"stdout-fd", required_argument, NULL, 'o'}, {"stderr-fd", required_argument, NULL, 'E'},
+    {"tty-fd", required_argument, NULL, 't'},    {"stdin-fd", required_argument, NULL, 's'},
+    {"ctl-fd", required_argument, NULL, 'C'},    {"stdin-once", no_argument, NULL, 'O'},
+    {"buffer", required_argument, NULL, 'b'},    {NULL, 0, NULL, 0},
+};
+
+/* The options kinglet starts us with; 0 or -1 for usage. */
+static int parse_opts(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"init", required_argument, NULL, 'i'},      {"dir-fd", required_argument, NULL, 'd'},
-        {"exec-fd", required_argument, NULL, 'e'},   {"report-fd", required_argument, NULL, 'r'},
-        {"cgroup", required_argument, NULL, 'c'},    {"log-path", required_argument, NULL, 'l'},
-        {"stdout-fd", required_argument, NULL, 'o'}, {"stderr-fd", required_argument, NULL, 'E'},
-        {"tty-fd", required_argument, NULL, 't'},    {"stdin-fd", required_argument, NULL, 's'},
-        {"ctl-fd", required_argument, NULL, 'C'},    {"stdin-once", no_argument, NULL, 'O'},
-        {"buffer", required_argument, NULL, 'b'},    {NULL, 0, NULL, 0},
-    };
-    struct opts o = {.dir_fd = -1,
-                     .exec_fd = -1,
-                     .report_fd = -1,
-                     .out_fd = -1,
-                     .err_fd = -1,
-                     .tty_fd = -1,
-                     .stdin_fd = -1,
-                     .ctl_fd = -1,
-                     .buffer = 256 << 10};
-    for (int c; (c = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
+    *o = (struct opts){.dir_fd = -1,
+                       .exec_fd = -1,
+                       .report_fd = -1,
+                       .out_fd = -1,
+                       .err_fd = -1,
+                       .tty_fd = -1,
+                       .stdin_fd = -1,
+                       .ctl_fd = -1,
+                       .buffer = 256 << 10};
+    for (int c; (c = getopt_long(argc, argv, "", long_opts, NULL)) != -1;) {
         switch (c) {
         case 'i':
-            o.init = (pid_t)atoi(optarg);
+            o->init = (pid_t)atoi(optarg);
             break;
         case 'd':
-            o.dir_fd = parse_fd(optarg);
+            o->dir_fd = parse_fd(optarg);
             break;
         case 'e':
-            o.exec_fd = parse_fd(optarg);
+            o->exec_fd = parse_fd(optarg);
             break;
         case 'r':
-            o.report_fd = parse_fd(optarg);
+            o->report_fd = parse_fd(optarg);
             break;
         case 'c':
-            o.cgroup = optarg;
+            o->cgroup = optarg;
             break;
         case 'l':
-            o.log_path = optarg;
+            o->log_path = optarg;
             break;
         case 'o':
-            o.out_fd = parse_fd(optarg);
+            o->out_fd = parse_fd(optarg);
             break;
         case 'E':
-            o.err_fd = parse_fd(optarg);
+            o->err_fd = parse_fd(optarg);
             break;
         case 't':
-            o.tty_fd = parse_fd(optarg);
+            o->tty_fd = parse_fd(optarg);
             break;
         case 's':
-            o.stdin_fd = parse_fd(optarg);
+            o->stdin_fd = parse_fd(optarg);
             break;
         case 'C':
-            o.ctl_fd = parse_fd(optarg);
+            o->ctl_fd = parse_fd(optarg);
             break;
         case 'O':
-            o.stdin_once = true;
+            o->stdin_once = true;
             break;
         case 'b':
-            o.buffer = (size_t)strtoul(optarg, NULL, 10);
+            o->buffer = (size_t)strtoul(optarg, NULL, 10);
             break;
         default:
-            return usage();
+            return -1;
         }
     }
-    if (o.init <= 0 || o.dir_fd < 0)
-        return usage();
+    return o->init <= 0 || o->dir_fd < 0 ? -1 : 0;
+}
+
+/* Ignores the signals a terminal or kinglet could send, takes SIGCHLD
+ * through a signalfd (returned; -1 when there is none) and leaves the PID
+ * namespace our children would be born into. */
+static int process_setup(void)
+{
     prctl(PR_SET_NAME, "kinglet-monitor");
     signal(SIGHUP, SIG_IGN);
     signal(SIGINT, SIG_IGN);
@@ -745,188 +753,237 @@ int main(int argc, char **argv)
         setns(pidns, CLONE_NEWPID);
         close(pidns);
     }
+    return sfd;
+}
 
-    struct logfmt *fmt = NULL;
-    if (o.log_path) {
-        if (o.buffer < 64 << 10 || o.buffer > 64 << 20)
-            o.buffer = 256 << 10;
-        fmt = malloc(sizeof(*fmt));
-        W.ring = malloc(o.buffer);
-        W.cap = o.buffer;
-        W.path = o.log_path;
-        W.fd = open_log(o.log_path);
-        W.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        pthread_t th;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 64 << 10);
-        if (!fmt || !W.ring || pthread_create(&th, &attr, writer_main, NULL) != 0) {
-            /* Without a writer the output is drained and lost rather than
-             * left to block the container. */
-            free(W.ring);
-            W.ring = NULL;
-            W.cap = 0;
-        }
-        if (fmt)
-            logfmt_init(fmt, LOGFMT_LINE_MAX);
+/* Starts the log writer thread for o->log_path; the formatter of the log's
+ * lines, or NULL. */
+static struct logfmt *log_start(struct opts *o)
+{
+    if (o->buffer < 64 << 10 || o->buffer > 64 << 20)
+        o->buffer = 256 << 10;
+    struct logfmt *fmt = malloc(sizeof(*fmt));
+    W.ring = malloc(o->buffer);
+    W.cap = o->buffer;
+    W.path = o->log_path;
+    W.fd = open_log(o->log_path);
+    W.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    if (!fmt || !W.ring || pthread_create(&th, &attr, writer_main, NULL) != 0) {
+        /* Without a writer the output is drained and lost rather than
+         * left to block the container. */
+        free(W.ring);
+        W.ring = NULL;
+        W.cap = 0;
     }
-    int outs[2] = {o.tty_fd >= 0 ? o.tty_fd : o.out_fd, o.tty_fd >= 0 ? -1 : o.err_fd};
+    if (fmt)
+        logfmt_init(fmt, LOGFMT_LINE_MAX);
+    return fmt;
+}
+
+static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/* What the loop works on. */
+struct mon {
+    struct opts o;
+    int sfd;            /* SIGCHLD's signalfd, -1 */
+    struct logfmt *fmt; /* NULL without a log */
+    int outs[2];        /* the container's stdout (or pty master) and stderr; -1 at EOF */
+    struct io io;
+    uint64_t started; /* when the container's process started (exec-fd), 0 = unknown */
+    bool init_done;
+    int init_status;
+};
+
+static uint8_t out_buf[ATT_CHUNK];
+
+/* n bytes of output stream i (in out_buf) to the log and attached clients */
+static void out_data(struct mon *m, int i, size_t n)
+{
+    record_ns = real_ns();
+    if (m->fmt)
+        logfmt_feed(m->fmt, (enum logfmt_stream)i, out_buf, n, emit, NULL);
+    fan_out(i ? MONITOR_ATT_ERR : MONITOR_ATT_OUT, out_buf, n, &m->io);
+}
+
+/* the end of output stream i: its partial line to the log */
+static void out_end(struct mon *m, int i)
+{
+    record_ns = real_ns();
+    if (m->fmt)
+        logfmt_flush(m->fmt, (enum logfmt_stream)i, emit, NULL);
+}
+
+/* One round's poll set, and where each fd is in it (-1: not polled). */
+struct polls {
+    struct pollfd p[7 + CLIENTS_MAX];
+    int np, at_sig, at_exec, at_out[2], at_ctl, at_in, at_wake, at_client;
+    bool held; /* the log is behind: output paused, the writer's eventfd polled */
+};
+
+static void polls_build(const struct mon *m, struct polls *ps)
+{
+    struct pollfd *p = ps->p;
+    int np = 0;
+    ps->at_sig = ps->at_exec = ps->at_out[0] = ps->at_out[1] = ps->at_ctl = ps->at_in =
+        ps->at_wake = -1;
+    if (m->sfd >= 0)
+        p[ps->at_sig = np++] = (struct pollfd){.fd = m->sfd, .events = POLLIN};
+    if (m->o.exec_fd >= 0)
+        p[ps->at_exec = np++] = (struct pollfd){.fd = m->o.exec_fd, .events = POLLIN};
+    /* A client that has not taken its last packet pauses the output;
+     * so does a log that keeps up but is behind (the writer's eventfd
+     * says when a write ends; a stall is seen within LOG_STALL_NS). */
+    bool paused = any_pending();
+    bool held = false;
+    if (W.ring) {
+        pthread_mutex_lock(&W.mu);
+        held = log_hold();
+        pthread_mutex_unlock(&W.mu);
+    }
     for (int i = 0; i < 2; i++)
-        if (outs[i] >= 0)
-            fcntl(outs[i], F_SETFL, fcntl(outs[i], F_GETFL) | O_NONBLOCK);
-    if (o.ctl_fd >= 0)
-        fcntl(o.ctl_fd, F_SETFL, fcntl(o.ctl_fd, F_GETFL) | O_NONBLOCK);
+        if (m->outs[i] >= 0 && !paused && !held)
+            p[ps->at_out[i] = np++] = (struct pollfd){.fd = m->outs[i], .events = POLLIN};
+    if (held && W.wake_fd >= 0)
+        p[ps->at_wake = np++] = (struct pollfd){.fd = W.wake_fd, .events = POLLIN};
+    if (m->o.ctl_fd >= 0 && n_clients < CLIENTS_MAX)
+        p[ps->at_ctl = np++] = (struct pollfd){.fd = m->o.ctl_fd, .events = POLLIN};
+    if (m->io.in_len && m->io.stdin_fd >= 0 && !m->io.tty)
+        p[ps->at_in = np++] = (struct pollfd){.fd = m->io.stdin_fd, .events = POLLOUT};
+    ps->at_client = np;
+    for (size_t i = 0; i < n_clients; i++)
+        /* no new input while the last is not taken */
+        p[np++] = (struct pollfd){
+            .fd = clients[i].fd,
+            .events = (short)((m->io.in_len ? 0 : POLLIN) | (clients[i].pending ? POLLOUT : 0))};
+    ps->np = np;
+    ps->held = held;
+}
 
-    static uint8_t buf[ATT_CHUNK];
-    struct io io = {.stdin_fd = o.tty_fd >= 0 ? o.tty_fd : o.stdin_fd,
-                    .tty = o.tty_fd >= 0,
-                    .stdin_once = o.stdin_once};
-    if (io.stdin_fd >= 0 && !io.tty)
-        fcntl(io.stdin_fd, F_SETFL, fcntl(io.stdin_fd, F_GETFL) | O_NONBLOCK);
-    uint64_t started = 0;
-    bool init_done = false;
-    int init_status = 0;
-    while (!init_done) {
-        struct pollfd p[7 + CLIENTS_MAX];
-        int np = 0, at_sig = -1, at_exec = -1, at_out[2] = {-1, -1}, at_ctl = -1, at_in = -1,
-            at_wake = -1;
-        if (sfd >= 0)
-            p[at_sig = np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        if (o.exec_fd >= 0)
-            p[at_exec = np++] = (struct pollfd){.fd = o.exec_fd, .events = POLLIN};
-        /* A client that has not taken its last packet pauses the output;
-         * so does a log that keeps up but is behind (the writer's eventfd
-         * says when a write ends; a stall is seen within LOG_STALL_NS). */
-        bool paused = any_pending();
-        bool held = false;
-        if (W.ring) {
-            pthread_mutex_lock(&W.mu);
-            held = log_hold();
-            pthread_mutex_unlock(&W.mu);
-        }
-        for (int i = 0; i < 2; i++)
-            if (outs[i] >= 0 && !paused && !held)
-                p[at_out[i] = np++] = (struct pollfd){.fd = outs[i], .events = POLLIN};
-        if (held && W.wake_fd >= 0)
-            p[at_wake = np++] = (struct pollfd){.fd = W.wake_fd, .events = POLLIN};
-        if (o.ctl_fd >= 0 && n_clients < CLIENTS_MAX)
-            p[at_ctl = np++] = (struct pollfd){.fd = o.ctl_fd, .events = POLLIN};
-        if (io.in_len && io.stdin_fd >= 0 && !io.tty)
-            p[at_in = np++] = (struct pollfd){.fd = io.stdin_fd, .events = POLLOUT};
-        int at_client = np;
-        for (size_t i = 0; i < n_clients; i++)
-            /* no new input while the last is not taken */
-            p[np++] = (struct pollfd){
-                .fd = clients[i].fd,
-                .events = (short)((io.in_len ? 0 : POLLIN) | (clients[i].pending ? POLLOUT : 0))};
-        /* Without a signalfd, look for the exit now and then. */
-        int r = poll(p, (nfds_t)np, held ? 50 : sfd >= 0 ? -1 : 200);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (at_wake >= 0 && p[at_wake].revents) {
-            uint64_t n;
-            ssize_t k = read(W.wake_fd, &n, sizeof(n));
-            (void)k;
-        }
-        if (at_exec >= 0 && p[at_exec].revents) {
-            char c;
-            if (read(o.exec_fd, &c, 1) == 1)
-                started = real_ns();
-            close(o.exec_fd);
-            o.exec_fd = -1;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (at_out[i] < 0 || !p[at_out[i]].revents)
-                continue;
-            ssize_t n = read(outs[i], buf, sizeof(buf));
-            if (n > 0) {
-                record_ns = real_ns();
-                if (fmt)
-                    logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
-                fan_out(i ? MONITOR_ATT_ERR : MONITOR_ATT_OUT, buf, (size_t)n, &io);
-            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                /* EOF, or EIO from a pty whose last holder closed it */
-                record_ns = real_ns();
-                if (fmt)
-                    logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
-                if (io.tty && outs[i] == io.stdin_fd)
-                    io.stdin_fd = -1;
-                close(outs[i]);
-                outs[i] = -1;
-            }
-        }
-        /* Clients, from the last (client_drop moves the last into a hole). */
-        for (size_t k = n_clients; k-- > 0;) {
-            short rev = p[at_client + (int)k].revents;
-            struct client *c = &clients[k];
-            if ((rev & POLLOUT) && c->pending) {
-                ssize_t n = send(c->fd, c->pending, c->pending_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (n >= 0) {
-                    free(c->pending);
-                    c->pending = NULL;
-                } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                    client_drop(k, &io);
-                    continue;
-                }
-            }
-            if (rev & (POLLIN | POLLHUP | POLLERR))
-                client_input(k, &io);
-        }
-        stdin_flush(&io);
-        (void)at_in;
-        if (at_ctl >= 0 && p[at_ctl].revents) {
-            int fd = accept4(o.ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd >= 0)
-                clients[n_clients++] = (struct client){.fd = fd};
-        }
-        if (at_sig >= 0 && p[at_sig].revents) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                ;
-        }
-        for (;;) {
-            int st;
-            pid_t pid = waitpid(-1, &st, WNOHANG);
-            if (pid <= 0)
-                break;
-            if (pid == o.init) {
-                init_status = st;
-                init_done = true;
-            }
-        }
-    }
-    if (o.exec_fd >= 0) {
-        char c;
-        if (read(o.exec_fd, &c, 1) == 1)
-            started = real_ns();
-    }
-    uint64_t flush_by = mono_ns() + EXIT_FLUSH_NS;
-    /* What the container wrote before it ended goes to the log first:
-     * read what is there (orphans holding the pipes do not hold us). */
+static bool ready(const struct polls *ps, int at) { return at >= 0 && ps->p[at].revents; }
+
+/* The container's output that is ready: read, or closed at its end. */
+static void outs_read(struct mon *m, const struct polls *ps)
+{
     for (int i = 0; i < 2; i++) {
-        if (outs[i] < 0)
+        if (!ready(ps, ps->at_out[i]))
+            continue;
+        ssize_t n = read(m->outs[i], out_buf, sizeof(out_buf));
+        if (n > 0) {
+            out_data(m, i, (size_t)n);
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            /* EOF, or EIO from a pty whose last holder closed it */
+            out_end(m, i);
+            if (m->io.tty && m->outs[i] == m->io.stdin_fd)
+                m->io.stdin_fd = -1;
+            close(m->outs[i]);
+            m->outs[i] = -1;
+        }
+    }
+}
+
+/* Clients, from the last (client_drop moves the last into a hole). */
+static void clients_serve(struct mon *m, const struct polls *ps)
+{
+    for (size_t k = n_clients; k-- > 0;) {
+        short rev = ps->p[ps->at_client + (int)k].revents;
+        struct client *c = &clients[k];
+        if ((rev & POLLOUT) && c->pending) {
+            ssize_t n = send(c->fd, c->pending, c->pending_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n >= 0) {
+                free(c->pending);
+                c->pending = NULL;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                client_drop(k, &m->io);
+                continue;
+            }
+        }
+        if (rev & (POLLIN | POLLHUP | POLLERR))
+            client_input(k, &m->io);
+    }
+}
+
+/* Reaps what has ended; the init's status when it is among them. */
+static void children_reap(struct mon *m)
+{
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid <= 0)
+            break;
+        if (pid == m->o.init) {
+            m->init_status = st;
+            m->init_done = true;
+        }
+    }
+}
+
+/* One round of the loop; -1 when poll fails. */
+static int loop_once(struct mon *m)
+{
+    struct polls ps;
+    polls_build(m, &ps);
+    /* Without a signalfd, look for the exit now and then. */
+    int r = poll(ps.p, (nfds_t)ps.np, ps.held ? 50 : m->sfd >= 0 ? -1 : 200);
+    if (r < 0 && errno != EINTR)
+        return -1;
+    if (ready(&ps, ps.at_wake)) {
+        uint64_t n;
+        ssize_t k = read(W.wake_fd, &n, sizeof(n));
+        (void)k;
+    }
+    if (ready(&ps, ps.at_exec)) {
+        char c;
+        if (read(m->o.exec_fd, &c, 1) == 1)
+            m->started = real_ns();
+        close(m->o.exec_fd);
+        m->o.exec_fd = -1;
+    }
+    outs_read(m, &ps);
+    clients_serve(m, &ps);
+    stdin_flush(&m->io);
+    if (ready(&ps, ps.at_ctl)) {
+        int fd = accept4(m->o.ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            clients[n_clients++] = (struct client){.fd = fd};
+    }
+    if (ready(&ps, ps.at_sig)) {
+        struct signalfd_siginfo si;
+        while (read(m->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            ;
+    }
+    children_reap(m);
+    return 0;
+}
+
+/* At the init's exit: what the container wrote before it ended goes to the
+ * log and to attached clients first (orphans holding the pipes do not hold
+ * us), then clients get EOF and the log is written out. */
+static void outs_finish(struct mon *m)
+{
+    uint64_t flush_by = mono_ns() + EXIT_FLUSH_NS;
+    for (int i = 0; i < 2; i++) {
+        if (m->outs[i] < 0)
             continue;
         for (int rounds = 0; rounds < 1024; rounds++) {
             log_wait_room();
             /* a client keeps one packet pending: the next waits for it */
-            clients_flush(flush_by, &io);
-            ssize_t n = read(outs[i], buf, sizeof(buf));
+            clients_flush(flush_by, &m->io);
+            ssize_t n = read(m->outs[i], out_buf, sizeof(out_buf));
             if (n <= 0)
                 break;
-            record_ns = real_ns();
-            if (fmt)
-                logfmt_feed(fmt, (enum logfmt_stream)i, buf, (size_t)n, emit, NULL);
-            fan_out(i ? MONITOR_ATT_ERR : MONITOR_ATT_OUT, buf, (size_t)n, &io);
+            out_data(m, i, (size_t)n);
         }
-        record_ns = real_ns();
-        if (fmt)
-            logfmt_flush(fmt, (enum logfmt_stream)i, emit, NULL);
+        out_end(m, i);
     }
     /* Attached clients get what they have not taken (until the deadline),
      * then EOF. */
-    clients_flush(flush_by, &io);
+    clients_flush(flush_by, &m->io);
     while (n_clients)
-        client_drop(n_clients - 1, &io);
+        client_drop(n_clients - 1, &m->io);
     if (W.ring) {
         /* what was dropped since the last record, counted too */
         record_ns = real_ns();
@@ -937,7 +994,39 @@ int main(int argc, char **argv)
     }
     if (W.fd >= 0)
         fsync(W.fd);
-    record_exit(&o, init_status, started);
+}
+
+int main(int argc, char **argv)
+{
+    static struct mon m;
+    if (parse_opts(argc, argv, &m.o) < 0)
+        return usage();
+    m.sfd = process_setup();
+    if (m.o.log_path)
+        m.fmt = log_start(&m.o);
+    struct opts *o = &m.o;
+    m.outs[0] = o->tty_fd >= 0 ? o->tty_fd : o->out_fd;
+    m.outs[1] = o->tty_fd >= 0 ? -1 : o->err_fd;
+    for (int i = 0; i < 2; i++)
+        if (m.outs[i] >= 0)
+            set_nonblock(m.outs[i]);
+    if (o->ctl_fd >= 0)
+        set_nonblock(o->ctl_fd);
+    m.io = (struct io){.stdin_fd = o->tty_fd >= 0 ? o->tty_fd : o->stdin_fd,
+                       .tty = o->tty_fd >= 0,
+                       .stdin_once = o->stdin_once};
+    if (m.io.stdin_fd >= 0 && !m.io.tty)
+        set_nonblock(m.io.stdin_fd);
+    while (!m.init_done)
+        if (loop_once(&m) < 0)
+            break;
+    if (o->exec_fd >= 0) {
+        char c;
+        if (read(o->exec_fd, &c, 1) == 1)
+            m.started = real_ns();
+    }
+    outs_finish(&m);
+    record_exit(o, m.init_status, m.started);
     /* Reparented leftovers of a container without a pid namespace: reap
      * what is already dead, leave the rest to the system. */
     while (waitpid(-1, NULL, WNOHANG) > 0)

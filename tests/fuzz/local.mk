@@ -77,7 +77,8 @@ tests_fuzz_fuzz_image_unpack_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
 # image/http: raw HTTP answers through the registry client's parser (the
 # source compiled in for coverage, ASan and UBSan for memory and leaks).
 noinst_PROGRAMS += tests/fuzz/fuzz_image_http
-tests_fuzz_fuzz_image_http_SOURCES = tests/fuzz/fuzz_image_http.c src/image/http.c
+tests_fuzz_fuzz_image_http_SOURCES = tests/fuzz/fuzz_image_http.c src/image/http.c \
+	src/image/http_url.c
 tests_fuzz_fuzz_image_http_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_image_http_LDFLAGS = $(NET_FUZZ_FLAGS)
 tests_fuzz_fuzz_image_http_LDADD = libkimage.a libkbase.a $(DEP_LIBS)
