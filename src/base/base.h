@@ -159,6 +159,13 @@ int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
  * "/" (symlinks and ".." never leave it, no mount crossed); -EINVAL for
  * what is not a regular file. For files of a container's image. */
 int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* openat2(2): an fd, or -1 with errno. Retried while the kernel says
+ * EAGAIN, which it does for RESOLVE_IN_ROOT and RESOLVE_BENEATH when a
+ * rename or a mount anywhere on the system raced a ".." of the lookup (the
+ * man page's advice); at most OPENAT2_TRIES times. */
+#define OPENAT2_TRIES 64
+struct open_how;
+int openat2_retry(int dirfd, const char *path, const struct open_how *how);
 int write_file_atomic(int dirfd, const char *path, const void *data, size_t len, int mode);
 /* The temporary is written unnamed (O_TMPFILE) and named
  * PATH.tmp.PID.SEQ only once complete, just before the rename (a named

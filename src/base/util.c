@@ -74,12 +74,21 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
     return read_fd_all(fd, max, ret, ret_len);
 }
 
+int openat2_retry(int dirfd, const char *path, const struct open_how *how)
+{
+    for (int i = 1;; i++) {
+        int fd = (int)syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+        if (fd >= 0 || errno != EAGAIN || i == OPENAT2_TRIES)
+            return fd;
+    }
+}
+
 int read_file_in_root(int rootfd, const char *path, size_t max, char **ret, size_t *ret_len)
 {
     /* O_NONBLOCK: a FIFO planted at the path must not hang the reader */
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-    _cleanup_close_ int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+    _cleanup_close_ int fd = openat2_retry(rootfd, path, &how);
     if (fd < 0)
         return -errno;
     struct stat st;

@@ -332,14 +332,14 @@ static int mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, str
             *p = '\0';
             struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
                                    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-            int fd = (int)syscall(SYS_openat2, rootfd, buf, &how, sizeof(how));
+            int fd = openat2_retry(rootfd, buf, &how);
             if (fd < 0) {
                 /* make the missing component in its (resolved) parent */
                 char *slash = strrchr(buf, '/');
                 char name[256];
                 snprintf(name, sizeof(name), "%s", slash + 1);
                 *slash = '\0';
-                int pfd = (int)syscall(SYS_openat2, rootfd, *buf ? buf : "/", &how, sizeof(how));
+                int pfd = openat2_retry(rootfd, *buf ? buf : "/", &how);
                 *slash = '/';
                 int made = pfd < 0 ? -1 : mkdirat(pfd, name, 0755);
                 if (pfd < 0 || (made < 0 && errno != EEXIST) ||

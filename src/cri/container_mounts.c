@@ -184,7 +184,7 @@ static int sub_path_resolve(const char *mnt, const char *sub, char **ret, struct
         return err_set(err, errno, "open the image volume `%s`", mnt);
     struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-    _cleanup_close_ int fd = (int)syscall(SYS_openat2, root, sub, &how, sizeof(how));
+    _cleanup_close_ int fd = openat2_retry(root, sub, &how);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return err_set_msg(err, ENOENT, "image_sub_path `%.200s` does not exist in the image",

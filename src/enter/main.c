@@ -161,6 +161,18 @@ static void read_recipe(struct recipe *r)
     r->env = p.env;
 }
 
+/* openat2, retried while the kernel says EAGAIN: a rename or mount
+ * anywhere raced a ".." of a RESOLVE_IN_ROOT or RESOLVE_BENEATH lookup
+ * (as base's openat2_retry, which this program does not link). */
+static int openat2_retry(int dirfd, const char *path, const struct open_how *how)
+{
+    for (int i = 1;; i++) {
+        int fd = (int)syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+        if (fd >= 0 || errno != EAGAIN || i == 64)
+            return fd;
+    }
+}
+
 /* ---- the command's steps (src/oci/process.c's order) ---- */
 
 /* A file of our own below /proc for writing, as oci_proc_open does: /proc
@@ -180,7 +192,7 @@ static int proc_open(const char *rel, const char *field)
         .flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
     };
-    int fd = (int)syscall(SYS_openat2, proc, rel, &how, sizeof(how));
+    int fd = openat2_retry(proc, rel, &how);
     int e = errno;
     close(proc);
     return fd < 0 ? -e : fd;
@@ -281,7 +293,7 @@ static int terminal(const struct recipe *r)
 static int openat2_in_root(int root, const char *path)
 {
     struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-    int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+    int fd = openat2_retry(root, path, &how);
     return fd < 0 ? -errno : fd;
 }
 

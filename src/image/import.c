@@ -31,7 +31,7 @@ static int open_beneath(int dirfd, const char *path, int flags)
         .flags = (uint64_t)(flags | O_CLOEXEC),
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
     };
-    int fd = (int)syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
+    int fd = openat2_retry(dirfd, *path ? path : ".", &how);
     return fd < 0 ? -errno : fd;
 }
 

@@ -346,7 +346,7 @@ static int open_in_root(int rootfd, const char *path, uint64_t flags)
         .flags = flags | O_CLOEXEC,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
     };
-    int fd = (int)syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+    int fd = openat2_retry(rootfd, *path ? path : ".", &how);
     return fd < 0 ? -errno : fd;
 }
 

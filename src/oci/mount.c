@@ -29,7 +29,7 @@ static int openat2_in_root(int rootfd, const char *path, int flags)
         path++;
     if (!*path)
         path = ".";
-    int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+    int fd = openat2_retry(rootfd, path, &how);
     return fd < 0 ? -errno : fd;
 }
 

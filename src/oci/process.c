@@ -78,7 +78,7 @@ int oci_proc_open(const char *rel, int flags, struct err *err)
         .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
     };
-    int fd = (int)syscall(SYS_openat2, proc, rel, &how, sizeof(how));
+    int fd = openat2_retry(proc, rel, &how);
     if (fd < 0)
         return err_set(err, errno, "open /proc/%s", rel);
     return fd;

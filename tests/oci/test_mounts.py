@@ -2,6 +2,7 @@
 import os
 import stat
 import subprocess
+import uuid
 
 import pytest
 
@@ -294,3 +295,36 @@ def test_cgroup2_mount_with_cgroup_namespace(runtime, make_bundle, cid):
     assert lines[0] == "0::/"  # the container's cgroup is its cgroup namespace root
     assert int(lines[1]) >= 1
     assert "cgroup2" in lines[2:]  # the fstype, after the " - " separator
+
+
+def test_dotdot_lookups_survive_renames_elsewhere(kinglet, make_bundle, private_rootfs,
+                                                  tmp_path):
+    """A destination whose link climbs with "..": openat2 resolving in the
+    root answers EAGAIN whenever a rename anywhere on the system raced the
+    lookup, which a busy node does all the time (seen failing a create in
+    a loaded run). The executor retries; here a process renames a file in
+    a loop while containers are created."""
+    os.symlink("../../../../../../../../srv/x", private_rootfs / "climb")
+
+    def edit(c):
+        c["root"]["readonly"] = False
+        c["mounts"] += [{"destination": f"/climb/d{i}", "type": "tmpfs", "source": "tmpfs"}
+                        for i in range(16)]
+    b = make_bundle(["/bin/true"], edit=edit, root=private_rootfs)
+    (tmp_path / "a").write_text("")
+    renamer = subprocess.Popen(["/usr/bin/python3", "-c", (
+        "import os, sys\n"
+        "a, b = sys.argv[1], sys.argv[2]\n"
+        "os.rename(a, b); os.rename(b, a)\n"
+        "print('renaming', flush=True)\n"
+        "while True:\n"
+        "    os.rename(a, b); os.rename(b, a)\n"), str(tmp_path / "a"), str(tmp_path / "b")],
+        stdout=subprocess.PIPE)
+    try:
+        assert renamer.stdout.readline() == b"renaming\n"
+        for i in range(50):
+            r = kinglet("run", "--bundle", b, f"t{uuid.uuid4().hex[:10]}")
+            assert r.returncode == 0, r.stderr
+    finally:
+        renamer.kill()
+        renamer.wait()
