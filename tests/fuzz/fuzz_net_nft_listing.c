@@ -75,6 +75,14 @@ static bool oracle_match(const struct nlmsghdr *nlh, const char *want, uint64_t 
     mnl_attr_for_each(a, nlh, sizeof(*g))
     {
         uint16_t t = mnl_attr_get_type(a);
+        /* libnftnl exit()s on an attribute of the wrong shape ("kernel ABI
+         * is broken"): checked first as it checks them, and such a rule is
+         * nobody's, as nft would refuse it */
+        if ((t == NFTA_RULE_TABLE || t == NFTA_RULE_CHAIN) &&
+            mnl_attr_validate(a, MNL_TYPE_STRING) < 0)
+            return false;
+        if (t == NFTA_RULE_HANDLE && mnl_attr_validate(a, MNL_TYPE_U64) < 0)
+            return false;
         if (t == NFTA_RULE_TABLE || t == NFTA_RULE_CHAIN || t == NFTA_RULE_HANDLE ||
             t == NFTA_RULE_USERDATA)
             mnl_attr_put(c, t, mnl_attr_get_payload_len(a), mnl_attr_get_payload(a));
