@@ -252,6 +252,10 @@ def test_init_is_cloned_into_its_cgroup_not_moved(env, tmp_path, pod_kind):
     import subprocess
     if shutil.which("strace") is None:
         pytest.skip("strace missing: scripts/install-deps test")
+    if env.d.sanitized():
+        # the executor's LeakSanitizer stops the world with ptrace at exit,
+        # which fails under strace (exit status 1)
+        pytest.skip("a sanitizer build's executor cannot exit under strace")
     pod = userns_pod(env) if pod_kind == "userns" else env.pod()
     out = tmp_path / "trace"
     tids = os.listdir(f"/proc/{env.d.pid}/task")
