@@ -77,6 +77,35 @@ static int write_json(const char *dir, const char *name, json_t *v, struct err *
     return r < 0 ? err_set(err, -r, "write `%s/%s`", dir, name) : 0;
 }
 
+static int tar_add(struct archive *a, const char *path, const char *name, json_t *deleted,
+                   struct err *err);
+
+/* The entries of directory path into the tar, named below name ("" for
+ * the top). */
+static int tar_children(struct archive *a, const char *path, const char *name, json_t *deleted,
+                        struct err *err)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return err_set(err, errno, "open `%s`", path);
+    int r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char cp[PATH_MAX], cn[PATH_MAX];
+        if ((size_t)snprintf(cp, sizeof(cp), "%s/%s", path, de->d_name) >= sizeof(cp) ||
+            (size_t)snprintf(cn, sizeof(cn), "%s%s%s", name, *name ? "/" : "", de->d_name) >=
+                sizeof(cn)) {
+            r = err_set(err, ENAMETOOLONG, "`%s/%s`", path, de->d_name);
+            break;
+        }
+        r = tar_add(a, cp, cn, deleted, err);
+    }
+    closedir(d);
+    return r;
+}
+
 /* Adds path (on disk) to a as name, and a directory's entries below it.
  * With deleted, overlay whiteouts (0/0 character devices) are not added
  * but listed there, as paths of the container ("/etc/x"). */
@@ -130,27 +159,8 @@ static int tar_add(struct archive *a, const char *path, const char *name, json_t
             goto out;
         }
     }
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (!d) {
-            r = err_set(err, errno, "open `%s`", path);
-            goto out;
-        }
-        struct dirent *de;
-        while (r == 0 && (de = readdir(d))) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char cp[PATH_MAX], cn[PATH_MAX];
-            if ((size_t)snprintf(cp, sizeof(cp), "%s/%s", path, de->d_name) >= sizeof(cp) ||
-                (size_t)snprintf(cn, sizeof(cn), "%s%s%s", name, *name ? "/" : "", de->d_name) >=
-                    sizeof(cn)) {
-                r = err_set(err, ENAMETOOLONG, "`%s/%s`", path, de->d_name);
-                break;
-            }
-            r = tar_add(a, cp, cn, deleted, err);
-        }
-        closedir(d);
-    }
+    if (S_ISDIR(st.st_mode))
+        r = tar_children(a, path, name, deleted, err);
 out:
     archive_entry_free(e);
     return r;
@@ -166,20 +176,7 @@ static int tar_dir(int fd, const char *dir, json_t *deleted, struct err *err)
         r = err_set_msg(err, ENOMEM, "archive: %s", a ? archive_error_string(a) : "no memory");
         goto out;
     }
-    DIR *d = opendir(dir);
-    if (!d) {
-        r = err_set(err, errno, "open `%s`", dir);
-        goto out;
-    }
-    struct dirent *de;
-    while (r == 0 && (de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char p[PATH_MAX];
-        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-        r = tar_add(a, p, de->d_name, deleted, err);
-    }
-    closedir(d);
+    r = tar_children(a, dir, "", deleted, err);
     if (r == 0 && archive_write_close(a) != ARCHIVE_OK)
         r = err_set_msg(err, EIO, "archive: %s", archive_error_string(a));
 out:
